@@ -1,0 +1,264 @@
+// TOML -> validated config, with file:line:col diagnostics for every kind of mistake.
+#include "config/config.hpp"
+
+#include "config/paths.hpp"
+#include "kpool/default_config.hpp"
+
+#include <arpa/inet.h>
+#include <sys/un.h>
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <initializer_list>
+#include <sstream>
+
+namespace kpool::config {
+namespace {
+
+// Thrown inside this file only, turned into one diagnostic by parse_config.
+struct config_failure {
+    toml::source_position where;
+    std::string message;
+};
+
+[[noreturn]] void fail(const toml::source_region& region, std::string message) {
+    throw config_failure{region.begin, std::move(message)};
+}
+
+const char* type_name(const toml::node& node) {
+    switch (node.type()) {
+    case toml::node_type::table: return "a table";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a float";
+    case toml::node_type::boolean: return "a boolean";
+    default: return "a date or time";
+    }
+}
+
+void check_known_keys(const toml::table& table, std::string_view section,
+                      std::initializer_list<std::string_view> known) {
+    for (auto&& [key, node] : table) {
+        if (std::find(known.begin(), known.end(), key.str()) == known.end()) {
+            fail(key.source(), "unknown key '" + std::string(key.str()) + "' in " +
+                                   std::string(section));
+        }
+    }
+}
+
+const toml::table* sub_table(const toml::table& parent, std::string_view key) {
+    const toml::node* node = parent.get(key);
+    if (node == nullptr) {
+        return nullptr;
+    }
+    if (!node->is_table()) {
+        fail(node->source(), "'" + std::string(key) + "' must be a table, not " + type_name(*node));
+    }
+    return node->as_table();
+}
+
+std::string read_string(const toml::table& table, std::string_view key, std::string fallback) {
+    const toml::node* node = table.get(key);
+    if (node == nullptr) {
+        return fallback;
+    }
+    if (!node->is_string()) {
+        fail(node->source(), "'" + std::string(key) + "' must be a string, not " + type_name(*node));
+    }
+    return node->as_string()->get();
+}
+
+int read_int(const toml::table& table, std::string_view key, int fallback, int min, int max) {
+    const toml::node* node = table.get(key);
+    if (node == nullptr) {
+        return fallback;
+    }
+    if (!node->is_integer()) {
+        fail(node->source(), "'" + std::string(key) + "' must be an integer, not " +
+                                 type_name(*node));
+    }
+    const std::int64_t v = node->as_integer()->get();
+    if (v < min || v > max) {
+        fail(node->source(), "'" + std::string(key) + "' must be from " + std::to_string(min) +
+                                 " to " + std::to_string(max) + ", not " + std::to_string(v));
+    }
+    return static_cast<int>(v);
+}
+
+// Seconds may be written as an integer or a float.
+double read_seconds(const toml::table& table, std::string_view key, double fallback, double min,
+                    double max, bool min_exclusive) {
+    const toml::node* node = table.get(key);
+    if (node == nullptr) {
+        return fallback;
+    }
+    double v = 0;
+    if (node->is_integer()) {
+        v = static_cast<double>(node->as_integer()->get());
+    } else if (node->is_floating_point()) {
+        v = node->as_floating_point()->get();
+    } else {
+        fail(node->source(), "'" + std::string(key) + "' must be a number of seconds, not " +
+                                 type_name(*node));
+    }
+    if (!std::isfinite(v) || v < min || (min_exclusive && v == min) || v > max) {
+        std::ostringstream msg;
+        msg << "'" << key << "' must be " << (min_exclusive ? "above " : "at least ") << min
+            << " and at most " << max << " seconds";
+        fail(node->source(), msg.str());
+    }
+    return v;
+}
+
+template <class Check>
+void check_value(const toml::table& table, std::string_view key, Check&& is_valid,
+                 const std::string& message) {
+    if (const toml::node* node = table.get(key); node != nullptr && !is_valid()) {
+        fail(node->source(), message);
+    }
+}
+
+bool valid_pool_name(std::string_view name) {
+    return !name.empty() && name.size() <= 64 &&
+           std::all_of(name.begin(), name.end(), [](char c) {
+               return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ||
+                      c == '.';
+           });
+}
+
+bool valid_ip(const std::string& ip) {
+    unsigned char buf[sizeof(in6_addr)];
+    return inet_pton(AF_INET, ip.c_str(), buf) == 1 || inet_pton(AF_INET6, ip.c_str(), buf) == 1;
+}
+
+daemon_config read_daemon(const toml::table& root) {
+    daemon_config d;
+    const toml::table* t = sub_table(root, "daemon");
+    const toml::table empty;
+    const toml::table& table = t != nullptr ? *t : empty;
+    check_known_keys(table, "[daemon]", {"control", "runtime_dir", "log_level", "max_kernels"});
+
+    d.runtime_dir = read_string(table, "runtime_dir", default_runtime_dir());
+    check_value(table, "runtime_dir", [&] { return !d.runtime_dir.empty() && d.runtime_dir[0] == '/'; },
+                "'runtime_dir' must be an absolute path");
+    d.control = read_string(table, "control", default_control_endpoint(d.runtime_dir));
+    const std::string_view ipc = "ipc://";
+    check_value(table, "control", [&] { return d.control.starts_with(ipc); },
+                "'control' must be an ipc:// endpoint (tcp needs CURVE authentication, which "
+                "kpoold does not offer yet)");
+    check_value(table, "control",
+                [&] { return d.control.size() - ipc.size() < sizeof(sockaddr_un::sun_path); },
+                "'control' ipc path is longer than a Unix socket path may be (107 bytes)");
+    d.log_level = read_string(table, "log_level", d.log_level);
+    const std::initializer_list<std::string_view> levels = {"trace", "debug", "info", "warn",
+                                                            "error", "critical", "off"};
+    check_value(table, "log_level",
+                [&] { return std::find(levels.begin(), levels.end(), d.log_level) != levels.end(); },
+                "'log_level' must be one of trace, debug, info, warn, error, critical, off");
+    d.max_kernels = read_int(table, "max_kernels", d.max_kernels, 1, 4096);
+    return d;
+}
+
+pool_config read_pool(const std::string& name, const toml::table& table, const daemon_config& d) {
+    check_known_keys(table, "[pools." + name + "]",
+                     {"kernelspec", "size", "max_starting", "ready_timeout_s", "lease_s",
+                      "shutdown_grace_s", "transport", "ip"});
+    pool_config p;
+    p.name = name;
+    p.kernelspec = read_string(table, "kernelspec", name);
+    check_value(table, "kernelspec", [&] { return valid_pool_name(p.kernelspec); },
+                "'kernelspec' must be a kernelspec name (letters, digits, '-', '_', '.')");
+    p.size = read_int(table, "size", p.size, 0, d.max_kernels);
+    p.max_starting = read_int(table, "max_starting", p.max_starting, 1, 64);
+    p.ready_timeout_s = read_seconds(table, "ready_timeout_s", p.ready_timeout_s, 0, 3600, true);
+    p.lease_s = read_seconds(table, "lease_s", p.lease_s, 0, 31536000, false);
+    p.shutdown_grace_s = read_seconds(table, "shutdown_grace_s", p.shutdown_grace_s, 0, 60, false);
+    p.transport = read_string(table, "transport", p.transport);
+    check_value(table, "transport", [&] { return p.transport == "tcp" || p.transport == "ipc"; },
+                "'transport' must be \"tcp\" or \"ipc\"");
+    p.ip = read_string(table, "ip", p.ip);
+    check_value(table, "ip", [&] { return valid_ip(p.ip); },
+                "'ip' must be an IPv4 or IPv6 address, not '" + p.ip + "'");
+    return p;
+}
+
+config read_config(const toml::table& root) {
+    check_known_keys(root, "the top level", {"daemon", "pools"});
+    config cfg;
+    cfg.daemon = read_daemon(root);
+    const toml::table* pools = sub_table(root, "pools");
+    if (pools == nullptr || pools->empty()) {
+        fail(pools != nullptr ? pools->source() : root.source(),
+             "no pools configured: add a [pools.NAME] table");
+    }
+    int total_size = 0;
+    for (auto&& [key, node] : *pools) {
+        const std::string name(key.str());
+        if (!valid_pool_name(name)) {
+            fail(key.source(), "pool name '" + name + "' may hold only letters, digits, '-', '_', '.'");
+        }
+        if (!node.is_table()) {
+            fail(node.source(), "'pools." + name + "' must be a table, not " + type_name(node));
+        }
+        cfg.pools.push_back(read_pool(name, *node.as_table(), cfg.daemon));
+        total_size += cfg.pools.back().size;
+        if (total_size > cfg.daemon.max_kernels) {
+            const toml::node* size = node.as_table()->get("size");
+            fail(size != nullptr ? size->source() : key.source(),
+                 "pool sizes add up to " + std::to_string(total_size) +
+                     ", more than [daemon] max_kernels = " + std::to_string(cfg.daemon.max_kernels));
+        }
+    }
+    return cfg;
+}
+
+std::string diagnostic(const std::string& source, const toml::source_position& where,
+                       std::string_view message) {
+    std::ostringstream out;
+    out << source << ':' << std::max<toml::source_index>(where.line, 1) << ':'
+        << std::max<toml::source_index>(where.column, 1) << ": " << message;
+    return out.str();
+}
+
+} // namespace
+
+const pool_config* config::find_pool(std::string_view name) const {
+    auto it = std::find_if(pools.begin(), pools.end(), [&](const auto& p) { return p.name == name; });
+    return it != pools.end() ? &*it : nullptr;
+}
+
+result<config> parse_config(std::string_view toml_text, const std::string& source_name) {
+    try {
+        toml::table root = toml::parse(toml_text, source_name);
+        return read_config(root);
+    } catch (const toml::parse_error& e) {
+        return error{errc::bad_request, diagnostic(source_name, e.source().begin, e.description())};
+    } catch (const config_failure& f) {
+        return error{errc::bad_request, diagnostic(source_name, f.where, f.message)};
+    }
+}
+
+result<config> load_config_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        return error{errc::bad_request, path + ":1:1: cannot read the file"};
+    }
+    std::ostringstream text;
+    text << in.rdbuf();
+    return parse_config(text.str(), path);
+}
+
+config default_config() {
+    auto cfg = parse_config(default_config_text, "<embedded default config>");
+    // The embedded text is ours and tested; failing here is a build mistake, not user input.
+    if (!cfg) {
+        throw std::logic_error(cfg.err().message);
+    }
+    return std::move(cfg).value();
+}
+
+} // namespace kpool::config

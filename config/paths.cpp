@@ -1,0 +1,24 @@
+// Default locations, shared by the daemon and the clients.
+#include "config/paths.hpp"
+
+#include <unistd.h>
+
+#include <cstdlib>
+
+namespace kpool::config {
+
+std::string default_runtime_dir() {
+    if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg != nullptr && *xdg == '/') {
+        return std::string(xdg) + "/kpool";
+    }
+    if (geteuid() == 0) {
+        return "/run/kpool";
+    }
+    return "/tmp/kpool-" + std::to_string(geteuid());
+}
+
+std::string default_control_endpoint(const std::string& runtime_dir) {
+    return "ipc://" + runtime_dir + "/control";
+}
+
+} // namespace kpool::config

@@ -1,0 +1,91 @@
+// control_server: ROUTER socket setup, envelope splitting, framing errors, replies.
+#include "daemon/control_server.hpp"
+
+#include "daemon/logging.hpp"
+#include "daemon/zmq_frames.hpp"
+#include "protocol/control.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace kpool::daemon {
+
+control_server::control_server(uv_loop_t* loop, zmq::context_t& zmq, std::string endpoint,
+                               handler on_request)
+    : m_endpoint(std::move(endpoint)), m_on_request(std::move(on_request)),
+      m_socket(zmq, zmq::socket_type::router) {
+    m_socket.set(zmq::sockopt::linger, 0);
+    // A reply to a client that left fails with EHOSTUNREACH instead of vanishing, so an acquire
+    // nobody received can give its kernel back.
+    m_socket.set(zmq::sockopt::router_mandatory, true);
+    // Huge messages never reach us: libzmq drops the peer instead of buffering them.
+    m_socket.set(zmq::sockopt::maxmsgsize, protocol::max_message_bytes);
+    // libzmq does not chmod ipc sockets; a 077 umask makes the file 0600 as it is created.
+    const mode_t old_mask = ::umask(077);
+    try {
+        m_socket.bind(m_endpoint);
+    } catch (...) {
+        ::umask(old_mask);
+        throw;
+    }
+    ::umask(old_mask);
+    m_watcher = std::make_unique<zmq_watcher>(loop, m_socket, [this] { on_readable(); });
+    logger("control")->info("control socket bound at {}", m_endpoint);
+}
+
+control_server::~control_server() {
+    m_watcher.reset();
+    if (m_endpoint.starts_with("ipc://")) {
+        // libzmq removes the file when the socket closes, but only when it bound it itself;
+        // unbinding first makes that explicit.
+        try {
+            m_socket.unbind(m_endpoint);
+        } catch (const zmq::error_t&) {
+        }
+        ::unlink(m_endpoint.substr(6).c_str());
+    }
+}
+
+bool control_server::reply(const envelope& env, const std::string& body) {
+    std::vector<std::string> frames = env.frames;
+    frames.push_back(body);
+    if (!send_frames(m_socket, frames)) {
+        logger("control")->warn("reply not delivered: the client is gone or not reading");
+        return false;
+    }
+    return true;
+}
+
+void control_server::on_readable() {
+    auto frames = recv_frames(m_socket);
+    if (!frames || frames->empty()) {
+        return;
+    }
+    // frames[0] is the routing id ROUTER added; the envelope ends at the first empty frame.
+    std::size_t delimiter = 1;
+    while (delimiter < frames->size() && !(*frames)[delimiter].empty()) {
+        ++delimiter;
+    }
+    envelope env;
+    if (delimiter == frames->size()) {
+        env.frames = {(*frames)[0]};
+        reply(env, protocol::make_error_reply(
+                       {errc::bad_request, "missing the empty delimiter frame before the request"},
+                       nullptr));
+        return;
+    }
+    env.frames.assign(frames->begin(), frames->begin() + static_cast<long>(delimiter) + 1);
+    const std::size_t body_frames = frames->size() - delimiter - 1;
+    if (body_frames != 1) {
+        reply(env, protocol::make_error_reply(
+                       {errc::bad_request,
+                        body_frames == 0 ? std::string("empty request: no frame after the delimiter")
+                                         : "expected one request frame after the delimiter, got " +
+                                               std::to_string(body_frames)},
+                       nullptr));
+        return;
+    }
+    m_on_request(env, frames->back());
+}
+
+} // namespace kpool::daemon

@@ -1,0 +1,264 @@
+// daemon: startup, kernels, deadlines, signals and orderly shutdown.
+#include "daemon/daemon.hpp"
+
+#include "daemon/logging.hpp"
+#include "daemon/runtime_files.hpp"
+#include "daemon/spawn_launcher.hpp"
+#include "protocol/control.hpp"
+#include "protocol/hmac.hpp"
+#include "kpool/version.hpp"
+
+#include <unistd.h>
+
+#include <csignal>
+#include <cstring>
+#include <stdexcept>
+
+namespace kpool::daemon {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::chrono::milliseconds to_ms(double seconds) {
+    return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
+}
+
+// A UUID-4 shaped id, like jupyter_server's kernel ids.
+std::string make_kernel_id() {
+    std::string hex = protocol::random_hex(16);
+    hex[12] = '4';
+    hex[16] = "89ab"[hex[16] % 4];
+    return hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-" +
+           hex.substr(16, 4) + "-" + hex.substr(20);
+}
+
+} // namespace
+
+daemon::daemon(config::config cfg) : m_cfg(std::move(cfg)) {
+    if (int rc = uv_loop_init(&m_loop); rc != 0) {
+        throw std::runtime_error(std::string("uv_loop_init: ") + uv_strerror(rc));
+    }
+    m_kernels_dir = m_cfg.daemon.runtime_dir + "/kernels";
+    m_launcher = std::make_unique<spawn_launcher>(&m_loop);
+    m_budget.max = m_cfg.daemon.max_kernels;
+    for (const auto& pc : m_cfg.pools) {
+        m_pools.emplace(pc.name, std::make_unique<pool>(pc, m_budget, static_cast<kernel_driver&>(*this),
+                                                     static_cast<waiter_sink&>(*this), make_kernel_id));
+    }
+    m_deadline_timer = std::make_unique<uv_timer>(&m_loop);
+}
+
+daemon::~daemon() {
+    // Close what holds sockets or handles before the loop and the ZeroMQ context go away.
+    m_control.reset();
+    m_kernels.clear();
+    m_pools.clear();
+    m_deadline_timer.reset();
+    m_signals.clear();
+    uv_walk(
+        &m_loop,
+        [](uv_handle_t* h, void*) {
+            if (uv_is_closing(h) == 0) {
+                uv_close(h, nullptr); // only pipes of already-exited kernels can remain here
+            }
+        },
+        nullptr);
+    uv_run(&m_loop, UV_RUN_DEFAULT);
+    if (uv_loop_close(&m_loop) != 0) {
+        logger("daemon")->error("event loop closed with handles still open");
+    }
+}
+
+int daemon::run() {
+    auto log = logger("daemon");
+    m_started_at = clock::now();
+    for (const std::string& dir : {m_cfg.daemon.runtime_dir, m_kernels_dir}) {
+        if (auto st = ensure_private_dir(dir); !st) {
+            log->critical("{}", st.err().message);
+            return 1;
+        }
+    }
+    try {
+        m_control = std::make_unique<control_server>(
+            &m_loop, m_zmq, m_cfg.daemon.control,
+            [this](const envelope& env, std::string_view body) { handle_request(env, body); });
+    } catch (const zmq::error_t& e) {
+        log->critical("cannot bind the control socket {}: {}", m_cfg.daemon.control, e.what());
+        return 1;
+    }
+    for (int signum : {SIGINT, SIGTERM}) {
+        watch_signal(signum);
+    }
+    log->info("kpoold {} started pid={} pools={} max_kernels={}", kpool::version, ::getpid(),
+              m_pools.size(), m_budget.max);
+    for (auto& [name, p] : m_pools) {
+        p->refill(clock::now());
+    }
+    reschedule();
+    uv_run(&m_loop, UV_RUN_DEFAULT);
+    log->info("kpoold stopped");
+    return m_exit_code;
+}
+
+status daemon::start_kernel(const std::string& pool_name, const std::string& id) {
+    const config::pool_config& pc = m_pools.at(pool_name)->config();
+    auto spec = find_kernelspec(pc.kernelspec);
+    if (!spec) {
+        return spec.err();
+    }
+    kernel_setup setup{id,           pool_name,         std::move(*spec),
+                       m_kernels_dir, pc.transport,     pc.ip,
+                       to_ms(pc.ready_timeout_s),       to_ms(pc.shutdown_grace_s)};
+    auto kernel = std::make_unique<kernel_process>(&m_loop, m_zmq, *m_launcher, std::move(setup),
+                                                   static_cast<kernel_events&>(*this));
+    if (auto st = kernel->start(); !st) {
+        return st;
+    }
+    const int pid = kernel->pid();
+    m_kernels.emplace(id, std::move(kernel));
+    m_kernel_pool.emplace(id, pool_name);
+    m_pools.at(pool_name)->on_spawned(id, pid);
+    return ok_status();
+}
+
+void daemon::stop_kernel(const std::string& id) {
+    if (auto it = m_kernels.find(id); it != m_kernels.end()) {
+        it->second->stop();
+    }
+}
+
+pool* daemon::pool_of_kernel(const std::string& id) {
+    auto it = m_kernel_pool.find(id);
+    return it == m_kernel_pool.end() ? nullptr : m_pools.at(it->second).get();
+}
+
+void daemon::kernel_warm(const std::string& id) {
+    if (pool* p = pool_of_kernel(id)) {
+        const kernel_process& k = *m_kernels.at(id);
+        p->on_warm(id, k.connection(), k.connection_file(), clock::now());
+    }
+    reschedule();
+}
+
+void daemon::kernel_start_failed(const std::string& id, const std::string& reason) {
+    if (pool* p = pool_of_kernel(id)) {
+        p->on_start_failed(id, reason, clock::now());
+    }
+    reschedule();
+}
+
+void daemon::kernel_exited(const std::string& id, const exit_status& status,
+                           const std::string& output_tail) {
+    std::string reason = status.describe();
+    if (!output_tail.empty()) {
+        const std::size_t keep = 300;
+        reason += "; output: " + protocol::echo_safe(output_tail.size() > keep
+                                                         ? output_tail.substr(output_tail.size() - keep)
+                                                         : output_tail);
+    }
+    pool* p = pool_of_kernel(id);
+    m_kernel_pool.erase(id);
+    // Destroying the kernel_process from inside its own exit callback is safe: it calls us last.
+    m_kernels.erase(id);
+    if (p != nullptr) {
+        p->on_exited(id, reason, clock::now());
+    }
+    reschedule();
+    finish_if_done();
+}
+
+bool daemon::granted(waiter_id waiter, const kernel_entry& kernel) {
+    auto it = m_pending.find(waiter);
+    if (it == m_pending.end()) {
+        return false;
+    }
+    pending_acquire pending = std::move(it->second);
+    m_pending.erase(it);
+    const bool delivered =
+        m_control->reply(pending.env, protocol::make_ok_reply(acquire_reply_fields(kernel),
+                                                              pending.req_id));
+    if (delivered) {
+        logger("pool")->info(
+            "kernel leased id={} pool={} pid={} waited_ms={:.1f}", kernel.id, kernel.pool,
+            kernel.pid,
+            std::chrono::duration<double, std::milli>(clock::now() - pending.since).count());
+    }
+    return delivered;
+}
+
+void daemon::failed(waiter_id waiter, const error& err) {
+    auto it = m_pending.find(waiter);
+    if (it == m_pending.end()) {
+        return;
+    }
+    m_control->reply(it->second.env, protocol::make_error_reply(err, it->second.req_id));
+    m_pending.erase(it);
+}
+
+void daemon::reschedule() {
+    std::optional<clock::time_point> next;
+    for (const auto& [name, p] : m_pools) {
+        auto d = p->next_deadline();
+        if (d && (!next || *d < *next)) {
+            next = d;
+        }
+    }
+    if (!next) {
+        m_deadline_timer->stop();
+        return;
+    }
+    const auto delay = std::chrono::ceil<std::chrono::milliseconds>(*next - clock::now());
+    m_deadline_timer->start(std::max(delay, 0ms), [this] {
+        const auto now = clock::now();
+        for (auto& [name, p] : m_pools) {
+            p->expire(now);
+        }
+        reschedule();
+    });
+}
+
+void daemon::watch_signal(int signum) {
+    uv_ptr<signal_watch> watch(new signal_watch{});
+    watch->owner = this;
+    uv_signal_init(&m_loop, &watch->handle);
+    watch->handle.data = watch.get();
+    uv_signal_start(
+        &watch->handle,
+        [](uv_signal_t* h, int sig) { static_cast<signal_watch*>(h->data)->owner->on_signal(sig); },
+        signum);
+    m_signals.push_back(std::move(watch));
+}
+
+void daemon::on_signal(int signum) {
+    auto log = logger("daemon");
+    if (!m_shutting_down) {
+        log->info("received {}: shutting down", strsignal(signum));
+        begin_shutdown();
+        return;
+    }
+    log->warn("received {} again: killing every kernel now", strsignal(signum));
+    for (auto& [id, k] : m_kernels) {
+        k->signal(SIGKILL);
+    }
+}
+
+void daemon::begin_shutdown() {
+    m_shutting_down = true;
+    for (auto& [name, p] : m_pools) {
+        p->shut_down();
+    }
+    reschedule();
+    finish_if_done();
+}
+
+void daemon::finish_if_done() {
+    if (!m_shutting_down || !m_kernels.empty()) {
+        return;
+    }
+    // Nothing is left running: release every handle so uv_run returns.
+    m_control.reset();
+    m_deadline_timer->stop();
+    m_signals.clear();
+}
+
+} // namespace kpool::daemon

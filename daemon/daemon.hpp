@@ -1,0 +1,100 @@
+// kpoold: the event loop that owns the pools, their kernels and the control socket.
+//
+// One libuv loop, one thread. The daemon is the glue between the parts: it carries out what the
+// pools decide (kernel_driver: start and stop kernel_process objects), reports kernel events
+// back to the pools (kernel_events), answers requests (request_handlers.cpp) and delivers
+// answers to acquires that waited (waiter_sink). A single timer fires at the earliest deadline
+// any pool has (waiter timeout, lease expiry, end of a backoff).
+#pragma once
+
+#include "config/config.hpp"
+#include "daemon/control_server.hpp"
+#include "daemon/kernel_process.hpp"
+#include "daemon/launcher.hpp"
+#include "daemon/pool.hpp"
+#include "daemon/uv_handle.hpp"
+#include "daemon/uv_timer.hpp"
+#include "protocol/control.hpp"
+
+#include <uv.h>
+#include <zmq.hpp>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+namespace kpool::daemon {
+
+class daemon final : private kernel_driver, private waiter_sink, private kernel_events {
+public:
+    explicit daemon(config::config cfg);
+    ~daemon() override;
+    daemon(const daemon&) = delete;
+    daemon& operator=(const daemon&) = delete;
+
+    // Prepares the runtime directory, binds the control socket, fills the pools and runs until
+    // SIGINT/SIGTERM have shut every kernel down. Returns the process exit code.
+    int run();
+
+private:
+    struct pending_acquire {
+        envelope env;
+        nlohmann::json req_id;
+        std::string pool;
+        clock::time_point since;
+    };
+    struct signal_watch {
+        uv_signal_t handle;
+        daemon* owner;
+    };
+
+    // kernel_driver
+    status start_kernel(const std::string& pool, const std::string& id) override;
+    void stop_kernel(const std::string& id) override;
+    // waiter_sink
+    bool granted(waiter_id waiter, const kernel_entry& kernel) override;
+    void failed(waiter_id waiter, const error& err) override;
+    // kernel_events
+    void kernel_warm(const std::string& id) override;
+    void kernel_start_failed(const std::string& id, const std::string& reason) override;
+    void kernel_exited(const std::string& id, const exit_status& status,
+                       const std::string& output_tail) override;
+
+    // request_handlers.cpp
+    void handle_request(const envelope& env, std::string_view body);
+    std::string op_ping(const protocol::control_request& req);
+    std::string op_status(const protocol::control_request& req);
+    std::string op_kernelspecs(const protocol::control_request& req);
+    std::string op_release(const protocol::control_request& req);
+    // Empty when the answer comes later (the acquire waits for a kernel).
+    std::string op_acquire(const envelope& env, const protocol::control_request& req);
+    nlohmann::json acquire_reply_fields(const kernel_entry& kernel) const;
+
+    void watch_signal(int signum);
+    void on_signal(int signum);
+    void begin_shutdown();
+    void finish_if_done();
+    void reschedule();
+    pool* pool_of_kernel(const std::string& id);
+
+    config::config m_cfg;
+    std::string m_kernels_dir;
+    uv_loop_t m_loop{};
+    zmq::context_t m_zmq;
+    std::unique_ptr<launcher> m_launcher;
+    kernel_budget m_budget;
+    std::map<std::string, std::unique_ptr<pool>> m_pools;
+    std::unordered_map<std::string, std::unique_ptr<kernel_process>> m_kernels;
+    std::unordered_map<std::string, std::string> m_kernel_pool; // kernel id -> pool name
+    std::unordered_map<waiter_id, pending_acquire> m_pending;
+    waiter_id m_next_waiter = 1;
+    std::unique_ptr<control_server> m_control;
+    std::unique_ptr<uv_timer> m_deadline_timer;
+    std::vector<uv_ptr<signal_watch>> m_signals;
+    clock::time_point m_started_at;
+    bool m_shutting_down = false;
+    int m_exit_code = 0;
+};
+
+} // namespace kpool::daemon

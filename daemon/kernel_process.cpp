@@ -1,0 +1,258 @@
+// kernel_process: launch, readiness probe over the wire protocol, graceful stop.
+#include "daemon/kernel_process.hpp"
+
+#include "daemon/logging.hpp"
+#include "daemon/runtime_files.hpp"
+#include "daemon/zmq_frames.hpp"
+#include "protocol/control.hpp"
+#include "protocol/hmac.hpp"
+#include "protocol/wire.hpp"
+
+#include <unistd.h>
+
+#include <csignal>
+
+extern char** environ;
+
+namespace kpool::daemon {
+namespace {
+
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+
+constexpr auto connection_file_poll = 20ms;
+constexpr auto kernel_info_resend = 1000ms;
+constexpr std::size_t output_tail_bytes = 4096;
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+std::unique_ptr<zmq::socket_t> make_dealer(zmq::context_t& zmq, const std::string& endpoint) {
+    auto socket = std::make_unique<zmq::socket_t>(zmq, zmq::socket_type::dealer);
+    socket->set(zmq::sockopt::linger, 0);
+    socket->set(zmq::sockopt::reconnect_ivl, 20); // ipc sockets appear a moment after launch
+    socket->connect(endpoint);
+    return socket;
+}
+
+} // namespace
+
+kernel_process::kernel_process(uv_loop_t* loop, zmq::context_t& zmq, launcher& launcher,
+                               kernel_setup setup, kernel_events& events)
+    : m_loop(loop), m_zmq(zmq), m_launcher(launcher), m_setup(std::move(setup)), m_events(events),
+      m_session(protocol::random_hex(16)), m_ready_deadline(loop), m_poll_timer(loop),
+      m_escalation(loop) {}
+
+kernel_process::~kernel_process() {
+    m_shell_watcher.reset(); // before the socket it watches
+}
+
+launch_spec kernel_process::make_launch_spec() const {
+    launch_spec spec;
+    spec.argv = format_argv(m_setup.spec, m_connection_file);
+    std::map<std::string, std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+        std::string_view entry(*e);
+        const auto eq = entry.find('=');
+        if (eq != std::string_view::npos) {
+            env[std::string(entry.substr(0, eq))] = std::string(entry.substr(eq + 1));
+        }
+    }
+    const auto inherited = env;
+    for (const auto& [name, value] : m_setup.spec.env) {
+        env[name] = expand_env_value(value, inherited);
+    }
+    // As jupyter_client's launcher does: the kernel knows its parent, and ipykernel then
+    // installs its interrupt handling and exits if the daemon disappears.
+    env["JPY_PARENT_PID"] = std::to_string(::getpid());
+    for (const auto& [name, value] : env) {
+        spec.env.push_back(name + "=" + value);
+    }
+    return spec;
+}
+
+status kernel_process::start() {
+    m_started_at = std::chrono::steady_clock::now();
+    m_connection_file = m_setup.kernels_dir + "/kernel-" + m_setup.id + ".json";
+    m_info.transport = m_setup.transport;
+    m_info.key = protocol::random_hex(32); // 256 bits, fresh for every kernel
+    m_info.kernel_name = m_setup.spec.name;
+    if (m_setup.transport == "ipc") {
+        m_info.ip = m_setup.kernels_dir + "/" + m_setup.id;
+        m_info.shell_port = 1;
+        m_info.iopub_port = 2;
+        m_info.stdin_port = 3;
+        m_info.control_port = 4;
+        m_info.hb_port = 5;
+    } else {
+        m_info.ip = m_setup.ip; // ports stay 0: the kernel binds random ports and writes them back
+    }
+    if (auto st = write_private_file(m_connection_file, protocol::dump_json(to_json(m_info))); !st) {
+        return st;
+    }
+    auto process = m_launcher.launch(make_launch_spec(),
+                                     {[this](std::string_view out) { append_output(out); },
+                                      [this](const exit_status& st) { on_exit(st); }});
+    if (!process) {
+        remove_kernel_files(m_connection_file, m_info);
+        m_phase = phase::exited;
+        return process.err();
+    }
+    m_process = std::move(process).value();
+    m_phase = phase::launching;
+    logger("kernel")->info("kernel starting id={} pool={} pid={}", m_setup.id, m_setup.pool, pid());
+    m_ready_deadline.start(
+        std::chrono::duration_cast<std::chrono::milliseconds>(m_setup.ready_timeout), [this] {
+            fail_start(fmt::format("no kernel_info_reply within {:.1f} s",
+                                   std::chrono::duration<double>(m_setup.ready_timeout).count()));
+        });
+    m_poll_timer.start(0ms, [this] { check_connection_file(); }, connection_file_poll);
+    return ok_status();
+}
+
+void kernel_process::check_connection_file() {
+    auto text = read_small_file(m_connection_file);
+    if (!text) {
+        return; // the kernel rewrites it by unlink + create: try again shortly
+    }
+    json j = json::parse(*text, nullptr, false);
+    auto info = protocol::connection_info_from_json(j);
+    if (!info || !info->ports_assigned()) {
+        return; // not written yet, or written partially
+    }
+    if (info->key != m_info.key || info->transport != m_info.transport) {
+        fail_start("the kernel rewrote its connection file with another key or transport");
+        return;
+    }
+    const std::string kernel_name = m_info.kernel_name;
+    m_info = std::move(*info);
+    m_info.kernel_name = kernel_name; // ipykernel drops it when it rewrites the file
+    begin_probe();
+}
+
+void kernel_process::begin_probe() {
+    m_phase = phase::probing;
+    m_shell = make_dealer(m_zmq, m_info.endpoint(m_info.shell_port));
+    m_shell_watcher = std::make_unique<zmq_watcher>(m_loop, *m_shell, [this] { on_shell_message(); });
+    // Resent every second, as jupyter_client's wait_for_ready does: cheap, and robust against
+    // a request that arrives before the kernel's shell handler is listening.
+    m_poll_timer.start(0ms, [this] { send_kernel_info_request(); }, kernel_info_resend);
+}
+
+void kernel_process::send_kernel_info_request() {
+    auto msg = protocol::make_message("kernel_info_request", m_session);
+    m_probe_ids.insert(msg.msg_id());
+    send_frames(*m_shell, protocol::serialize(msg, m_info.key));
+}
+
+void kernel_process::on_shell_message() {
+    auto frames = recv_frames(*m_shell);
+    if (!frames || m_phase != phase::probing) {
+        return;
+    }
+    auto msg = protocol::parse(*frames, m_info.key);
+    if (!msg) {
+        logger("kernel")->warn("kernel {} sent a bad message: {}", m_setup.id, msg.err().message);
+        return;
+    }
+    if (msg->msg_type() == "kernel_info_reply" && m_probe_ids.count(msg->parent_msg_id()) != 0) {
+        become_ready();
+    }
+}
+
+void kernel_process::become_ready() {
+    m_ready_deadline.stop();
+    m_poll_timer.stop();
+    m_shell_watcher.reset();
+    m_shell.reset();
+    // The file clients get holds all nine fields, kernel_name included.
+    if (auto st = write_private_file(m_connection_file, protocol::dump_json(to_json(m_info))); !st) {
+        fail_start(st.err().message);
+        return;
+    }
+    m_phase = phase::ready;
+    logger("kernel")->info("kernel warm id={} pool={} pid={} ms={:.0f}", m_setup.id, m_setup.pool,
+                           pid(), seconds_since(m_started_at) * 1000);
+    m_events.kernel_warm(m_setup.id);
+}
+
+void kernel_process::fail_start(const std::string& reason) {
+    if (m_phase != phase::launching && m_phase != phase::probing) {
+        return;
+    }
+    logger("kernel")->error("kernel failed to start id={} pool={} pid={}: {}; output tail: {}",
+                            m_setup.id, m_setup.pool, pid(), reason,
+                            protocol::echo_safe(m_output_tail.substr(
+                                m_output_tail.size() > 512 ? m_output_tail.size() - 512 : 0)));
+    stop();
+    m_events.kernel_start_failed(m_setup.id, reason);
+}
+
+void kernel_process::stop() {
+    if (m_phase == phase::stopping || m_phase == phase::exited || m_phase == phase::created) {
+        return;
+    }
+    const bool channels_known = m_phase == phase::probing || m_phase == phase::ready;
+    m_phase = phase::stopping;
+    m_ready_deadline.stop();
+    m_poll_timer.stop();
+    m_shell_watcher.reset();
+    m_shell.reset();
+    logger("kernel")->info("kernel stopping id={} pool={} pid={}", m_setup.id, m_setup.pool, pid());
+    const auto grace = m_setup.shutdown_grace;
+    auto kill_later = [this, grace] {
+        m_process->signal_group(SIGTERM);
+        m_escalation.start(grace, [this] {
+            logger("kernel")->warn("kernel {} ignored SIGTERM; sending SIGKILL", m_setup.id);
+            m_process->signal_group(SIGKILL);
+        });
+    };
+    if (channels_known) {
+        send_shutdown_request();
+        m_escalation.start(grace, kill_later);
+    } else {
+        kill_later();
+    }
+}
+
+void kernel_process::send_shutdown_request() {
+    try {
+        m_control = make_dealer(m_zmq, m_info.endpoint(m_info.control_port));
+        auto msg = protocol::make_message("shutdown_request", m_session, {{"restart", false}});
+        send_frames(*m_control, protocol::serialize(msg, m_info.key));
+    } catch (const zmq::error_t& e) {
+        logger("kernel")->warn("kernel {}: cannot send shutdown_request: {}", m_setup.id, e.what());
+    }
+}
+
+int kernel_process::signal(int signum) {
+    return m_process && !exited() ? m_process->signal_group(signum) : -ESRCH;
+}
+
+void kernel_process::append_output(std::string_view bytes) {
+    m_output_tail.append(bytes);
+    if (m_output_tail.size() > output_tail_bytes) {
+        m_output_tail.erase(0, m_output_tail.size() - output_tail_bytes);
+    }
+}
+
+void kernel_process::on_exit(const exit_status& status) {
+    const bool expected = m_phase == phase::stopping;
+    m_phase = phase::exited;
+    m_ready_deadline.stop();
+    m_poll_timer.stop();
+    m_escalation.stop();
+    m_shell_watcher.reset();
+    m_shell.reset();
+    m_control.reset();
+    remove_kernel_files(m_connection_file, m_info);
+    auto log = logger("kernel");
+    log->log(expected ? spdlog::level::info : spdlog::level::warn,
+             "kernel exited id={} pool={} pid={} {} after {:.1f} s", m_setup.id, m_setup.pool,
+             pid(), status.describe(), seconds_since(m_started_at));
+    // Last statement: the handler may destroy this object.
+    m_events.kernel_exited(m_setup.id, status, m_output_tail);
+}
+
+} // namespace kpool::daemon

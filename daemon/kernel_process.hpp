@@ -1,0 +1,114 @@
+// One kernel's life as an OS process: launch, prove readiness over the wire protocol, shut down.
+//
+//   launching --(kernel wrote its ports)--> probing --(signed kernel_info_reply)--> ready
+//   any phase --stop()--> stopping: shutdown_request on control, SIGTERM, SIGKILL to the group
+//   any phase --process exits--> exited: files removed, events.kernel_exited()
+//
+// With tcp the kernel binds its own random ports (the connection file we write has ports 0 and
+// ipykernel fills them in), so there is no bind-then-close race between choosing a port and the
+// kernel binding it. With ipc the ports are socket file suffixes under a per-kernel prefix, so
+// we assign them and nothing can collide.
+#pragma once
+
+#include "daemon/kernelspec.hpp"
+#include "daemon/launcher.hpp"
+#include "daemon/uv_timer.hpp"
+#include "daemon/zmq_watcher.hpp"
+#include "protocol/connection_info.hpp"
+
+#include <zmq.hpp>
+
+#include <chrono>
+#include <memory>
+#include <set>
+#include <string>
+
+namespace kpool::daemon {
+
+// What kernel_process reports; the daemon forwards these to the kernel's pool.
+class kernel_events {
+public:
+    virtual ~kernel_events() = default;
+    virtual void kernel_warm(const std::string& id) = 0;
+    // Start failed (timeout, bad connection file). The kernel is being stopped; kernel_exited
+    // follows.
+    virtual void kernel_start_failed(const std::string& id, const std::string& reason) = 0;
+    // The process is gone and its files removed. `output_tail` is its last stdout/stderr bytes.
+    virtual void kernel_exited(const std::string& id, const exit_status& status,
+                               const std::string& output_tail) = 0;
+};
+
+struct kernel_setup {
+    std::string id;
+    std::string pool;
+    kernelspec spec;
+    std::string kernels_dir; // 0700 directory for the connection file and ipc sockets
+    std::string transport;   // "tcp" or "ipc"
+    std::string ip;
+    std::chrono::milliseconds ready_timeout{60000};
+    std::chrono::milliseconds shutdown_grace{2000};
+};
+
+class kernel_process {
+public:
+    kernel_process(uv_loop_t* loop, zmq::context_t& zmq, launcher& launcher, kernel_setup setup,
+                   kernel_events& events);
+    ~kernel_process();
+    kernel_process(const kernel_process&) = delete;
+    kernel_process& operator=(const kernel_process&) = delete;
+
+    // Writes the connection file and launches the process. An error means nothing is running.
+    status start();
+
+    // Begins the graceful shutdown sequence; idempotent. kernel_exited follows.
+    void stop();
+
+    // Signal to the kernel's process group; 0 or -errno.
+    int signal(int signum);
+
+    const std::string& id() const { return m_setup.id; }
+    int pid() const { return m_process ? m_process->pid() : 0; }
+    bool exited() const { return m_phase == phase::exited; }
+    const protocol::connection_info& connection() const { return m_info; }
+    const std::string& connection_file() const { return m_connection_file; }
+    std::chrono::steady_clock::time_point started_at() const { return m_started_at; }
+
+private:
+    enum class phase { created, launching, probing, ready, stopping, exited };
+
+    void check_connection_file();
+    void begin_probe();
+    void send_kernel_info_request();
+    void on_shell_message();
+    void become_ready();
+    void fail_start(const std::string& reason);
+    void send_shutdown_request();
+    void on_exit(const exit_status& status);
+    void append_output(std::string_view bytes);
+    launch_spec make_launch_spec() const;
+
+    uv_loop_t* m_loop;
+    zmq::context_t& m_zmq;
+    launcher& m_launcher;
+    kernel_setup m_setup;
+    kernel_events& m_events;
+
+    phase m_phase = phase::created;
+    protocol::connection_info m_info;
+    std::string m_connection_file;
+    std::string m_session; // our wire-protocol session id with this kernel
+    std::set<std::string> m_probe_ids;
+    std::string m_output_tail;
+    std::chrono::steady_clock::time_point m_started_at;
+
+    std::unique_ptr<launched_process> m_process;
+    // Sockets before their watchers: a watcher must be destroyed before its socket.
+    std::unique_ptr<zmq::socket_t> m_shell;
+    std::unique_ptr<zmq_watcher> m_shell_watcher;
+    std::unique_ptr<zmq::socket_t> m_control;
+    uv_timer m_ready_deadline;
+    uv_timer m_poll_timer;   // connection file polling, then kernel_info resends
+    uv_timer m_escalation;   // SIGTERM, then SIGKILL, during stop
+};
+
+} // namespace kpool::daemon

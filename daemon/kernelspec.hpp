@@ -1,0 +1,47 @@
+// Finding and reading kernelspecs (kernel.json) the way jupyter_client does.
+#pragma once
+
+#include "protocol/result.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kpool::daemon {
+
+struct kernelspec {
+    std::string name;         // directory name, lower-cased as jupyter_client does
+    std::string resource_dir; // the directory holding kernel.json
+    std::vector<std::string> argv;
+    std::string display_name;
+    std::string language;
+    std::string interrupt_mode = "signal";
+    std::map<std::string, std::string> env;
+    nlohmann::json metadata = nlohmann::json::object();
+};
+
+// The kernels/ directories searched, first match wins: $JUPYTER_PATH entries, the user data dir
+// ($JUPYTER_DATA_DIR, else $XDG_DATA_HOME/jupyter, else ~/.local/share/jupyter),
+// /usr/local/share/jupyter, /usr/share/jupyter.
+std::vector<std::string> kernelspec_search_path();
+
+// The first kernelspec of that name on the search path. unknown_pool-free: errors are internal
+// with a message naming the name and what was wrong (missing, unreadable, invalid JSON, no argv).
+result<kernelspec> find_kernelspec(const std::string& name);
+
+// Every valid kernelspec on the search path (earlier directories shadow later ones).
+std::vector<kernelspec> list_kernelspecs();
+
+// Reads <dir>/kernel.json.
+result<kernelspec> read_kernelspec(const std::string& dir, const std::string& name);
+
+// argv with {connection_file}, {resource_dir} and {prefix} substituted; other {x} kept as is.
+std::vector<std::string> format_argv(const kernelspec& spec, const std::string& connection_file);
+
+// Python's Template.safe_substitute: $VAR and ${VAR} from `lookup`, $$ -> $, unknown kept.
+std::string expand_env_value(const std::string& value,
+                             const std::map<std::string, std::string>& lookup);
+
+} // namespace kpool::daemon

@@ -1,0 +1,337 @@
+// pool: who gets which kernel, what to start, what to stop.
+#include "daemon/pool.hpp"
+
+#include "daemon/logging.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace kpool::daemon {
+namespace {
+
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+
+// Consecutive start failures back off exponentially, so a broken kernelspec cannot fork-storm.
+constexpr auto backoff_base = 500ms;
+constexpr auto backoff_max = 30000ms;
+
+double seconds_between(clock::time_point a, clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+}
+
+clock::duration seconds(double s) {
+    return std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(s));
+}
+
+} // namespace
+
+const char* to_string(kernel_state s) noexcept {
+    switch (s) {
+    case kernel_state::starting: return "starting";
+    case kernel_state::warm: return "warm";
+    case kernel_state::leased: return "leased";
+    case kernel_state::stopping: return "stopping";
+    }
+    return "unknown";
+}
+
+pool::pool(config::pool_config cfg, kernel_budget& budget, kernel_driver& driver,
+           waiter_sink& waiters, std::function<std::string()> make_id)
+    : m_cfg(std::move(cfg)), m_budget(budget), m_driver(driver), m_waiter_sink(waiters),
+      m_make_id(std::move(make_id)) {}
+
+int pool::count(kernel_state s) const {
+    return static_cast<int>(std::count_if(m_kernels.begin(), m_kernels.end(),
+                                          [s](const auto& kv) { return kv.second.state == s; }));
+}
+
+void pool::set_state(kernel_entry& k, kernel_state s, clock::time_point now) {
+    k.state = s;
+    k.state_since = now;
+}
+
+kernel_entry* pool::oldest_warm() {
+    kernel_entry* best = nullptr;
+    for (auto& [id, k] : m_kernels) {
+        if (k.state == kernel_state::warm && !k.failed &&
+            (best == nullptr || k.state_since < best->state_since)) {
+            best = &k;
+        }
+    }
+    return best;
+}
+
+kernel_entry& pool::lease(kernel_entry& k, std::optional<double> lease_s, clock::time_point now) {
+    set_state(k, kernel_state::leased, now);
+    const double lease = lease_s.value_or(m_cfg.lease_s);
+    k.lease_deadline = lease > 0 ? std::optional(now + seconds(lease)) : std::nullopt;
+    ++m_counters.acquired;
+    return k;
+}
+
+acquire_outcome pool::acquire(waiter_id who, std::chrono::milliseconds timeout,
+                              std::optional<double> lease_s, clock::time_point now) {
+    if (m_shutting_down) {
+        return error{errc::shutting_down, "the daemon is shutting down"};
+    }
+    if (kernel_entry* k = oldest_warm()) {
+        ++m_counters.served_warm;
+        lease(*k, lease_s, now);
+        refill(now);
+        return k;
+    }
+    if (count(kernel_state::starting) == 0 && !m_budget.available()) {
+        return error{errc::capacity, "no warm kernel in pool '" + m_cfg.name +
+                                         "' and max_kernels (" + std::to_string(m_budget.max) +
+                                         ") kernels already exist"};
+    }
+    if (timeout.count() == 0) {
+        ++m_counters.timed_out;
+        return error{errc::timeout, "no warm kernel in pool '" + m_cfg.name + "'"};
+    }
+    m_waiters.push_back({who, now + timeout, lease_s});
+    refill(now);
+    return acquire_queued{};
+}
+
+void pool::return_unseen(const std::string& id, clock::time_point now) {
+    auto it = m_kernels.find(id);
+    if (it == m_kernels.end() || it->second.state != kernel_state::leased) {
+        return;
+    }
+    --m_counters.acquired;
+    set_state(it->second, kernel_state::warm, clock::time_point{}); // first in line again
+    it->second.lease_deadline.reset();
+    logger("pool")->info("kernel back to warm id={} pool={}: the client left before the reply",
+                         id, m_cfg.name);
+    serve_waiters(now);
+}
+
+status pool::release(const std::string& id) {
+    auto it = m_kernels.find(id);
+    if (it == m_kernels.end() || it->second.state != kernel_state::leased) {
+        return error{errc::unknown_kernel, "no leased kernel '" + id + "' in pool '" + m_cfg.name + "'"};
+    }
+    logger("pool")->info("kernel released id={} pool={}", id, m_cfg.name);
+    stop(it->second, clock::now());
+    return ok_status();
+}
+
+void pool::stop(kernel_entry& k, clock::time_point now) {
+    if (k.state == kernel_state::stopping) {
+        return;
+    }
+    set_state(k, kernel_state::stopping, now);
+    k.lease_deadline.reset();
+    m_driver.stop_kernel(k.id);
+}
+
+void pool::on_spawned(const std::string& id, int pid) {
+    if (auto it = m_kernels.find(id); it != m_kernels.end()) {
+        it->second.pid = pid;
+    }
+}
+
+void pool::on_warm(const std::string& id, const protocol::connection_info& info,
+                   const std::string& connection_file, clock::time_point now) {
+    auto it = m_kernels.find(id);
+    if (it == m_kernels.end() || it->second.state != kernel_state::starting) {
+        return;
+    }
+    kernel_entry& k = it->second;
+    k.connection = info;
+    k.connection_file = connection_file;
+    set_state(k, kernel_state::warm, now);
+    m_consecutive_failures = 0;
+    m_backoff_until.reset();
+    logger("pool")->info("kernel warm id={} pool={} pid={} startup_ms={:.0f}", id, m_cfg.name,
+                         k.pid, seconds_between(k.created, now) * 1000);
+    serve_waiters(now);
+}
+
+void pool::serve_waiters(clock::time_point now) {
+    while (!m_waiters.empty()) {
+        kernel_entry* k = oldest_warm();
+        if (k == nullptr) {
+            break;
+        }
+        const queued_acquire w = m_waiters.front();
+        m_waiters.pop_front();
+        lease(*k, w.lease_s, now);
+        ++m_counters.waited;
+        if (!m_waiter_sink.granted(w.id, *k)) {
+            --m_counters.waited;
+            --m_counters.acquired;
+            set_state(*k, kernel_state::warm, clock::time_point{});
+            k->lease_deadline.reset();
+        }
+    }
+    refill(now);
+}
+
+void pool::record_failure(const std::string& reason, clock::time_point now) {
+    m_counters.last_error = reason;
+    ++m_consecutive_failures;
+    const auto delay = std::min<clock::duration>(
+        backoff_max, backoff_base * (1 << std::min(m_consecutive_failures - 1, 10)));
+    m_backoff_until = now + delay;
+    logger("pool")->error("pool {} kernel failure #{} ({}); next start in {:.1f} s", m_cfg.name,
+                          m_consecutive_failures, reason,
+                          std::chrono::duration<double>(delay).count());
+}
+
+void pool::on_start_failed(const std::string& id, const std::string& reason, clock::time_point now) {
+    auto it = m_kernels.find(id);
+    if (it == m_kernels.end() || it->second.failed) {
+        return;
+    }
+    it->second.failed = true;
+    ++m_counters.spawn_failures;
+    record_failure("kernel " + id + " failed to start: " + reason, now);
+    stop(it->second, now);
+}
+
+void pool::on_exited(const std::string& id, const std::string& reason, clock::time_point now) {
+    auto it = m_kernels.find(id);
+    if (it == m_kernels.end()) {
+        return;
+    }
+    kernel_entry& k = it->second;
+    if (!k.failed && k.state == kernel_state::starting) {
+        ++m_counters.spawn_failures;
+        record_failure("kernel " + id + " exited while starting: " + reason, now);
+    } else if (!k.failed && k.state == kernel_state::warm) {
+        ++m_counters.died_warm;
+        m_counters.last_error = "warm kernel " + id + " died: " + reason;
+        logger("pool")->warn("{}", m_counters.last_error);
+    } else if (k.state == kernel_state::leased) {
+        logger("pool")->info("leased kernel {} exited: {}", id, reason);
+    }
+    m_kernels.erase(it);
+    --m_budget.used;
+    refill(now);
+}
+
+void pool::expire(clock::time_point now) {
+    while (!m_waiters.empty()) {
+        // Deadlines are not in queue order (timeouts differ), so scan.
+        auto due = std::find_if(m_waiters.begin(), m_waiters.end(),
+                                [now](const queued_acquire& w) { return w.deadline <= now; });
+        if (due == m_waiters.end()) {
+            break;
+        }
+        const waiter_id id = due->id;
+        m_waiters.erase(due);
+        ++m_counters.timed_out;
+        m_waiter_sink.failed(id, {errc::timeout, "no kernel in pool '" + m_cfg.name +
+                                                     "' became warm in time"});
+    }
+    for (auto& [id, k] : m_kernels) {
+        if (k.state == kernel_state::leased && k.lease_deadline && *k.lease_deadline <= now) {
+            ++m_counters.leases_expired;
+            logger("pool")->info("lease expired id={} pool={}", id, m_cfg.name);
+            stop(k, now);
+        }
+    }
+    refill(now);
+}
+
+std::optional<clock::time_point> pool::next_deadline() const {
+    std::optional<clock::time_point> next;
+    auto consider = [&next](clock::time_point t) {
+        if (!next || t < *next) {
+            next = t;
+        }
+    };
+    for (const queued_acquire& w : m_waiters) {
+        consider(w.deadline);
+    }
+    for (const auto& [id, k] : m_kernels) {
+        if (k.state == kernel_state::leased && k.lease_deadline) {
+            consider(*k.lease_deadline);
+        }
+    }
+    if (m_backoff_until && !m_shutting_down) {
+        consider(*m_backoff_until);
+    }
+    return next;
+}
+
+void pool::refill(clock::time_point now) {
+    if (m_shutting_down || (m_backoff_until && now < *m_backoff_until)) {
+        return;
+    }
+    int starting = count(kernel_state::starting);
+    const int wanted = m_cfg.size + static_cast<int>(m_waiters.size());
+    int have = count(kernel_state::warm) + starting;
+    while (have < wanted && starting < m_cfg.max_starting && m_budget.available()) {
+        const std::string id = m_make_id();
+        kernel_entry k;
+        k.id = id;
+        k.pool = m_cfg.name;
+        k.created = now;
+        k.state_since = now;
+        m_kernels.emplace(id, std::move(k));
+        ++m_budget.used;
+        if (auto st = m_driver.start_kernel(m_cfg.name, id); !st) {
+            m_kernels.erase(id);
+            --m_budget.used;
+            ++m_counters.spawn_failures;
+            record_failure(st.err().message, now);
+            return;
+        }
+        ++starting;
+        ++have;
+    }
+}
+
+void pool::shut_down() {
+    m_shutting_down = true;
+    m_backoff_until.reset();
+    while (!m_waiters.empty()) {
+        const waiter_id id = m_waiters.front().id;
+        m_waiters.pop_front();
+        m_waiter_sink.failed(id, {errc::shutting_down, "the daemon is shutting down"});
+    }
+    const auto now = clock::now();
+    for (auto& [id, k] : m_kernels) {
+        stop(k, now);
+    }
+}
+
+json pool::status_json(clock::time_point now) const {
+    json kernels = json::array();
+    for (const auto& [id, k] : m_kernels) {
+        json entry{{"id", id}, {"pool", m_cfg.name}, {"pid", k.pid},
+                   {"state", to_string(k.state)},
+                   {"age_s", std::round(seconds_between(k.created, now) * 1000) / 1000}};
+        if (k.lease_deadline) {
+            entry["lease_remaining_s"] =
+                std::round(seconds_between(now, *k.lease_deadline) * 1000) / 1000;
+        }
+        kernels.push_back(std::move(entry));
+    }
+    const pool_counters& c = m_counters;
+    return json{{"name", m_cfg.name},
+                {"kernelspec", m_cfg.kernelspec},
+                {"size", m_cfg.size},
+                {"warm", count(kernel_state::warm)},
+                {"starting", count(kernel_state::starting)},
+                {"leased", count(kernel_state::leased)},
+                {"stopping", count(kernel_state::stopping)},
+                {"waiting", m_waiters.size()},
+                {"failing", m_consecutive_failures > 0},
+                {"counters",
+                 {{"acquired", c.acquired},
+                  {"served_warm", c.served_warm},
+                  {"waited", c.waited},
+                  {"timed_out", c.timed_out},
+                  {"spawn_failures", c.spawn_failures},
+                  {"died_warm", c.died_warm},
+                  {"leases_expired", c.leases_expired}}},
+                {"last_error", c.last_error.empty() ? json(nullptr) : json(c.last_error)},
+                {"kernels", std::move(kernels)}};
+}
+
+} // namespace kpool::daemon

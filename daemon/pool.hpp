@@ -1,0 +1,153 @@
+// A pool of kernels of one kernelspec: the state machine, with no processes and no sockets.
+//
+// Kernels move starting -> warm -> leased -> stopping -> (gone); a kernel that fails or dies
+// goes to stopping (or straight to gone) from any state. The pool decides what to start, whom
+// to serve and what to stop; a kernel_driver carries that out and reports back through the
+// on_* methods, and a waiter_sink delivers answers to acquires that had to wait. Time is passed
+// in, so tests drive the pool deterministically with a fake driver.
+#pragma once
+
+#include "config/config.hpp"
+#include "protocol/connection_info.hpp"
+#include "protocol/result.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+
+namespace kpool::daemon {
+
+using clock = std::chrono::steady_clock;
+using waiter_id = std::uint64_t;
+
+enum class kernel_state { starting, warm, leased, stopping };
+const char* to_string(kernel_state s) noexcept;
+
+struct kernel_entry {
+    std::string id;
+    std::string pool;
+    kernel_state state = kernel_state::starting;
+    int pid = 0;
+    clock::time_point created;
+    clock::time_point state_since;
+    std::optional<clock::time_point> lease_deadline;
+    protocol::connection_info connection;
+    std::string connection_file;
+    bool failed = false; // start failed or died: counted once, never handed out
+};
+
+struct pool_counters {
+    std::uint64_t acquired = 0;       // acquires answered with a kernel
+    std::uint64_t served_warm = 0;    // ... of which found a warm kernel at once
+    std::uint64_t waited = 0;         // ... of which waited for one to become warm
+    std::uint64_t timed_out = 0;
+    std::uint64_t spawn_failures = 0;
+    std::uint64_t died_warm = 0;
+    std::uint64_t leases_expired = 0;
+    std::string last_error;
+};
+
+// The shared cap on kernels across all pools (`max_kernels`).
+struct kernel_budget {
+    int max = 64;
+    int used = 0;
+    bool available() const { return used < max; }
+};
+
+// What the pool asks of the world.
+class kernel_driver {
+public:
+    virtual ~kernel_driver() = default;
+    // Start a kernel; afterwards report on_spawned, then on_warm or on_start_failed, and
+    // on_exited when the process is gone. An error means nothing was started.
+    virtual status start_kernel(const std::string& pool, const std::string& id) = 0;
+    // Shut a kernel down; on_exited follows.
+    virtual void stop_kernel(const std::string& id) = 0;
+};
+
+// Answers for acquires that waited.
+class waiter_sink {
+public:
+    virtual ~waiter_sink() = default;
+    // Returns false when the client can no longer be reached; the kernel then stays warm.
+    virtual bool granted(waiter_id waiter, const kernel_entry& kernel) = 0;
+    virtual void failed(waiter_id waiter, const error& err) = 0;
+};
+
+struct acquire_queued {};
+using acquire_outcome = std::variant<const kernel_entry*, acquire_queued, error>;
+
+class pool {
+public:
+    pool(config::pool_config cfg, kernel_budget& budget, kernel_driver& driver,
+         waiter_sink& waiters, std::function<std::string()> make_id);
+
+    const config::pool_config& config() const { return m_cfg; }
+    const pool_counters& counters() const { return m_counters; }
+    const std::map<std::string, kernel_entry>& kernels() const { return m_kernels; }
+    int count(kernel_state s) const;
+    std::size_t waiting() const { return m_waiters.size(); }
+
+    // A warm kernel now (leased to the caller), or queued for the next warm one (answered
+    // through waiter_sink), or an error (timeout at once for timeout 0, capacity, failing).
+    acquire_outcome acquire(waiter_id who, std::chrono::milliseconds timeout,
+                            std::optional<double> lease_s, clock::time_point now);
+    // The reply carrying a kernel could not be delivered: nobody saw it, it is warm again.
+    void return_unseen(const std::string& id, clock::time_point now);
+    status release(const std::string& id);
+
+    void on_spawned(const std::string& id, int pid);
+    void on_warm(const std::string& id, const protocol::connection_info& info,
+                 const std::string& connection_file, clock::time_point now);
+    void on_start_failed(const std::string& id, const std::string& reason, clock::time_point now);
+    void on_exited(const std::string& id, const std::string& reason, clock::time_point now);
+
+    // Times out waiters, expires leases, starts kernels whose backoff ended.
+    void expire(clock::time_point now);
+    // When expire() next has work to do, if ever.
+    std::optional<clock::time_point> next_deadline() const;
+
+    // Starts kernels until warm + starting covers size plus waiters, within the limits.
+    void refill(clock::time_point now);
+
+    // Fails every waiter with shutting_down and stops every kernel. No refills afterwards.
+    void shut_down();
+
+    nlohmann::json status_json(clock::time_point now) const;
+
+private:
+    struct queued_acquire {
+        waiter_id id;
+        clock::time_point deadline;
+        std::optional<double> lease_s;
+    };
+
+    kernel_entry& lease(kernel_entry& k, std::optional<double> lease_s, clock::time_point now);
+    kernel_entry* oldest_warm();
+    void serve_waiters(clock::time_point now);
+    void record_failure(const std::string& reason, clock::time_point now);
+    void set_state(kernel_entry& k, kernel_state s, clock::time_point now);
+    void stop(kernel_entry& k, clock::time_point now);
+
+    config::pool_config m_cfg;
+    kernel_budget& m_budget;
+    kernel_driver& m_driver;
+    waiter_sink& m_waiter_sink;
+    std::function<std::string()> m_make_id;
+
+    std::map<std::string, kernel_entry> m_kernels;
+    std::deque<queued_acquire> m_waiters;
+    pool_counters m_counters;
+    int m_consecutive_failures = 0;
+    std::optional<clock::time_point> m_backoff_until;
+    bool m_shutting_down = false;
+};
+
+} // namespace kpool::daemon

@@ -1,0 +1,67 @@
+// Control protocol v1 (see protocol/PROTOCOL.md): parsing requests and building replies.
+//
+// A request is one JSON object with an "op"; each op's fields are checked here, so the daemon
+// acts only on values that are already valid. Unknown fields are rejected, not ignored, so a
+// typo never silently changes behaviour.
+#pragma once
+
+#include "protocol/result.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace kpool::protocol {
+
+// Larger requests get a bad_request reply.
+inline constexpr std::int64_t max_request_bytes = 64 * 1024;
+// Larger messages are refused by the socket itself (ZMQ_MAXMSGSIZE: libzmq drops the peer, so
+// no reply is possible); between the two limits the client still gets an error reply.
+inline constexpr std::int64_t max_message_bytes = 1024 * 1024;
+// How deeply a request's JSON may nest; nothing valid needs more than 3 levels.
+inline constexpr int max_request_depth = 16;
+// How much of a client's text an error message repeats back.
+inline constexpr std::size_t max_echo_bytes = 128;
+// Bounds on client-supplied durations.
+inline constexpr std::int64_t max_timeout_ms = 3'600'000;
+inline constexpr double max_lease_s = 31'536'000.0;
+
+struct control_request {
+    std::string op;
+    nlohmann::json req_id; // null when the client sent none
+    nlohmann::json body;   // the whole request object
+};
+
+// Bytes -> a request object with a string "op". On failure, req_id is lost (it may not parse).
+result<control_request> parse_control_request(std::string_view bytes);
+
+// The req_id of a request that failed to parse, when it can still be read, else null.
+nlohmann::json salvage_req_id(std::string_view bytes);
+
+struct acquire_args {
+    std::string pool;
+    std::optional<std::int64_t> timeout_ms;
+    std::optional<double> lease_s;
+};
+struct release_args {
+    std::string kernel_id;
+};
+
+result<acquire_args> parse_acquire(const nlohmann::json& body);
+result<release_args> parse_release(const nlohmann::json& body);
+// For ops that take no arguments (ping, status, kernelspecs): only op and req_id allowed.
+status parse_no_args(const nlohmann::json& body);
+
+std::string make_ok_reply(nlohmann::json fields, const nlohmann::json& req_id);
+std::string make_error_reply(const error& err, const nlohmann::json& req_id);
+
+// At most max_echo_bytes of user text, control characters replaced, safe to put in a message.
+std::string echo_safe(std::string_view user_text);
+
+// JSON text of any value, replacing invalid UTF-8 instead of throwing.
+std::string dump_json(const nlohmann::json& j);
+
+} // namespace kpool::protocol
