@@ -77,9 +77,9 @@ acquire_outcome pool::acquire(waiter_id who, std::chrono::milliseconds timeout,
     }
     if (kernel_entry* k = oldest_warm()) {
         ++m_counters.served_warm;
-        lease(*k, lease_s, now);
-        refill(now);
-        return k;
+        // No refill here: the caller replies first and refills after, so starting a
+        // replacement (a fork) never lands on this request's latency.
+        return &lease(*k, lease_s, now);
     }
     if (count(kernel_state::starting) == 0 && !m_budget.available()) {
         return error{errc::capacity, "no warm kernel in pool '" + m_cfg.name +

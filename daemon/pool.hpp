@@ -95,8 +95,9 @@ public:
     int count(kernel_state s) const;
     std::size_t waiting() const { return m_waiters.size(); }
 
-    // A warm kernel now (leased to the caller), or queued for the next warm one (answered
-    // through waiter_sink), or an error (timeout at once for timeout 0, capacity, failing).
+    // A warm kernel now (leased to the caller, who calls refill() once it has replied), or
+    // queued for the next warm one (answered through waiter_sink), or an error (timeout at
+    // once for timeout 0, capacity).
     acquire_outcome acquire(waiter_id who, std::chrono::milliseconds timeout,
                             std::optional<double> lease_s, clock::time_point now);
     // The reply carrying a kernel could not be delivered: nobody saw it, it is warm again.

@@ -109,6 +109,7 @@ std::string daemon::op_acquire(const envelope& env, const protocol::control_requ
         logger("pool")->info("kernel leased id={} pool={} pid={} waited_ms=0", kernel.id,
                              kernel.pool, kernel.pid);
     }
+    p.refill(now); // after the reply is on its way
     return {};
 }
 
