@@ -147,8 +147,10 @@ void daemon::kernel_start_failed(const std::string& id, const std::string& reaso
     reschedule();
 }
 
-void daemon::kernel_exited(const std::string& id, const exit_status& status,
+void daemon::kernel_exited(const std::string& kernel_id, const exit_status& status,
                            const std::string& output_tail) {
+    // Copies: the arguments live in the kernel_process destroyed below.
+    const std::string id = kernel_id;
     std::string reason = status.describe();
     if (!output_tail.empty()) {
         const std::size_t keep = 300;
@@ -162,6 +164,10 @@ void daemon::kernel_exited(const std::string& id, const exit_status& status,
     m_kernels.erase(id);
     if (p != nullptr) {
         p->on_exited(id, reason, clock::now());
+    }
+    // The room this kernel took under max_kernels may let another pool refill or serve.
+    for (auto& [name, other] : m_pools) {
+        other->refill(clock::now());
     }
     reschedule();
     finish_if_done();
@@ -207,8 +213,10 @@ void daemon::reschedule() {
         m_deadline_timer->stop();
         return;
     }
+    // At least 1 ms: a timer re-armed for "now" inside its own callback would run again
+    // before the loop ever polls for I/O.
     const auto delay = std::chrono::ceil<std::chrono::milliseconds>(*next - clock::now());
-    m_deadline_timer->start(std::max(delay, 0ms), [this] {
+    m_deadline_timer->start(std::max(delay, 1ms), [this] {
         const auto now = clock::now();
         for (auto& [name, p] : m_pools) {
             p->expire(now);

@@ -81,7 +81,7 @@ acquire_outcome pool::acquire(waiter_id who, std::chrono::milliseconds timeout,
         // replacement (a fork) never lands on this request's latency.
         return &lease(*k, lease_s, now);
     }
-    if (count(kernel_state::starting) == 0 && !m_budget.available()) {
+    if (count(kernel_state::starting) == 0 && !m_budget.available() && m_budget.stopping == 0) {
         return error{errc::capacity, "no warm kernel in pool '" + m_cfg.name +
                                          "' and max_kernels (" + std::to_string(m_budget.max) +
                                          ") kernels already exist"};
@@ -123,6 +123,7 @@ void pool::stop(kernel_entry& k, clock::time_point now) {
         return;
     }
     set_state(k, kernel_state::stopping, now);
+    ++m_budget.stopping;
     k.lease_deadline.reset();
     m_driver.stop_kernel(k.id);
 }
@@ -208,6 +209,9 @@ void pool::on_exited(const std::string& id, const std::string& reason, clock::ti
     } else if (k.state == kernel_state::leased) {
         logger("pool")->info("leased kernel {} exited: {}", id, reason);
     }
+    if (k.state == kernel_state::stopping) {
+        --m_budget.stopping;
+    }
     m_kernels.erase(it);
     --m_budget.used;
     refill(now);
@@ -262,6 +266,7 @@ void pool::refill(clock::time_point now) {
     if (m_shutting_down || (m_backoff_until && now < *m_backoff_until)) {
         return;
     }
+    m_backoff_until.reset(); // over; m_consecutive_failures still sets the next one's length
     int starting = count(kernel_state::starting);
     const int wanted = m_cfg.size + static_cast<int>(m_waiters.size());
     int have = count(kernel_state::warm) + starting;

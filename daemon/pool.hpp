@@ -57,7 +57,8 @@ struct pool_counters {
 // The shared cap on kernels across all pools (`max_kernels`).
 struct kernel_budget {
     int max = 64;
-    int used = 0;
+    int used = 0;     // kernels in any state, all pools
+    int stopping = 0; // of which on their way out: their room comes back soon
     bool available() const { return used < max; }
 };
 

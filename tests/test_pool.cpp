@@ -170,6 +170,7 @@ TEST_SUITE("pool") {
         CHECK(f.p->next_deadline() == f.now + 500ms);
         f.advance(500ms);
         CHECK(f.driver.started.size() == 2);
+        CHECK_FALSE(f.p->next_deadline().has_value()); // the backoff is over, nothing is due
         f.p->on_exited("k2", "exit code 1", f.now); // died while starting: failure #2
         CHECK(f.p->counters().spawn_failures == 2);
         CHECK(f.p->next_deadline() == f.now + 1000ms);
@@ -225,7 +226,10 @@ TEST_SUITE("pool") {
         REQUIRE(std::holds_alternative<kpool::error>(o));
         CHECK(std::get<kpool::error>(o).code == errc::capacity);
         CHECK(f.p->release("k1").ok());
+        // k1 is on its way out, so its room comes back: wait rather than fail.
+        CHECK(std::holds_alternative<acquire_queued>(f.p->acquire(3, 5s, std::nullopt, f.now)));
         f.p->on_exited("k1", "exit code 0", f.now);
+        CHECK(f.budget.stopping == 0);
         CHECK(f.driver.started.size() == 2); // room again
     }
 

@@ -1,0 +1,173 @@
+"""Fixtures for the integration tests: a real kpoold in a private runtime directory, fake
+kernelspecs for fault injection beside Debian's real python3 (ipykernel) kernelspec, and leak
+checks (processes, files) after every daemon stops."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import zmq
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+KPOOLD = os.environ.get("KPOOLD") or os.path.join(HERE, "..", "..", "build", "kpoold")
+FAKE_KERNEL = os.path.join(HERE, "fake_kernel.py")
+PYTHON = "/usr/bin/python3"  # Debian's, with pyzmq, as the kernels use
+
+FAKE_SPECS = {
+    "fake": [PYTHON, FAKE_KERNEL, "ok", "-f", "{connection_file}"],
+    "fake-hang": [PYTHON, FAKE_KERNEL, "hang", "-f", "{connection_file}"],
+    "fake-crash": [PYTHON, FAKE_KERNEL, "crash", "-f", "{connection_file}"],
+    "fake-slow": [PYTHON, FAKE_KERNEL, "slow", "-f", "{connection_file}"],
+    "fake-stubborn": [PYTHON, FAKE_KERNEL, "stubborn", "-f", "{connection_file}"],
+    "no-such-binary": ["/nonexistent/kernel", "-f", "{connection_file}"],
+}
+
+
+def alive(pid):
+    """True while pid exists and is not a zombie."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_until(predicate, timeout=10.0, interval=0.05, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError("timed out after %.1f s waiting for %s" % (timeout, what))
+
+
+class Daemon:
+    """One kpoold process and a client for its control socket."""
+
+    def __init__(self, workdir, pools_toml, daemon_toml="", env=None, args=None):
+        self.workdir = workdir
+        self.runtime_dir = os.path.join(workdir, "run")
+        self.endpoint = "ipc://" + os.path.join(self.runtime_dir, "control")
+        self.config_path = os.path.join(workdir, "kpool.toml")
+        with open(self.config_path, "w") as f:
+            f.write('[daemon]\nruntime_dir = "%s"\nlog_level = "debug"\n%s\n%s\n' % (
+                self.runtime_dir, textwrap.dedent(daemon_toml), textwrap.dedent(pools_toml)))
+        self.log_path = os.path.join(workdir, "kpoold.log")
+        self.env = dict(os.environ, **(env or {}))
+        self.args = args if args is not None else ["--config", self.config_path]
+        self.ctx = zmq.Context.instance()
+        self.seen_pids = set()
+        self.proc = None
+
+    def start(self):
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen([KPOOLD] + self.args, stdout=self.log, stderr=subprocess.STDOUT,
+                                     env=self.env)
+        wait_until(lambda: self.proc.poll() is not None or self._pings(), timeout=10,
+                   what="the daemon to answer ping")
+        assert self.proc.poll() is None, "kpoold exited:\n" + self.log_text()
+        return self
+
+    def _pings(self):
+        try:
+            return self.rpc(op="ping", timeout=200)["ok"]
+        except (TimeoutError, zmq.ZMQError):
+            return False
+
+    def rpc(self, timeout=15000, **request):
+        sock = self.ctx.socket(zmq.REQ)
+        sock.linger = 0
+        sock.rcvtimeo = timeout
+        try:
+            sock.connect(self.endpoint)
+            sock.send_json(request)
+            try:
+                reply = sock.recv_json()
+            except zmq.Again:
+                raise TimeoutError("no reply to %r within %d ms" % (request, timeout))
+        finally:
+            sock.close()
+        if reply.get("ok") and "pid" in reply and request.get("op") == "acquire":
+            self.seen_pids.add(reply["pid"])
+        return reply
+
+    def status(self):
+        st = self.rpc(op="status")
+        assert st["ok"], st
+        self.seen_pids.update(k["pid"] for k in st["kernels"] if k["pid"])
+        return st
+
+    def pool(self, name):
+        return next(p for p in self.status()["pools"] if p["name"] == name)
+
+    def wait_warm(self, name, count, timeout=30):
+        return wait_until(lambda: self.pool(name)["warm"] >= count, timeout=timeout,
+                          what="%d warm kernels in pool %s" % (count, name))
+
+    def acquire(self, pool, **kw):
+        reply = self.rpc(op="acquire", pool=pool, **kw)
+        assert reply["ok"], reply
+        return reply
+
+    def log_text(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def stop(self, sig=signal.SIGTERM, timeout=10):
+        """Stops the daemon and returns its exit code; fails if it takes longer than timeout."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.status()  # remember every kernel pid for the leak check
+        self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError("kpoold did not exit within %d s:\n%s" % (timeout, self.log_text()))
+
+    def assert_no_leaks(self):
+        survivors = [pid for pid in self.seen_pids if alive(pid)]
+        assert not survivors, "kernel processes outlived the daemon: %s" % survivors
+        kernels_dir = os.path.join(self.runtime_dir, "kernels")
+        left = os.listdir(kernels_dir) if os.path.isdir(kernels_dir) else []
+        assert not left, "files left in %s: %s" % (kernels_dir, left)
+        assert not os.path.exists(os.path.join(self.runtime_dir, "control")), "ipc socket left"
+
+
+@pytest.fixture(scope="session")
+def kernelspec_path(tmp_path_factory):
+    """A JUPYTER_PATH holding the fake kernelspecs; python3 still comes from /usr/share."""
+    root = tmp_path_factory.mktemp("jupyter")
+    for name, argv in FAKE_SPECS.items():
+        d = root / "kernels" / name
+        d.mkdir(parents=True)
+        (d / "kernel.json").write_text(json.dumps(
+            {"argv": argv, "display_name": "Fake " + name, "language": "fake"}))
+    return str(root)
+
+
+@pytest.fixture
+def kpoold(tmp_path, kernelspec_path):
+    """Factory: kpoold(pools_toml, daemon_toml="") starts a daemon; all are stopped and checked
+    for leaks (exit code 0, no kernel process, no file) at the end of the test."""
+    daemons = []
+
+    def start(pools_toml, daemon_toml="", env=None, args=None):
+        workdir = str(tmp_path / ("d%d" % len(daemons)))
+        os.makedirs(workdir)
+        env = dict(env or {}, JUPYTER_PATH=kernelspec_path)
+        d = Daemon(workdir, pools_toml, daemon_toml, env, args)
+        daemons.append(d)
+        return d.start()
+
+    yield start
+    for d in daemons:
+        code = d.stop()
+        assert code == 0, "kpoold exited with %s:\n%s" % (code, d.log_text())
+        d.assert_no_leaks()
