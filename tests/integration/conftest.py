@@ -49,9 +49,9 @@ def wait_until(predicate, timeout=10.0, interval=0.05, what="condition"):
 class Daemon:
     """One kpoold process and a client for its control socket."""
 
-    def __init__(self, workdir, pools_toml, daemon_toml="", env=None, args=None):
+    def __init__(self, workdir, pools_toml, daemon_toml="", env=None, args=None, runtime_dir=None):
         self.workdir = workdir
-        self.runtime_dir = os.path.join(workdir, "run")
+        self.runtime_dir = runtime_dir or os.path.join(workdir, "run")
         self.endpoint = "ipc://" + os.path.join(self.runtime_dir, "control")
         self.config_path = os.path.join(workdir, "kpool.toml")
         with open(self.config_path, "w") as f:
@@ -158,11 +158,11 @@ def kpoold(tmp_path, kernelspec_path):
     for leaks (exit code 0, no kernel process, no file) at the end of the test."""
     daemons = []
 
-    def start(pools_toml, daemon_toml="", env=None, args=None):
+    def start(pools_toml, daemon_toml="", env=None, args=None, runtime_dir=None):
         workdir = str(tmp_path / ("d%d" % len(daemons)))
         os.makedirs(workdir)
         env = dict(env or {}, JUPYTER_PATH=kernelspec_path)
-        d = Daemon(workdir, pools_toml, daemon_toml, env, args)
+        d = Daemon(workdir, pools_toml, daemon_toml, env, args, runtime_dir)
         daemons.append(d)
         return d.start()
 
