@@ -1,8 +1,9 @@
 // spawn_launcher: uv_spawn with UV_PROCESS_DETACHED (setsid) and two output pipes.
 //
 // Lifetime: the libuv handles live in a heap `process_state` that outlives the C++ handle
-// object when needed. It is freed only when the process handle and both pipes are closed, and
-// the process handle is closed only in its exit callback (closing it earlier leaves a zombie).
+// object when needed. It is freed only when its four handles (process, two pipes, a timer) are
+// closed and the owner is gone; the process handle is closed only in its exit callback (closing
+// it earlier leaves a zombie).
 #include "daemon/spawn_launcher.hpp"
 
 #include "daemon/logging.hpp"
@@ -21,14 +22,22 @@ std::string exit_status::describe() const {
 
 namespace {
 
+// After the process exits, how long its output pipes may stay open (held by a descendant that
+// escaped the process group) before the exit is reported anyway.
+constexpr std::uint64_t output_drain_ms = 200;
+
 struct process_state {
     uv_process_t process;
     uv_pipe_t out;
     uv_pipe_t err;
+    uv_timer_t drain_timer;
     launch_callbacks callbacks;
+    exit_status status;
     int pid = 0;
-    int open_handles = 3;
+    int open_handles = 4;
+    int open_pipes = 2;
     bool exited = false;
+    bool reported = false;
     bool owner_gone = false;
 
     void maybe_free() {
@@ -41,14 +50,32 @@ struct process_state {
         --self->open_handles;
         self->maybe_free();
     }
-};
-
-void close_handle(void* h) {
-    auto* handle = static_cast<uv_handle_t*>(h);
-    if (uv_is_closing(handle) == 0) {
-        uv_close(handle, process_state::closed);
+    static void close_handle(void* h) {
+        auto* handle = static_cast<uv_handle_t*>(h);
+        if (uv_is_closing(handle) == 0) {
+            uv_close(handle, closed);
+        }
     }
-}
+
+    // The exit is reported once the process is gone and its output read to the end (or the
+    // drain time ran out), so the output tail that explains a failure is complete.
+    void report_exit(bool drained_or_late) {
+        if (!exited || reported || (!drained_or_late && open_pipes > 0)) {
+            return;
+        }
+        reported = true;
+        close_handle(&out);
+        close_handle(&err);
+        close_handle(&drain_timer);
+        if (!owner_gone && callbacks.on_exit) {
+            try {
+                callbacks.on_exit(status); // may destroy the owner: nothing of it is used after
+            } catch (const std::exception& e) {
+                logger("kernel")->error("exit callback failed: {}", e.what());
+            }
+        }
+    }
+};
 
 void start_reading(uv_pipe_t* pipe) {
     uv_read_start(
@@ -65,8 +92,10 @@ void start_reading(uv_pipe_t* pipe) {
                 } catch (const std::exception& e) {
                     logger("kernel")->error("output callback failed: {}", e.what());
                 }
-            } else if (n < 0) { // EOF or error: the child closed its end
-                close_handle(stream);
+            } else if (n < 0) { // EOF or error: every writer closed its end
+                uv_read_stop(stream);
+                --self->open_pipes;
+                self->report_exit(false);
             }
         });
 }
@@ -99,7 +128,8 @@ result<std::unique_ptr<launched_process>> spawn_launcher::launch(const launch_sp
     state->callbacks = std::move(callbacks);
     uv_pipe_init(m_loop, &state->out, 0);
     uv_pipe_init(m_loop, &state->err, 0);
-    state->process.data = state->out.data = state->err.data = state;
+    uv_timer_init(m_loop, &state->drain_timer);
+    state->process.data = state->out.data = state->err.data = state->drain_timer.data = state;
 
     std::vector<char*> argv;
     for (const auto& a : spec.argv) {
@@ -132,25 +162,25 @@ result<std::unique_ptr<launched_process>> spawn_launcher::launch(const launch_sp
     options.exit_cb = [](uv_process_t* proc, int64_t status, int term_signal) {
         auto* self = static_cast<process_state*>(proc->data);
         self->exited = true;
+        self->status = exit_status{status, term_signal};
         // Sweep the kernel's process group: whatever the kernel started dies with it. The group
         // id cannot be reused while members remain, so this reaches only the kernel's own.
         uv_kill(-self->pid, SIGKILL);
-        if (!self->owner_gone && self->callbacks.on_exit) {
-            try {
-                self->callbacks.on_exit(exit_status{status, term_signal});
-            } catch (const std::exception& e) {
-                logger("kernel")->error("exit callback failed: {}", e.what());
-            }
-        }
-        close_handle(proc);
+        process_state::close_handle(proc);
+        uv_timer_start(
+            &self->drain_timer,
+            [](uv_timer_t* t) { static_cast<process_state*>(t->data)->report_exit(true); },
+            output_drain_ms, 0);
+        self->report_exit(false);
     };
 
     if (int rc = uv_spawn(m_loop, &state->process, &options); rc != 0) {
         // uv_spawn initialised the process handle even though it failed: close everything.
         state->owner_gone = true;
-        close_handle(&state->process);
-        close_handle(&state->out);
-        close_handle(&state->err);
+        process_state::close_handle(&state->process);
+        process_state::close_handle(&state->out);
+        process_state::close_handle(&state->err);
+        process_state::close_handle(&state->drain_timer);
         return error{errc::internal, "cannot start " + spec.argv[0] + ": " + uv_strerror(rc)};
     }
     state->pid = state->process.pid;
