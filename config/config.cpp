@@ -166,7 +166,7 @@ daemon_config read_daemon(const toml::table& root) {
 pool_config read_pool(const std::string& name, const toml::table& table, const daemon_config& d) {
     check_known_keys(table, "[pools." + name + "]",
                      {"kernelspec", "size", "max_starting", "ready_timeout_s", "lease_s",
-                      "shutdown_grace_s", "transport", "ip"});
+                      "shutdown_grace_s", "transport", "ip", "context_snippet"});
     pool_config p;
     p.name = name;
     p.kernelspec = read_string(table, "kernelspec", name);
@@ -183,6 +183,13 @@ pool_config read_pool(const std::string& name, const toml::table& table, const d
     p.ip = read_string(table, "ip", p.ip);
     check_value(table, "ip", [&] { return valid_ip(p.ip); },
                 "'ip' must be an IPv4 or IPv6 address, not '" + p.ip + "'");
+    p.context_snippet = read_string(table, "context_snippet", "");
+    check_value(table, "context_snippet",
+                [&] {
+                    return p.context_snippet.empty() ||
+                           p.context_snippet.find("{context}") != std::string::npos;
+                },
+                "'context_snippet' must contain {context}, where the cwd and env go");
     return p;
 }
 

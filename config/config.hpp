@@ -22,6 +22,9 @@ struct pool_config {
     double shutdown_grace_s = 2;  // shutdown_request to SIGTERM, and SIGTERM to SIGKILL
     std::string transport = "tcp";
     std::string ip = "127.0.0.1"; // tcp only; ipc sockets live in the runtime directory
+    // Code applying a client's cwd/env in the kernel ("{context}" = JSON string literal);
+    // empty: kpool's built-in snippet for the kernel's language, if any.
+    std::string context_snippet;
 };
 
 struct daemon_config {

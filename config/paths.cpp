@@ -1,6 +1,7 @@
 // Default locations, shared by the daemon and the clients.
 #include "config/paths.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -8,7 +9,9 @@
 namespace kpool::config {
 
 std::string default_runtime_dir() {
-    if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg != nullptr && *xdg == '/') {
+    struct stat st{};
+    if (const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+        xdg != nullptr && *xdg == '/' && ::stat(xdg, &st) == 0 && S_ISDIR(st.st_mode)) {
         return std::string(xdg) + "/kpool";
     }
     if (geteuid() == 0) {

@@ -5,7 +5,8 @@
 
 namespace kpool::config {
 
-// $XDG_RUNTIME_DIR/kpool when XDG_RUNTIME_DIR is set, /run/kpool as root, else /tmp/kpool-<uid>.
+// $XDG_RUNTIME_DIR/kpool when that directory exists, else /run/kpool as root, else
+// /tmp/kpool-<uid> (which the daemon refuses to use if someone else owns it).
 // The daemon and its clients compute the same answer, so neither needs to be told.
 std::string default_runtime_dir();
 

@@ -106,9 +106,14 @@ status daemon::start_kernel(const std::string& pool_name, const std::string& id)
     if (!spec) {
         return spec.err();
     }
-    kernel_setup setup{id,           pool_name,         std::move(*spec),
-                       m_kernels_dir, pc.transport,     pc.ip,
-                       to_ms(pc.ready_timeout_s),       to_ms(pc.shutdown_grace_s)};
+    kernel_setup setup{.id = id,
+                       .pool = pool_name,
+                       .spec = std::move(*spec),
+                       .kernels_dir = m_kernels_dir,
+                       .transport = pc.transport,
+                       .ip = pc.ip,
+                       .ready_timeout = to_ms(pc.ready_timeout_s),
+                       .shutdown_grace = to_ms(pc.shutdown_grace_s)};
     auto kernel = std::make_unique<kernel_process>(&m_loop, m_zmq, *m_launcher, std::move(setup),
                                                    static_cast<kernel_events&>(*this));
     if (auto st = kernel->start(); !st) {
@@ -160,6 +165,15 @@ void daemon::kernel_exited(const std::string& kernel_id, const exit_status& stat
     }
     pool* p = pool_of_kernel(id);
     m_kernel_pool.erase(id);
+    if (m_handed_out.erase(id) != 0) {
+        constexpr std::size_t remembered = 4096;
+        m_exited.emplace(id, status);
+        m_exited_order.push_back(id);
+        if (m_exited_order.size() > remembered) {
+            m_exited.erase(m_exited_order.front());
+            m_exited_order.pop_front();
+        }
+    }
     // Destroying the kernel_process from inside its own exit callback is safe: it calls us last.
     m_kernels.erase(id);
     if (p != nullptr) {
@@ -180,16 +194,7 @@ bool daemon::granted(waiter_id waiter, const kernel_entry& kernel) {
     }
     pending_acquire pending = std::move(it->second);
     m_pending.erase(it);
-    const bool delivered =
-        m_control->reply(pending.env, protocol::make_ok_reply(acquire_reply_fields(kernel),
-                                                              pending.req_id));
-    if (delivered) {
-        logger("pool")->info(
-            "kernel leased id={} pool={} pid={} waited_ms={:.1f}", kernel.id, kernel.pool,
-            kernel.pid,
-            std::chrono::duration<double, std::milli>(clock::now() - pending.since).count());
-    }
-    return delivered;
+    return hand_over(std::move(pending), kernel);
 }
 
 void daemon::failed(waiter_id waiter, const error& err) {
@@ -197,7 +202,7 @@ void daemon::failed(waiter_id waiter, const error& err) {
     if (it == m_pending.end()) {
         return;
     }
-    m_control->reply(it->second.env, protocol::make_error_reply(err, it->second.req_id));
+    send_reply(it->second.env, protocol::make_error_reply(err, it->second.req_id));
     m_pending.erase(it);
 }
 

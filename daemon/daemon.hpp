@@ -22,7 +22,10 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <deque>
+#include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace kpool::daemon {
 
@@ -43,6 +46,8 @@ private:
         nlohmann::json req_id;
         std::string pool;
         clock::time_point since;
+        std::optional<std::string> cwd;
+        std::map<std::string, std::string> env_vars;
     };
     struct signal_watch {
         uv_signal_t handle;
@@ -67,9 +72,21 @@ private:
     std::string op_status(const protocol::control_request& req);
     std::string op_kernelspecs(const protocol::control_request& req);
     std::string op_release(const protocol::control_request& req);
-    // Empty when the answer comes later (the acquire waits for a kernel).
+    std::string op_signal(const protocol::control_request& req);
+    std::string op_poll(const protocol::control_request& req);
+    // Empty when the answer comes later (the acquire waits for a kernel, or for its cwd/env).
     std::string op_acquire(const envelope& env, const protocol::control_request& req);
+    // Gives a leased kernel to the client: applies cwd/env first if asked, then replies.
+    // False if the client could not be reached and the kernel was untouched (back to warm).
+    bool hand_over(pending_acquire pending, const kernel_entry& kernel);
+    bool send_kernel(const pending_acquire& pending, const kernel_entry& kernel);
+    // The pool's cwd/env snippet, or why it has none.
+    result<std::string> context_snippet_for(const config::pool_config& pc) const;
+    // Replies on the control socket; false if the client is gone (or the socket is closed).
+    bool send_reply(const envelope& env, const std::string& body);
     nlohmann::json acquire_reply_fields(const kernel_entry& kernel) const;
+    // A kernel a client holds: handed out and not yet exited.
+    kernel_process* handed_out_kernel(const std::string& id);
 
     void watch_signal(int signum);
     void on_signal(int signum);
@@ -88,6 +105,10 @@ private:
     std::unordered_map<std::string, std::unique_ptr<kernel_process>> m_kernels;
     std::unordered_map<std::string, std::string> m_kernel_pool; // kernel id -> pool name
     std::unordered_map<waiter_id, pending_acquire> m_pending;
+    std::unordered_set<std::string> m_handed_out;
+    // How handed-out kernels ended, for poll after the fact (bounded, oldest forgotten first).
+    std::unordered_map<std::string, exit_status> m_exited;
+    std::deque<std::string> m_exited_order;
     waiter_id m_next_waiter = 1;
     std::unique_ptr<control_server> m_control;
     std::unique_ptr<uv_timer> m_deadline_timer;

@@ -42,7 +42,7 @@ kernel_process::kernel_process(uv_loop_t* loop, zmq::context_t& zmq, launcher& l
                                kernel_setup setup, kernel_events& events)
     : m_loop(loop), m_zmq(zmq), m_launcher(launcher), m_setup(std::move(setup)), m_events(events),
       m_session(protocol::random_hex(16)), m_ready_deadline(loop), m_poll_timer(loop),
-      m_escalation(loop) {}
+      m_escalation(loop), m_code_deadline(loop) {}
 
 kernel_process::~kernel_process() {
     m_shell_watcher.reset(); // before the socket it watches
@@ -148,7 +148,7 @@ void kernel_process::send_kernel_info_request() {
 
 void kernel_process::on_shell_message() {
     auto frames = recv_frames(*m_shell);
-    if (!frames || m_phase != phase::probing) {
+    if (!frames) {
         return;
     }
     auto msg = protocol::parse(*frames, m_info.key);
@@ -156,9 +156,66 @@ void kernel_process::on_shell_message() {
         logger("kernel")->warn("kernel {} sent a bad message: {}", m_setup.id, msg.err().message);
         return;
     }
-    if (msg->msg_type() == "kernel_info_reply" && m_probe_ids.count(msg->parent_msg_id()) != 0) {
+    if (m_phase == phase::probing && msg->msg_type() == "kernel_info_reply" &&
+        m_probe_ids.count(msg->parent_msg_id()) != 0) {
         become_ready();
+    } else if (m_phase == phase::ready && msg->msg_type() == "execute_reply" &&
+               msg->parent_msg_id() == m_code_msg_id) {
+        on_execute_reply(*msg);
     }
+}
+
+void kernel_process::run_code(const std::string& code, std::chrono::milliseconds timeout,
+                              code_done done) {
+    if (m_phase != phase::ready || m_code_done) {
+        done(error{errc::internal, "kernel " + m_setup.id + " cannot run code now"});
+        return;
+    }
+    m_code_done = std::move(done);
+    if (!m_shell) {
+        m_shell = make_dealer(m_zmq, m_info.endpoint(m_info.shell_port));
+        m_shell_watcher =
+            std::make_unique<zmq_watcher>(m_loop, *m_shell, [this] { on_shell_message(); });
+    }
+    auto msg = protocol::make_message("execute_request", m_session,
+                                      {{"code", code},
+                                       {"silent", true},
+                                       {"store_history", false},
+                                       {"user_expressions", json::object()},
+                                       {"allow_stdin", false},
+                                       {"stop_on_error", false}});
+    m_code_msg_id = msg.msg_id();
+    m_code_deadline.start(timeout, [this, timeout] {
+        finish_code(error{errc::timeout, fmt::format("the kernel did not run the setup code within {} ms",
+                                                     timeout.count())});
+    });
+    send_frames(*m_shell, protocol::serialize(msg, m_info.key));
+}
+
+void kernel_process::on_execute_reply(const protocol::wire_message& msg) {
+    const json& content = msg.content;
+    if (content.value("status", "") == "ok") {
+        finish_code(ok_status());
+        return;
+    }
+    finish_code(error{errc::bad_request,
+                      protocol::echo_safe(content.value("ename", std::string("error")) + ": " +
+                                          content.value("evalue", std::string()))});
+}
+
+void kernel_process::finish_code(const status& outcome) {
+    if (!m_code_done) {
+        return;
+    }
+    m_code_deadline.stop();
+    m_code_msg_id.clear();
+    // The shell connection is not kept for a leased kernel (may run inside its own watcher's
+    // callback: the watcher is built for that).
+    m_shell_watcher.reset();
+    m_shell.reset();
+    auto done = std::move(m_code_done);
+    m_code_done = nullptr;
+    done(outcome);
 }
 
 void kernel_process::become_ready() {
@@ -194,6 +251,7 @@ void kernel_process::stop() {
         return;
     }
     const bool channels_known = m_phase == phase::probing || m_phase == phase::ready;
+    finish_code(error{errc::internal, "the kernel is being shut down"});
     m_phase = phase::stopping;
     m_ready_deadline.stop();
     m_poll_timer.stop();
@@ -240,6 +298,7 @@ void kernel_process::append_output(std::string_view bytes) {
 void kernel_process::on_exit(const exit_status& status) {
     const bool expected = m_phase == phase::stopping;
     m_phase = phase::exited;
+    finish_code(error{errc::internal, "the kernel exited: " + status.describe()});
     m_ready_deadline.stop();
     m_poll_timer.stop();
     m_escalation.stop();

@@ -15,10 +15,12 @@
 #include "daemon/uv_timer.hpp"
 #include "daemon/zmq_watcher.hpp"
 #include "protocol/connection_info.hpp"
+#include "protocol/wire.hpp"
 
 #include <zmq.hpp>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -66,6 +68,14 @@ public:
     // Signal to the kernel's process group; 0 or -errno.
     int signal(int signum);
 
+    // Executes `code` silently (no history, no execution count) in a ready kernel and calls
+    // `done` once with the outcome: an error if it raised, timed out, or the kernel went away.
+    // One at a time. `done` may destroy nothing but may stop this kernel.
+    using code_done = std::function<void(const status&)>;
+    void run_code(const std::string& code, std::chrono::milliseconds timeout, code_done done);
+
+    const kernelspec& spec() const { return m_setup.spec; }
+
     const std::string& id() const { return m_setup.id; }
     int pid() const { return m_process ? m_process->pid() : 0; }
     bool exited() const { return m_phase == phase::exited; }
@@ -80,6 +90,8 @@ private:
     void begin_probe();
     void send_kernel_info_request();
     void on_shell_message();
+    void on_execute_reply(const protocol::wire_message& msg);
+    void finish_code(const status& outcome);
     void become_ready();
     void fail_start(const std::string& reason);
     void send_shutdown_request();
@@ -99,6 +111,8 @@ private:
     std::string m_session; // our wire-protocol session id with this kernel
     std::set<std::string> m_probe_ids;
     std::string m_output_tail;
+    std::string m_code_msg_id; // the execute_request run_code is waiting on
+    code_done m_code_done;
     std::chrono::steady_clock::time_point m_started_at;
 
     std::unique_ptr<launched_process> m_process;
@@ -109,6 +123,7 @@ private:
     uv_timer m_ready_deadline;
     uv_timer m_poll_timer;   // connection file polling, then kernel_info resends
     uv_timer m_escalation;   // SIGTERM, then SIGKILL, during stop
+    uv_timer m_code_deadline;
 };
 
 } // namespace kpool::daemon

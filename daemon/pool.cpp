@@ -108,13 +108,13 @@ void pool::return_unseen(const std::string& id, clock::time_point now) {
     serve_waiters(now);
 }
 
-status pool::release(const std::string& id) {
+status pool::release(const std::string& id, clock::time_point now) {
     auto it = m_kernels.find(id);
     if (it == m_kernels.end() || it->second.state != kernel_state::leased) {
         return error{errc::unknown_kernel, "no leased kernel '" + id + "' in pool '" + m_cfg.name + "'"};
     }
     logger("pool")->info("kernel released id={} pool={}", id, m_cfg.name);
-    stop(it->second, clock::now());
+    stop(it->second, now);
     return ok_status();
 }
 

@@ -103,7 +103,7 @@ public:
                             std::optional<double> lease_s, clock::time_point now);
     // The reply carrying a kernel could not be delivered: nobody saw it, it is warm again.
     void return_unseen(const std::string& id, clock::time_point now);
-    status release(const std::string& id);
+    status release(const std::string& id, clock::time_point now);
 
     void on_spawned(const std::string& id, int pid);
     void on_warm(const std::string& id, const protocol::connection_info& info,

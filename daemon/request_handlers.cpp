@@ -1,6 +1,7 @@
 // The control protocol's ops (protocol/PROTOCOL.md), dispatched through a table by op name.
 #include "daemon/daemon.hpp"
 
+#include "daemon/kernel_context.hpp"
 #include "daemon/kernelspec.hpp"
 #include "daemon/logging.hpp"
 #include "kpool/version.hpp"
@@ -18,6 +19,8 @@ using namespace std::chrono_literals;
 
 // Without timeout_ms an acquire waits this long for a kernel.
 constexpr auto default_acquire_timeout = 30000ms;
+// How long a kernel may take to apply a client's cwd and env.
+constexpr auto context_timeout = 10000ms;
 
 using simple_op = std::string (daemon::*)(const protocol::control_request&);
 
@@ -30,12 +33,14 @@ void daemon::handle_request(const envelope& env, std::string_view body) {
         {"status", &daemon::op_status},
         {"kernelspecs", &daemon::op_kernelspecs},
         {"release", &daemon::op_release},
+        {"signal", &daemon::op_signal},
+        {"poll", &daemon::op_poll},
     };
     auto log = logger("control");
     auto req = protocol::parse_control_request(body);
     if (!req) {
         log->warn("bad request: {}", req.err().message);
-        m_control->reply(env, protocol::make_error_reply(req.err(), protocol::salvage_req_id(body)));
+        send_reply(env, protocol::make_error_reply(req.err(), protocol::salvage_req_id(body)));
         return;
     }
     log->debug("request op={}", protocol::echo_safe(req->op));
@@ -50,11 +55,11 @@ void daemon::handle_request(const envelope& env, std::string_view body) {
     } else {
         reply = protocol::make_error_reply(
             {errc::unknown_op, "unknown op '" + protocol::echo_safe(req->op) +
-                                   "' (known: ping, acquire, release, status, kernelspecs)"},
+                                   "' (known: ping, acquire, release, signal, poll, status, kernelspecs)"},
             req->req_id);
     }
     if (!reply.empty()) {
-        m_control->reply(env, reply);
+        send_reply(env, reply);
     }
     reschedule();
 }
@@ -87,12 +92,20 @@ std::string daemon::op_acquire(const envelope& env, const protocol::control_requ
             req.req_id);
     }
     pool& p = *it->second;
+    if (args->has_context()) {
+        // Checked before a kernel is taken, so an impossible request costs the pool nothing.
+        if (auto snippet = context_snippet_for(p.config()); !snippet) {
+            return protocol::make_error_reply(snippet.err(), req.req_id);
+        }
+    }
     const auto timeout =
         args->timeout_ms ? std::chrono::milliseconds(*args->timeout_ms) : default_acquire_timeout;
     const waiter_id waiter = m_next_waiter++;
     const auto now = clock::now();
+    pending_acquire pending{env, req.req_id, args->pool, now, std::move(args->cwd),
+                            std::move(args->env)};
     // Registered before asking the pool, which may answer through granted() right away.
-    m_pending.emplace(waiter, pending_acquire{env, req.req_id, args->pool, now});
+    m_pending.emplace(waiter, pending);
     auto outcome = p.acquire(waiter, timeout, args->lease_s, now);
     if (std::holds_alternative<acquire_queued>(outcome)) {
         return {}; // answered by granted() or failed()
@@ -102,19 +115,90 @@ std::string daemon::op_acquire(const envelope& env, const protocol::control_requ
         return protocol::make_error_reply(*err, req.req_id);
     }
     const kernel_entry& kernel = *std::get<const kernel_entry*>(outcome);
-    const std::string reply = protocol::make_ok_reply(acquire_reply_fields(kernel), req.req_id);
-    if (!m_control->reply(env, reply)) {
+    if (!hand_over(std::move(pending), kernel)) {
         p.return_unseen(kernel.id, now);
-    } else {
-        logger("pool")->info("kernel leased id={} pool={} pid={} waited_ms=0", kernel.id,
-                             kernel.pool, kernel.pid);
     }
     p.refill(now); // after the reply is on its way
     return {};
 }
 
+result<std::string> daemon::context_snippet_for(const config::pool_config& pc) const {
+    if (!pc.context_snippet.empty()) {
+        return pc.context_snippet;
+    }
+    auto spec = find_kernelspec(pc.kernelspec);
+    const std::string language = spec ? spec->language : "unknown";
+    if (auto snippet = builtin_context_snippet(language)) {
+        return *snippet;
+    }
+    return error{errc::bad_request,
+                 "pool '" + pc.name + "' runs kernels of language '" + language +
+                     "', for which kpool has no cwd/env snippet: set context_snippet in [pools." +
+                     pc.name + "] or leave out cwd and env"};
+}
+
+bool daemon::send_kernel(const pending_acquire& pending, const kernel_entry& kernel) {
+    if (!send_reply(pending.env,
+                    protocol::make_ok_reply(acquire_reply_fields(kernel), pending.req_id))) {
+        return false;
+    }
+    m_handed_out.insert(kernel.id);
+    logger("pool")->info(
+        "kernel leased id={} pool={} pid={} waited_ms={:.1f}", kernel.id, kernel.pool, kernel.pid,
+        std::chrono::duration<double, std::milli>(clock::now() - pending.since).count());
+    return true;
+}
+
+bool daemon::hand_over(pending_acquire pending, const kernel_entry& kernel) {
+    if (!pending.cwd && pending.env_vars.empty()) {
+        return send_kernel(pending, kernel);
+    }
+    auto snippet = context_snippet_for(m_pools.at(kernel.pool)->config());
+    if (!snippet) { // the kernelspec changed since the request was checked
+        send_reply(pending.env, protocol::make_error_reply(snippet.err(), pending.req_id));
+        return false;
+    }
+    const std::string code = render_context_snippet(*snippet, pending.cwd, pending.env_vars);
+    const std::string id = kernel.id;
+    m_kernels.at(id)->run_code(code, context_timeout, [this, id, pending](const status& outcome) {
+        pool* p = pool_of_kernel(id);
+        const kernel_entry* k = nullptr;
+        if (p != nullptr) {
+            auto it = p->kernels().find(id);
+            k = it != p->kernels().end() && it->second.state == kernel_state::leased ? &it->second
+                                                                                    : nullptr;
+        }
+        if (!outcome || k == nullptr) {
+            const error err = outcome ? error{errc::internal, "the kernel went away"} : outcome.err();
+            logger("pool")->warn("cannot apply cwd/env in kernel {}: {}", id, err.message);
+            send_reply(pending.env,
+                       protocol::make_error_reply(
+                           {err.code, "cannot apply cwd/env in the kernel: " + err.message},
+                           pending.req_id));
+        }
+        // A kernel that ran the client's setup is the client's or nobody's: never warm again.
+        if (k != nullptr && (!outcome || !send_kernel(pending, *k))) {
+            (void)p->release(id, clock::now());
+        }
+        reschedule();
+    });
+    return true;
+}
+
+bool daemon::send_reply(const envelope& env, const std::string& body) {
+    return m_control != nullptr && m_control->reply(env, body);
+}
+
+kernel_process* daemon::handed_out_kernel(const std::string& id) {
+    if (m_handed_out.count(id) == 0) {
+        return nullptr;
+    }
+    auto it = m_kernels.find(id);
+    return it == m_kernels.end() ? nullptr : it->second.get();
+}
+
 std::string daemon::op_release(const protocol::control_request& req) {
-    auto args = protocol::parse_release(req.body);
+    auto args = protocol::parse_kernel_op(req.body);
     if (!args) {
         return protocol::make_error_reply(args.err(), req.req_id);
     }
@@ -124,10 +208,52 @@ std::string daemon::op_release(const protocol::control_request& req) {
             {errc::unknown_kernel, "no kernel '" + protocol::echo_safe(args->kernel_id) + "'"},
             req.req_id);
     }
-    if (auto st = p->release(args->kernel_id); !st) {
+    if (auto st = p->release(args->kernel_id, clock::now()); !st) {
         return protocol::make_error_reply(st.err(), req.req_id);
     }
     return protocol::make_ok_reply(json::object(), req.req_id);
+}
+
+std::string daemon::op_signal(const protocol::control_request& req) {
+    auto args = protocol::parse_signal(req.body);
+    if (!args) {
+        return protocol::make_error_reply(args.err(), req.req_id);
+    }
+    kernel_process* k = handed_out_kernel(args->kernel_id);
+    if (k == nullptr) {
+        return protocol::make_error_reply(
+            {errc::unknown_kernel,
+             "no running kernel '" + protocol::echo_safe(args->kernel_id) + "' held by a client"},
+            req.req_id);
+    }
+    if (int rc = k->signal(args->signum); rc != 0) {
+        return protocol::make_error_reply(
+            {errc::internal, std::string("cannot signal the kernel: ") + uv_strerror(rc)},
+            req.req_id);
+    }
+    logger("kernel")->info("kernel signalled id={} pid={} signum={}", k->id(), k->pid(),
+                           args->signum);
+    return protocol::make_ok_reply(json::object(), req.req_id);
+}
+
+std::string daemon::op_poll(const protocol::control_request& req) {
+    auto args = protocol::parse_kernel_op(req.body);
+    if (!args) {
+        return protocol::make_error_reply(args.err(), req.req_id);
+    }
+    if (handed_out_kernel(args->kernel_id) != nullptr) {
+        return protocol::make_ok_reply({{"alive", true}}, req.req_id);
+    }
+    if (auto it = m_exited.find(args->kernel_id); it != m_exited.end()) {
+        // Like Popen.returncode: the exit code, or minus the signal that killed it.
+        const exit_status& st = it->second;
+        const std::int64_t code = st.term_signal != 0 ? -st.term_signal : st.code;
+        return protocol::make_ok_reply({{"alive", false}, {"exit_code", code}}, req.req_id);
+    }
+    return protocol::make_error_reply(
+        {errc::unknown_kernel,
+         "no kernel '" + protocol::echo_safe(args->kernel_id) + "' was handed out"},
+        req.req_id);
 }
 
 std::string daemon::op_status(const protocol::control_request& req) {

@@ -133,7 +133,8 @@ json salvage_req_id(std::string_view bytes) {
 }
 
 result<acquire_args> parse_acquire(const json& body) {
-    if (auto st = only_fields(body, {"op", "req_id", "pool", "timeout_ms", "lease_s"}); !st) {
+    if (auto st = only_fields(body, {"op", "req_id", "pool", "timeout_ms", "lease_s", "cwd", "env"});
+        !st) {
         return st.err();
     }
     acquire_args args;
@@ -157,10 +158,29 @@ result<acquire_args> parse_acquire(const json& body) {
         }
         args.lease_s = it->get<double>();
     }
+    if (auto it = body.find("cwd"); it != body.end() && !it->is_null()) {
+        if (!it->is_string() || it->get_ref<const std::string&>().empty() ||
+            it->get_ref<const std::string&>()[0] != '/') {
+            return bad("field 'cwd' must be an absolute path");
+        }
+        args.cwd = it->get<std::string>();
+    }
+    if (auto it = body.find("env"); it != body.end() && !it->is_null()) {
+        if (!it->is_object()) {
+            return bad("field 'env' must be an object of strings");
+        }
+        for (const auto& [name, value] : it->items()) {
+            if (name.empty() || name.find('=') != std::string::npos || !value.is_string()) {
+                return bad("field 'env': '" + echo_safe(name) +
+                           "' must be a name without '=' with a string value");
+            }
+            args.env.emplace(name, value.get<std::string>());
+        }
+    }
     return args;
 }
 
-result<release_args> parse_release(const json& body) {
+result<kernel_args> parse_kernel_op(const json& body) {
     if (auto st = only_fields(body, {"op", "req_id", "kernel_id"}); !st) {
         return st.err();
     }
@@ -168,7 +188,23 @@ result<release_args> parse_release(const json& body) {
     if (!id) {
         return id.err();
     }
-    return release_args{std::move(*id)};
+    return kernel_args{std::move(*id)};
+}
+
+result<signal_args> parse_signal(const json& body) {
+    if (auto st = only_fields(body, {"op", "req_id", "kernel_id", "signum"}); !st) {
+        return st.err();
+    }
+    auto id = required_string(body, "kernel_id");
+    if (!id) {
+        return id.err();
+    }
+    auto it = body.find("signum");
+    if (it == body.end() || !it->is_number_integer() || it->get<std::int64_t>() < 1 ||
+        it->get<std::int64_t>() > 64) {
+        return bad("field 'signum' must be a signal number from 1 to 64");
+    }
+    return signal_args{std::move(*id), static_cast<int>(it->get<std::int64_t>())};
 }
 
 status parse_no_args(const json& body) { return only_fields(body, {"op", "req_id"}); }

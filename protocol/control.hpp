@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -45,13 +46,24 @@ struct acquire_args {
     std::string pool;
     std::optional<std::int64_t> timeout_ms;
     std::optional<double> lease_s;
+    // Applied inside the kernel before it is handed over (jupyter_server and nbclient start
+    // kernels with a working directory and extra environment).
+    std::optional<std::string> cwd;
+    std::map<std::string, std::string> env;
+    bool has_context() const { return cwd.has_value() || !env.empty(); }
 };
-struct release_args {
+// For release and poll: just a kernel id.
+struct kernel_args {
     std::string kernel_id;
+};
+struct signal_args {
+    std::string kernel_id;
+    int signum = 0;
 };
 
 result<acquire_args> parse_acquire(const nlohmann::json& body);
-result<release_args> parse_release(const nlohmann::json& body);
+result<kernel_args> parse_kernel_op(const nlohmann::json& body);
+result<signal_args> parse_signal(const nlohmann::json& body);
 // For ops that take no arguments (ping, status, kernelspecs): only op and req_id allowed.
 status parse_no_args(const nlohmann::json& body);
 

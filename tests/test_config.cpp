@@ -20,19 +20,20 @@ std::string diagnostic_of(const std::string& text) {
 
 TEST_SUITE("config") {
     TEST_CASE("the embedded default: one python3 pool of 2, paths for this user") {
-        ::setenv("XDG_RUNTIME_DIR", "/run/user/1234", 1);
+        ::setenv("XDG_RUNTIME_DIR", "/tmp", 1);
         config cfg = default_config();
-        CHECK(cfg.daemon.runtime_dir == "/run/user/1234/kpool");
-        CHECK(cfg.daemon.control == "ipc:///run/user/1234/kpool/control");
+        CHECK(cfg.daemon.runtime_dir == "/tmp/kpool");
+        CHECK(cfg.daemon.control == "ipc:///tmp/kpool/control");
         CHECK(cfg.daemon.max_kernels == 64);
         CHECK(cfg.daemon.log_level == "info");
         REQUIRE(cfg.pools.size() == 1);
         CHECK(cfg.pools[0].name == "python3");
         CHECK(cfg.pools[0].kernelspec == "python3");
         CHECK(cfg.pools[0].size == 2);
-        ::unsetenv("XDG_RUNTIME_DIR");
+        ::setenv("XDG_RUNTIME_DIR", "/nonexistent/xdg", 1); // set, but not there: ignored
         CHECK(default_runtime_dir() == (::geteuid() == 0 ? std::string("/run/kpool")
                                                           : "/tmp/kpool-" + std::to_string(::geteuid())));
+        ::unsetenv("XDG_RUNTIME_DIR");
     }
 
     TEST_CASE("every key is read") {
@@ -116,6 +117,8 @@ ip = "::1"
             {"pools = 3\n", "t.toml:1:9: 'pools' must be a table, not an integer"},
             {"[pools]\na = 3\n", "t.toml:2:5: 'pools.a' must be a table, not an integer"},
             {"[pools.\"a b\"]\n", "t.toml:1:8: pool name 'a b' may hold only letters, digits, '-', '_', '.'"},
+            {"[pools.a]\ncontext_snippet = \"os.chdir(x)\"\n",
+             "t.toml:2:19: 'context_snippet' must contain {context}, where the cwd and env go"},
             {"[pools.a]\nkernelspec = \"../x\"\n",
              "t.toml:2:14: 'kernelspec' must be a kernelspec name (letters, digits, '-', '_', '.')"},
         };

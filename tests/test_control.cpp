@@ -98,12 +98,39 @@ TEST_SUITE("control") {
             REQUIRE_FALSE(r.ok());
             CHECK(r.err().message == message);
         }
-        CHECK(parse_release(json{{"op", "release"}}).err().message == "missing field 'kernel_id'");
-        CHECK(parse_release(json{{"op", "release"}, {"kernel_id", "k"}, {"x", 1}}).err().message ==
+        CHECK(parse_kernel_op(json{{"op", "release"}}).err().message == "missing field 'kernel_id'");
+        CHECK(parse_kernel_op(json{{"op", "release"}, {"kernel_id", "k"}, {"x", 1}}).err().message ==
               "unknown field 'x'");
         CHECK(parse_no_args(json{{"op", "ping"}, {"pool", "p"}}).err().message ==
               "unknown field 'pool'");
         CHECK(parse_no_args(json{{"op", "ping"}, {"req_id", "r"}}).ok());
+    }
+
+    TEST_CASE("acquire with cwd and env; signal; poll") {
+        auto args = parse_acquire(
+            json{{"op", "acquire"}, {"pool", "p"}, {"cwd", "/home/u"}, {"env", {{"A", "1"}}}});
+        REQUIRE(args.ok());
+        CHECK(args->cwd == "/home/u");
+        CHECK(args->env == std::map<std::string, std::string>{{"A", "1"}});
+        CHECK(args->has_context());
+        CHECK_FALSE(parse_acquire(json{{"op", "acquire"}, {"pool", "p"}, {"cwd", nullptr}})->has_context());
+        CHECK(parse_acquire(json{{"op", "acquire"}, {"pool", "p"}, {"cwd", "rel"}}).err().message ==
+              "field 'cwd' must be an absolute path");
+        CHECK(parse_acquire(json{{"op", "acquire"}, {"pool", "p"}, {"env", {{"A", 1}}}}).err().message ==
+              "field 'env': 'A' must be a name without '=' with a string value");
+        CHECK(parse_acquire(json{{"op", "acquire"}, {"pool", "p"}, {"env", {{"A=B", "1"}}}}).err().message ==
+              "field 'env': 'A=B' must be a name without '=' with a string value");
+        CHECK(parse_acquire(json{{"op", "acquire"}, {"pool", "p"}, {"env", "A=1"}}).err().message ==
+              "field 'env' must be an object of strings");
+
+        auto sig = parse_signal(json{{"op", "signal"}, {"kernel_id", "k"}, {"signum", 2}});
+        REQUIRE(sig.ok());
+        CHECK(sig->signum == 2);
+        CHECK(parse_signal(json{{"op", "signal"}, {"kernel_id", "k"}, {"signum", 0}}).err().message ==
+              "field 'signum' must be a signal number from 1 to 64");
+        CHECK(parse_signal(json{{"op", "signal"}, {"kernel_id", "k"}}).err().message ==
+              "field 'signum' must be a signal number from 1 to 64");
+        CHECK(parse_kernel_op(json{{"op", "poll"}, {"kernel_id", "k"}})->kernel_id == "k");
     }
 
     TEST_CASE("user text echoed back is capped and stripped of control characters") {

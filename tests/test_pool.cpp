@@ -196,13 +196,13 @@ TEST_SUITE("pool") {
         fixture f(1, 1);
         f.p->refill(f.now);
         f.warm("k1");
-        CHECK(f.p->release("k1").err().code == errc::unknown_kernel); // warm, never handed out
+        CHECK(f.p->release("k1", f.now).err().code == errc::unknown_kernel); // warm, never handed out
         REQUIRE(granted(f.p->acquire(1, 5s, std::nullopt, f.now)) != nullptr);
-        CHECK(f.p->release("k1").ok());
+        CHECK(f.p->release("k1", f.now).ok());
         CHECK(f.kernel("k1").state == kernel_state::stopping);
         CHECK(f.driver.stopped == std::vector<std::string>{"k1"});
-        CHECK(f.p->release("k1").err().code == errc::unknown_kernel); // already released
-        CHECK(f.p->release("nope").err().code == errc::unknown_kernel);
+        CHECK(f.p->release("k1", f.now).err().code == errc::unknown_kernel); // already released
+        CHECK(f.p->release("nope", f.now).err().code == errc::unknown_kernel);
     }
 
     TEST_CASE("an expired lease is stopped") {
@@ -225,7 +225,7 @@ TEST_SUITE("pool") {
         auto o = f.p->acquire(2, 5s, std::nullopt, f.now);
         REQUIRE(std::holds_alternative<kpool::error>(o));
         CHECK(std::get<kpool::error>(o).code == errc::capacity);
-        CHECK(f.p->release("k1").ok());
+        CHECK(f.p->release("k1", f.now).ok());
         // k1 is on its way out, so its room comes back: wait rather than fail.
         CHECK(std::holds_alternative<acquire_queued>(f.p->acquire(3, 5s, std::nullopt, f.now)));
         f.p->on_exited("k1", "exit code 0", f.now);

@@ -136,6 +136,9 @@ def test_requests_during_shutdown_get_shutting_down(kpoold):
 
 
 def test_check_config(tmp_path):
+    example = os.path.join(os.path.dirname(__file__), "..", "..", "config", "kpool.example.toml")
+    r = subprocess.run([KPOOLD, "--check-config", example], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
     good = tmp_path / "good.toml"
     good.write_text('[pools.python3]\nsize = 1\n')
     r = subprocess.run([KPOOLD, "--check-config", str(good)], capture_output=True, text=True)

@@ -1,0 +1,82 @@
+"""Ops for clients that hold a kernel: signal and poll, and acquire's cwd/env applied inside the
+kernel before it is handed over (real ipykernel, so the snippet is proven in the real thing)."""
+import os
+import signal
+import time
+
+from jupyter_client import BlockingKernelClient
+
+from conftest import alive, wait_until
+from test_ipykernel import PYTHON3_POOL
+
+
+def test_signal_and_poll(kpoold):
+    d = kpoold("""
+        [pools.fake]
+        kernelspec = "fake"
+        size = 1
+    """)
+    d.wait_warm("fake", 1)
+    warm_id = d.status()["kernels"][0]["id"]
+    # A warm kernel belongs to nobody: it cannot be signalled or polled.
+    assert d.rpc(op="signal", kernel_id=warm_id, signum=9)["error"]["code"] == "unknown_kernel"
+    assert d.rpc(op="poll", kernel_id=warm_id)["error"]["code"] == "unknown_kernel"
+    r = d.acquire("fake")
+    assert d.rpc(op="poll", kernel_id=r["kernel_id"]) == {"ok": True, "alive": True}
+    assert d.rpc(op="signal", kernel_id=r["kernel_id"], signum=signal.SIGTERM)["ok"]
+    wait_until(lambda: not alive(r["pid"]), what="SIGTERM to work")
+    polled = wait_until(lambda: (lambda p: p if not p["alive"] else None)(
+        d.rpc(op="poll", kernel_id=r["kernel_id"])), what="poll to see the exit")
+    assert polled["exit_code"] == -signal.SIGTERM
+    assert d.rpc(op="signal", kernel_id=r["kernel_id"], signum=9)["error"]["code"] == "unknown_kernel"
+    assert d.rpc(op="signal", kernel_id=r["kernel_id"], signum=0)["error"]["code"] == "bad_request"
+
+
+def test_acquire_applies_cwd_and_env_without_a_trace(kpoold, tmp_path):
+    d = kpoold(PYTHON3_POOL % 1)
+    d.wait_warm("python3", 1)
+    work = tmp_path / "work dir é"
+    work.mkdir()
+    r = d.acquire("python3", cwd=str(work), env={"JPY_SESSION_NAME": "nb.ipynb", "K": "v \"q\""})
+    kc = BlockingKernelClient()
+    kc.load_connection_file(r["connection_file"])
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=30)
+        reply = kc.execute_interactive(
+            "import os", user_expressions={
+                "cwd": "os.getcwd()", "env": "(os.environ['JPY_SESSION_NAME'], os.environ['K'])",
+                "count": "get_ipython().execution_count", "history": "len(In)"}, timeout=30)
+        ue = reply["content"]["user_expressions"]
+        assert ue["cwd"]["data"]["text/plain"] == repr(str(work))
+        assert ue["env"]["data"]["text/plain"] == repr(("nb.ipynb", 'v "q"'))
+        # Our snippet ran silently: this is the user's first cell.
+        assert reply["content"]["execution_count"] == 1
+        assert ue["history"]["data"]["text/plain"] == "2"  # In[0] == '' and this cell
+    finally:
+        kc.stop_channels()
+
+
+def test_a_bad_cwd_fails_the_acquire_and_the_touched_kernel_is_not_reused(kpoold):
+    d = kpoold(PYTHON3_POOL % 1)
+    d.wait_warm("python3", 1)
+    first = d.status()["kernels"][0]
+    r = d.rpc(op="acquire", pool="python3", cwd="/nonexistent/dir")
+    assert r["ok"] is False and r["error"]["code"] == "bad_request"
+    assert "FileNotFoundError" in r["error"]["message"]
+    wait_until(lambda: not alive(first["pid"]), what="the touched kernel to be stopped")
+    d.wait_warm("python3", 1, timeout=60)
+    assert first["id"] not in {k["id"] for k in d.status()["kernels"]}
+
+
+def test_cwd_on_a_language_without_a_snippet_is_a_clear_error(kpoold):
+    d = kpoold("""
+        [pools.fake]
+        kernelspec = "fake"
+        size = 1
+    """)
+    d.wait_warm("fake", 1)
+    r = d.rpc(op="acquire", pool="fake", cwd="/tmp")
+    assert r["error"]["code"] == "bad_request"
+    assert "language 'fake'" in r["error"]["message"] and "context_snippet" in r["error"]["message"]
+    assert d.pool("fake")["warm"] == 1  # untouched, still warm
