@@ -1,0 +1,99 @@
+// Plain-text tables: columns padded to their widest cell.
+#include "client/format.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+#include <vector>
+
+namespace kpool::client {
+namespace {
+
+using json = nlohmann::json;
+using row = std::vector<std::string>;
+
+std::string text(const json& j) {
+    if (j.is_string()) {
+        return j.get<std::string>();
+    }
+    if (j.is_null()) {
+        return "-";
+    }
+    if (j.is_number_float()) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.1f", j.get<double>());
+        return buf;
+    }
+    return j.dump();
+}
+
+std::string table(const std::vector<row>& rows) {
+    std::vector<std::size_t> width;
+    for (const row& r : rows) {
+        width.resize(std::max(width.size(), r.size()));
+        for (std::size_t i = 0; i < r.size(); ++i) {
+            width[i] = std::max(width[i], r[i].size());
+        }
+    }
+    std::ostringstream out;
+    for (const row& r : rows) {
+        std::string line;
+        for (std::size_t i = 0; i < r.size(); ++i) {
+            line += r[i];
+            if (i + 1 < r.size()) {
+                line += std::string(width[i] - r[i].size() + 2, ' ');
+            }
+        }
+        out << line << '\n';
+    }
+    return out.str();
+}
+
+} // namespace
+
+std::string format_status(const json& st) {
+    std::ostringstream out;
+    out << "kpoold " << text(st.value("version", json())) << "  pid " << text(st.value("pid", json()))
+        << "  up " << text(st.value("uptime_s", json())) << " s  kernels "
+        << text(st.value("kernels_total", json())) << "/" << text(st.value("max_kernels", json()))
+        << (st.value("shutting_down", false) ? "  SHUTTING DOWN" : "") << "\n\n";
+    std::vector<row> pools = {{"POOL", "KERNELSPEC", "SIZE", "WARM", "STARTING", "LEASED",
+                               "WAITING", "ACQUIRED", "SERVED_WARM", "WAITED", "TIMED_OUT",
+                               "SPAWN_FAILURES", "DIED_WARM", "STATE"}};
+    std::vector<std::string> errors;
+    for (const json& p : st.value("pools", json::array())) {
+        const json& c = p.value("counters", json::object());
+        pools.push_back({text(p["name"]), text(p["kernelspec"]), text(p["size"]), text(p["warm"]),
+                         text(p["starting"]), text(p["leased"]), text(p["waiting"]),
+                         text(c.value("acquired", json())), text(c.value("served_warm", json())),
+                         text(c.value("waited", json())), text(c.value("timed_out", json())),
+                         text(c.value("spawn_failures", json())),
+                         text(c.value("died_warm", json())),
+                         p.value("failing", false) ? "failing" : "ok"});
+        if (p.contains("last_error") && p["last_error"].is_string()) {
+            errors.push_back(text(p["name"]) + ": " + text(p["last_error"]));
+        }
+    }
+    out << table(pools);
+    for (const auto& e : errors) {
+        out << "  last error " << e << '\n';
+    }
+    std::vector<row> kernels = {{"KERNEL", "POOL", "PID", "STATE", "AGE_S", "LEASE_LEFT_S"}};
+    for (const json& k : st.value("kernels", json::array())) {
+        kernels.push_back({text(k["id"]), text(k["pool"]), text(k["pid"]), text(k["state"]),
+                           text(k["age_s"]), text(k.value("lease_remaining_s", json()))});
+    }
+    out << '\n' << table(kernels);
+    return out.str();
+}
+
+std::string format_kernelspecs(const json& reply) {
+    std::vector<row> rows = {{"NAME", "LANGUAGE", "DISPLAY NAME", "RESOURCE DIR"}};
+    for (const json& s : reply.value("kernelspecs", json::array())) {
+        rows.push_back({text(s["name"]), text(s["language"]), text(s["display_name"]),
+                        text(s["resource_dir"])});
+    }
+    return table(rows);
+}
+
+} // namespace kpool::client

@@ -1,0 +1,230 @@
+// kpool: the command-line client of kpoold (control protocol v1, protocol/PROTOCOL.md).
+//
+// Exit status: 0 done; 1 kpoold answered with an error (printed as "code: message");
+// 2 bad usage; 3 kpoold could not be reached or did not answer in time.
+#include "client/control_client.hpp"
+#include "client/format.hpp"
+#include "kpool/version.hpp"
+
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+constexpr const char* usage_text = R"usage(usage: kpool [--endpoint E] COMMAND [ARGS]
+
+  ping                          is kpoold there? (version, protocol)
+  status [--json]               pools, counters and kernels
+  kernelspecs [--json]          the kernelspecs kpoold can start
+  acquire POOL [--timeout MS] [--lease S] [--cwd DIR] [--env NAME=VALUE]... [--json]
+                                take a warm kernel; prints its connection file, e.g.
+                                jupyter console --existing "$(kpool acquire python3)"
+  release KERNEL_ID             shut an acquired kernel down
+  signal KERNEL_ID SIGNAL       send a signal (INT, TERM, KILL, ... or a number)
+  poll KERNEL_ID [--json]       is an acquired kernel still running?
+
+The endpoint defaults to $KPOOL_ENDPOINT, else kpoold's default for this user.
+Exit status: 0 ok, 1 kpoold answered with an error, 2 bad usage, 3 kpoold unreachable.
+)usage";
+
+struct usage_error {
+    std::string message;
+};
+
+struct options {
+    std::string endpoint = kpool::client::default_endpoint();
+    bool as_json = false;
+    std::vector<std::string> positional;
+    std::map<std::string, std::string> values;   // --timeout, --lease, --cwd
+    std::map<std::string, std::string> env_vars; // --env NAME=VALUE
+};
+
+options parse_args(int argc, char** argv) {
+    options opt;
+    for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc) {
+                throw usage_error{arg + " needs a value"};
+            }
+            return argv[++i];
+        };
+        if (arg == "--endpoint") {
+            opt.endpoint = value();
+        } else if (arg == "--json") {
+            opt.as_json = true;
+        } else if (arg == "--timeout" || arg == "--lease" || arg == "--cwd") {
+            opt.values[arg] = value();
+        } else if (arg == "--env") {
+            const std::string kv = value();
+            const auto eq = kv.find('=');
+            if (eq == std::string::npos || eq == 0) {
+                throw usage_error{"--env takes NAME=VALUE, not '" + kv + "'"};
+            }
+            opt.env_vars[kv.substr(0, eq)] = kv.substr(eq + 1);
+        } else if (arg == "-h" || arg == "--help") {
+            std::fputs(usage_text, stdout);
+            std::exit(0);
+        } else if (arg == "--version") {
+            std::printf("kpool %s (control protocol %d)\n", kpool::version,
+                        kpool::control_protocol_version);
+            std::exit(0);
+        } else if (arg.starts_with("--")) {
+            throw usage_error{"unknown option " + arg};
+        } else {
+            opt.positional.push_back(arg);
+        }
+    }
+    if (opt.positional.empty()) {
+        throw usage_error{"no command given"};
+    }
+    return opt;
+}
+
+template <class T> T number(const std::string& text, const char* what) {
+    try {
+        std::size_t used = 0;
+        T v{};
+        if constexpr (std::is_floating_point_v<T>) {
+            v = static_cast<T>(std::stod(text, &used));
+        } else {
+            v = static_cast<T>(std::stoll(text, &used));
+        }
+        if (used == text.size()) {
+            return v;
+        }
+    } catch (const std::exception&) {
+    }
+    throw usage_error{std::string(what) + " must be a number, not '" + text + "'"};
+}
+
+int signal_number(const std::string& name) {
+    static const std::map<std::string, int> names = {
+        {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL},
+        {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"CONT", SIGCONT},
+        {"STOP", SIGSTOP}};
+    std::string n = name.starts_with("SIG") ? name.substr(3) : name;
+    if (auto it = names.find(n); it != names.end()) {
+        return it->second;
+    }
+    return number<int>(name, "SIGNAL");
+}
+
+void expect_args(const options& opt, std::size_t n, const char* form) {
+    if (opt.positional.size() != n + 1) {
+        throw usage_error{std::string("usage: kpool ") + form};
+    }
+}
+
+// Sends and prints. `on_ok` prints a successful reply in human form.
+int call(const options& opt, json request, std::chrono::milliseconds timeout,
+         const std::function<void(const json&)>& on_ok) {
+    kpool::client::control_client client(opt.endpoint);
+    auto reply = client.request(request, timeout);
+    if (!reply) {
+        std::fprintf(stderr, "kpool: %s\n", reply.err().message.c_str());
+        return 3;
+    }
+    if (!reply->value("ok", false)) {
+        const json& e = reply->value("error", json::object());
+        std::fprintf(stderr, "kpool: %s: %s\n", e.value("code", std::string("internal")).c_str(),
+                     e.value("message", std::string("(no message)")).c_str());
+        return 1;
+    }
+    if (opt.as_json) {
+        std::printf("%s\n", reply->dump(2).c_str());
+    } else {
+        on_ok(*reply);
+    }
+    return 0;
+}
+
+int run(const options& opt) {
+    const std::string& cmd = opt.positional[0];
+    const auto quick = 5000ms;
+    if (cmd == "ping") {
+        expect_args(opt, 0, "ping");
+        return call(opt, {{"op", "ping"}}, quick, [&](const json& r) {
+            std::printf("kpoold %s (protocol %d) at %s\n", r.value("version", "?").c_str(),
+                        r.value("protocol", 0), opt.endpoint.c_str());
+        });
+    }
+    if (cmd == "status") {
+        expect_args(opt, 0, "status [--json]");
+        return call(opt, {{"op", "status"}}, quick, [](const json& r) {
+            std::fputs(kpool::client::format_status(r).c_str(), stdout);
+        });
+    }
+    if (cmd == "kernelspecs") {
+        expect_args(opt, 0, "kernelspecs [--json]");
+        return call(opt, {{"op", "kernelspecs"}}, quick, [](const json& r) {
+            std::fputs(kpool::client::format_kernelspecs(r).c_str(), stdout);
+        });
+    }
+    if (cmd == "acquire") {
+        expect_args(opt, 1, "acquire POOL [--timeout MS] [--lease S] [--cwd DIR] [--env N=V]... [--json]");
+        json req{{"op", "acquire"}, {"pool", opt.positional[1]}};
+        auto wait = 30000ms; // the daemon's default
+        if (auto it = opt.values.find("--timeout"); it != opt.values.end()) {
+            req["timeout_ms"] = number<std::int64_t>(it->second, "--timeout");
+            wait = std::chrono::milliseconds(req["timeout_ms"].get<std::int64_t>());
+        }
+        if (auto it = opt.values.find("--lease"); it != opt.values.end()) {
+            req["lease_s"] = number<double>(it->second, "--lease");
+        }
+        if (auto it = opt.values.find("--cwd"); it != opt.values.end()) {
+            req["cwd"] = it->second;
+        }
+        if (!opt.env_vars.empty()) {
+            req["env"] = opt.env_vars;
+        }
+        return call(opt, req, wait + quick, [](const json& r) {
+            std::printf("%s\n", r.value("connection_file", "").c_str());
+        });
+    }
+    if (cmd == "release") {
+        expect_args(opt, 1, "release KERNEL_ID");
+        return call(opt, {{"op", "release"}, {"kernel_id", opt.positional[1]}}, quick,
+                    [](const json&) {});
+    }
+    if (cmd == "signal") {
+        expect_args(opt, 2, "signal KERNEL_ID SIGNAL");
+        return call(opt,
+                    {{"op", "signal"},
+                     {"kernel_id", opt.positional[1]},
+                     {"signum", signal_number(opt.positional[2])}},
+                    quick, [](const json&) {});
+    }
+    if (cmd == "poll") {
+        expect_args(opt, 1, "poll KERNEL_ID [--json]");
+        return call(opt, {{"op", "poll"}, {"kernel_id", opt.positional[1]}}, quick,
+                    [](const json& r) {
+                        if (r.value("alive", false)) {
+                            std::printf("running\n");
+                        } else {
+                            std::printf("exited %lld\n", r.value("exit_code", 0LL));
+                        }
+                    });
+    }
+    throw usage_error{"unknown command '" + cmd + "'"};
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    try {
+        return run(parse_args(argc, argv));
+    } catch (const usage_error& e) {
+        std::fprintf(stderr, "kpool: %s\n\n%s", e.message.c_str(), usage_text);
+        return 2;
+    }
+}

@@ -1,0 +1,108 @@
+"""The kpool command-line client against a real daemon: every subcommand, its errors, and an
+absent daemon (reported within the timeout, never a hang)."""
+import json
+import os
+import socket
+import subprocess
+import time
+
+from conftest import HERE, alive, wait_until
+
+KPOOL = os.environ.get("KPOOL_CLI") or os.path.join(HERE, "..", "..", "build", "kpool")
+
+POOLS = """
+[pools.fake]
+kernelspec = "fake"
+size = 1
+[pools.hang]
+kernelspec = "fake-hang"
+size = 0
+"""
+
+
+def kpool(d, *args, env=None, timeout=30):
+    full_env = dict(os.environ, **(env or {}))
+    cmd = [KPOOL] + (["--endpoint", d.endpoint] if d is not None else []) + list(args)
+    return subprocess.run(cmd, capture_output=True, text=True, env=full_env, timeout=timeout)
+
+
+def test_ping_status_kernelspecs(kpoold):
+    d = kpoold(POOLS)
+    r = kpool(d, "ping")
+    assert r.returncode == 0 and r.stdout.startswith("kpoold ") and d.endpoint in r.stdout
+    # $KPOOL_ENDPOINT is the default endpoint.
+    r = kpool(None, "ping", env={"KPOOL_ENDPOINT": d.endpoint})
+    assert r.returncode == 0, r.stderr
+    d.wait_warm("fake", 1)
+    r = kpool(d, "status")
+    assert r.returncode == 0
+    lines = r.stdout.splitlines()
+    header = next(l for l in lines if l.startswith("POOL"))
+    fake = next(l for l in lines if l.startswith("fake "))
+    assert header.split()[:4] == ["POOL", "KERNELSPEC", "SIZE", "WARM"]
+    assert fake.split()[:4] == ["fake", "fake", "1", "1"]
+    assert any(l.startswith("KERNEL ") for l in lines)
+    st = json.loads(kpool(d, "status", "--json").stdout)
+    assert st["ok"] and {p["name"] for p in st["pools"]} == {"fake", "hang"}
+    r = kpool(d, "kernelspecs")
+    assert r.returncode == 0 and any(l.split()[0] == "fake" for l in r.stdout.splitlines()[1:])
+    specs = json.loads(kpool(d, "kernelspecs", "--json").stdout)["kernelspecs"]
+    assert "python3" in {s["name"] for s in specs}
+
+
+def test_acquire_release_signal_poll(kpoold):
+    d = kpoold(POOLS)
+    r = kpool(d, "acquire", "fake", "--timeout", "10000", "--lease", "60")
+    assert r.returncode == 0, r.stderr
+    path = r.stdout.strip()
+    assert os.path.isfile(path) and path.endswith(".json")
+    with open(path) as f:
+        assert set(json.load(f)) >= {"shell_port", "key", "transport"}
+    kernel_id = os.path.basename(path)[len("kernel-"):-len(".json")]
+    assert kpool(d, "poll", kernel_id).stdout == "running\n"
+    full = json.loads(kpool(d, "acquire", "fake", "--timeout", "10000", "--json").stdout)
+    assert full["ok"] and full["kernel_id"] != kernel_id and "connection" in full
+    r = kpool(d, "signal", full["kernel_id"], "KILL")
+    assert r.returncode == 0, r.stderr
+    wait_until(lambda: not alive(full["pid"]), what="SIGKILL from the CLI")
+    wait_until(lambda: kpool(d, "poll", full["kernel_id"]).stdout == "exited -9\n", what="poll")
+    assert kpool(d, "release", kernel_id).returncode == 0
+    r = kpool(d, "release", kernel_id)
+    assert r.returncode == 1 and r.stderr.startswith("kpool: unknown_kernel: ")
+
+
+def test_daemon_errors_are_reported_with_their_code(kpoold):
+    d = kpoold(POOLS)
+    r = kpool(d, "acquire", "nope")
+    assert r.returncode == 1 and r.stderr == "kpool: unknown_pool: no pool named 'nope'\n"
+    r = kpool(d, "acquire", "hang", "--timeout", "300")
+    assert r.returncode == 1 and r.stderr.startswith("kpool: timeout: ")
+    r = kpool(d, "acquire", "fake", "--cwd", "relative")
+    assert r.returncode == 1 and "bad_request" in r.stderr
+
+
+def test_usage_errors(kpoold):
+    d = kpoold(POOLS)
+    for args in [[], ["frob"], ["acquire"], ["release"], ["signal", "k"], ["acquire", "fake", "--timeout", "soon"],
+                 ["acquire", "fake", "--env", "NOEQUALS"], ["status", "--bogus"]]:
+        r = kpool(d, *args)
+        assert r.returncode == 2, (args, r)
+        assert r.stderr.startswith("kpool: ") and "usage: kpool" in r.stderr
+
+
+def test_an_absent_daemon_is_reported_not_waited_for(tmp_path):
+    start = time.monotonic()
+    r = subprocess.run([KPOOL, "--endpoint", "ipc://%s/control" % tmp_path, "ping"],
+                       capture_output=True, text=True, timeout=10)
+    assert r.returncode == 3 and "is kpoold running?" in r.stderr
+    assert time.monotonic() - start < 2
+    # A stale socket file with nobody behind it: the reply timeout bounds the wait.
+    stale = tmp_path / "stale"
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(str(stale))
+    s.close()
+    start = time.monotonic()
+    r = subprocess.run([KPOOL, "--endpoint", "ipc://%s" % stale, "status"],
+                       capture_output=True, text=True, timeout=20)
+    assert r.returncode == 3 and "no reply from kpoold" in r.stderr
+    assert time.monotonic() - start < 8
