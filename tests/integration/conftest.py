@@ -3,9 +3,11 @@ kernelspecs for fault injection beside Debian's real python3 (ipykernel) kernels
 checks (processes, files) after every daemon stops."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 
@@ -25,6 +27,32 @@ FAKE_SPECS = {
     "fake-stubborn": [PYTHON, FAKE_KERNEL, "stubborn", "-f", "{connection_file}"],
     "no-such-binary": ["/nonexistent/kernel", "-f", "{connection_file}"],
 }
+
+
+SOURCE_DIR = os.path.abspath(os.path.join(HERE, "..", ".."))
+PYTHON_SITE = None  # where pytest_configure installed the kpool Python package
+
+
+def pytest_configure(config):
+    """Installs python/ (the kpool package) with Debian's pip, offline, into a private directory
+    put first on sys.path: jupyter_client finds the provisioner through the installed entry
+    point, exactly as it would after a real install. The source tree stays clean."""
+    global PYTHON_SITE
+    work = tempfile.mkdtemp(prefix="kpool-python-")
+    shutil.copytree(os.path.join(SOURCE_DIR, "python"), os.path.join(work, "src"),
+                    ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    PYTHON_SITE = os.path.join(work, "site")
+    subprocess.run([PYTHON, "-m", "pip", "install", "--quiet", "--root-user-action=ignore",
+                    "--no-build-isolation",
+                    "--no-deps", "--no-index", "--target", PYTHON_SITE, os.path.join(work, "src")],
+                   check=True, cwd=work)
+    sys.path.insert(0, PYTHON_SITE)
+    os.environ["PYTHONPATH"] = PYTHON_SITE + os.pathsep + os.environ.get("PYTHONPATH", "")
+
+
+def pytest_unconfigure(config):
+    if PYTHON_SITE:
+        shutil.rmtree(os.path.dirname(PYTHON_SITE), ignore_errors=True)
 
 
 def alive(pid):

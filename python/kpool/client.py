@@ -1,0 +1,182 @@
+"""Clients for kpoold's control socket (protocol v1), synchronous and asyncio."""
+import dataclasses
+import json
+import os
+from typing import Any, Dict, Optional
+
+import zmq
+import zmq.asyncio
+
+DEFAULT_TIMEOUT_MS = 5000
+# An acquire may wait for a kernel this long on the daemon's side when no timeout is given.
+DAEMON_DEFAULT_ACQUIRE_MS = 30000
+
+
+class Error(Exception):
+    """A request kpoold refused (code from the protocol), or "unreachable"."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__("%s: %s" % (code, message))
+        self.code = code
+        self.message = message
+
+
+@dataclasses.dataclass
+class Kernel:
+    """A kernel acquired from a pool."""
+    kernel_id: str
+    pool: str
+    pid: int
+    connection: Dict[str, Any]  # the nine connection-file fields, key as a str
+    connection_file: str
+
+    def connection_info(self) -> Dict[str, Any]:
+        """The connection info as jupyter_client wants it: key as bytes."""
+        info = dict(self.connection)
+        info["key"] = info["key"].encode()
+        return info
+
+
+def default_endpoint() -> str:
+    """$KPOOL_ENDPOINT, else kpoold's default: $XDG_RUNTIME_DIR/kpool, /run/kpool as root,
+    else /tmp/kpool-<uid> (the same rule as the daemon's)."""
+    env = os.environ.get("KPOOL_ENDPOINT")
+    if env:
+        return env
+    xdg = os.environ.get("XDG_RUNTIME_DIR", "")
+    if xdg.startswith("/") and os.path.isdir(xdg):
+        runtime = os.path.join(xdg, "kpool")
+    elif os.geteuid() == 0:
+        runtime = "/run/kpool"
+    else:
+        runtime = "/tmp/kpool-%d" % os.geteuid()
+    return "ipc://%s/control" % runtime
+
+
+def _check_reachable(endpoint: str) -> None:
+    if endpoint.startswith("ipc://") and not os.path.exists(endpoint[len("ipc://"):]):
+        raise Error("unreachable", "no kpoold socket at %s (is kpoold running?)" % endpoint)
+
+
+def _result(reply: Dict[str, Any]) -> Dict[str, Any]:
+    if not reply.get("ok"):
+        err = reply.get("error") or {}
+        raise Error(err.get("code", "internal"), err.get("message", "(no message)"))
+    return reply
+
+
+def _acquire_request(pool, timeout_ms, lease_s, cwd, env):
+    req: Dict[str, Any] = {"op": "acquire", "pool": pool}
+    if timeout_ms is not None:
+        req["timeout_ms"] = int(timeout_ms)
+    if lease_s is not None:
+        req["lease_s"] = lease_s
+    if cwd is not None:
+        req["cwd"] = os.path.abspath(cwd)
+    if env:
+        req["env"] = dict(env)
+    wait = (timeout_ms if timeout_ms is not None else DAEMON_DEFAULT_ACQUIRE_MS) + DEFAULT_TIMEOUT_MS
+    return req, wait
+
+
+def _kernel(reply: Dict[str, Any]) -> Kernel:
+    return Kernel(reply["kernel_id"], reply["pool"], reply["pid"], reply["connection"],
+                  reply["connection_file"])
+
+
+class Client:
+    """Blocking client. Each request uses its own REQ socket, so a timeout never leaves the
+    client stuck waiting for a stale reply."""
+
+    def __init__(self, endpoint: Optional[str] = None, timeout_ms: int = DEFAULT_TIMEOUT_MS):
+        self.endpoint = endpoint or default_endpoint()
+        self.timeout_ms = timeout_ms
+        self._ctx = zmq.Context.instance()
+
+    def request(self, req: Dict[str, Any], timeout_ms: Optional[int] = None) -> Dict[str, Any]:
+        """Sends one request; returns the reply if ok, else raises Error."""
+        _check_reachable(self.endpoint)
+        sock = self._ctx.socket(zmq.REQ)
+        sock.linger = 0
+        try:
+            sock.connect(self.endpoint)
+            sock.send(json.dumps(req).encode())
+            if not sock.poll(timeout_ms or self.timeout_ms):
+                raise Error("unreachable", "no reply from kpoold at %s within %d ms"
+                            % (self.endpoint, timeout_ms or self.timeout_ms))
+            return _result(json.loads(sock.recv()))
+        finally:
+            sock.close()
+
+    def ping(self) -> Dict[str, Any]:
+        return self.request({"op": "ping"})
+
+    def status(self) -> Dict[str, Any]:
+        return self.request({"op": "status"})
+
+    def kernelspecs(self) -> Dict[str, Any]:
+        return self.request({"op": "kernelspecs"})["kernelspecs"]
+
+    def acquire(self, pool: str, timeout_ms: Optional[int] = None, lease_s: Optional[float] = None,
+                cwd: Optional[str] = None, env: Optional[Dict[str, str]] = None) -> Kernel:
+        req, wait = _acquire_request(pool, timeout_ms, lease_s, cwd, env)
+        return _kernel(self.request(req, wait))
+
+    def release(self, kernel_id: str) -> None:
+        self.request({"op": "release", "kernel_id": kernel_id})
+
+    def signal(self, kernel_id: str, signum: int) -> None:
+        self.request({"op": "signal", "kernel_id": kernel_id, "signum": int(signum)})
+
+    def poll(self, kernel_id: str) -> Optional[int]:
+        """None while the kernel runs, else its exit code (minus the signal that killed it)."""
+        reply = self.request({"op": "poll", "kernel_id": kernel_id})
+        return None if reply["alive"] else reply["exit_code"]
+
+
+class AsyncClient:
+    """The same as Client, with coroutines (zmq.asyncio), for servers."""
+
+    def __init__(self, endpoint: Optional[str] = None, timeout_ms: int = DEFAULT_TIMEOUT_MS):
+        self.endpoint = endpoint or default_endpoint()
+        self.timeout_ms = timeout_ms
+        self._ctx = zmq.asyncio.Context.instance()
+
+    async def request(self, req: Dict[str, Any], timeout_ms: Optional[int] = None) -> Dict[str, Any]:
+        _check_reachable(self.endpoint)
+        sock = self._ctx.socket(zmq.REQ)
+        sock.linger = 0
+        try:
+            sock.connect(self.endpoint)
+            await sock.send(json.dumps(req).encode())
+            if not await sock.poll(timeout_ms or self.timeout_ms):
+                raise Error("unreachable", "no reply from kpoold at %s within %d ms"
+                            % (self.endpoint, timeout_ms or self.timeout_ms))
+            return _result(json.loads(await sock.recv()))
+        finally:
+            sock.close()
+
+    async def ping(self) -> Dict[str, Any]:
+        return await self.request({"op": "ping"})
+
+    async def status(self) -> Dict[str, Any]:
+        return await self.request({"op": "status"})
+
+    async def kernelspecs(self) -> Dict[str, Any]:
+        return (await self.request({"op": "kernelspecs"}))["kernelspecs"]
+
+    async def acquire(self, pool: str, timeout_ms: Optional[int] = None,
+                      lease_s: Optional[float] = None, cwd: Optional[str] = None,
+                      env: Optional[Dict[str, str]] = None) -> Kernel:
+        req, wait = _acquire_request(pool, timeout_ms, lease_s, cwd, env)
+        return _kernel(await self.request(req, wait))
+
+    async def release(self, kernel_id: str) -> None:
+        await self.request({"op": "release", "kernel_id": kernel_id})
+
+    async def signal(self, kernel_id: str, signum: int) -> None:
+        await self.request({"op": "signal", "kernel_id": kernel_id, "signum": int(signum)})
+
+    async def poll(self, kernel_id: str) -> Optional[int]:
+        reply = await self.request({"op": "poll", "kernel_id": kernel_id})
+        return None if reply["alive"] else reply["exit_code"]
