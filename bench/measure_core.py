@@ -1,11 +1,13 @@
 #!/usr/bin/python3
-"""Issue #2's measurements, side by side in one run on one machine:
+"""Issues #2 and #3's measurements, side by side in one run on one machine:
   1. warm acquire latency (median, p99) over a few hundred acquires from a warm pool, measured
      from a Python DEALER client (so it includes pyzmq's own overhead), with background refills
      running as they would in production;
   2. the cold start of the same kernelspec with jupyter_client (KernelManager.start_kernel +
      wait_for_ready), and the time to a usable kernel through kpoold (acquire + connect +
-     kernel_info_reply).
+     kernel_info_reply);
+  3. the wall time of `jupyter execute` on a small notebook with the pooled kernelspec
+     (kpool-provisioner) versus the plain python3 kernelspec, runs alternating.
 Usage: bench/measure_core.py [KPOOLD] (default build/kpoold). Results are printed as markdown.
 The full load generator (C++, concurrency, baselines) is issue #4's kpool-bench."""
 import json
@@ -18,6 +20,7 @@ import sys
 import tempfile
 import time
 
+import nbformat
 import zmq
 from jupyter_client import BlockingKernelClient, KernelManager
 
@@ -126,9 +129,50 @@ def usable_kernel_times(runs=5):
     return cold, pooled, pooled_ready
 
 
+def install_python_package(workdir):
+    """pip-installs python/ (offline) into a private directory; returns it for PYTHONPATH."""
+    src = os.path.join(workdir, "src")
+    shutil.copytree(os.path.join(HERE, "..", "python"), src,
+                    ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    site = os.path.join(workdir, "site")
+    subprocess.run(["/usr/bin/python3", "-m", "pip", "install", "--quiet", "--root-user-action=ignore",
+                    "--no-build-isolation", "--no-deps", "--no-index", "--target", site, src],
+                   check=True)
+    return site
+
+
+def jupyter_execute_times(runs=5):
+    work = tempfile.mkdtemp(prefix="kpool-bench-nb-")
+    d = Daemon("[pools.python3]\nsize = 2\n")
+    try:
+        site = install_python_package(work)
+        env = dict(os.environ, PYTHONPATH=site, JUPYTER_PATH=os.path.join(work, "share", "jupyter"))
+        subprocess.run(["/usr/bin/python3", "-m", "kpool", "install-kernelspec", "--pool", "python3",
+                        "--prefix", work, "--endpoint", "ipc://%s/run/control" % d.dir],
+                       check=True, env=env, capture_output=True)
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell("import os\nprint(os.getcwd())"),
+                    nbformat.v4.new_code_cell("sum(range(1000))")]
+        path = os.path.join(work, "small.ipynb")
+        nbformat.write(nb, path)
+        times = {"python3": [], "python3-pooled": []}
+        for _ in range(runs):
+            for name in times:
+                d.wait_warm("python3", 2, timeout=120)
+                t = time.perf_counter()
+                subprocess.run(["jupyter", "execute", "--kernel_name=" + name, path], check=True,
+                               env=env, capture_output=True)
+                times[name].append(time.perf_counter() - t)
+        return times
+    finally:
+        d.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main():
     lat, pings = warm_acquire_latency()
     cold, pooled, pooled_ready = usable_kernel_times()
+    nb_times = jupyter_execute_times()
     print("| measurement | n | median | p99 | max |")
     print("| --- | --- | --- | --- | --- |")
     print("| warm acquire round trip (ms) | %d | %.3f | %.3f | %.3f |"
@@ -141,7 +185,12 @@ def main():
           % (len(pooled), statistics.median(pooled), max(pooled)))
     print("| ... the same then jupyter_client wait_for_ready (s) | %d | %.3f | - | %.3f |"
           % (len(pooled_ready), statistics.median(pooled_ready), max(pooled_ready)))
-    print("\nratio cold / pooled (medians): %.1fx" % (statistics.median(cold) / statistics.median(pooled)))
+    for name, label in (("python3", "plain python3"), ("python3-pooled", "python3-pooled (kpool)")):
+        print("| jupyter execute small.ipynb, %s (s) | %d | %.3f | - | %.3f |"
+              % (label, len(nb_times[name]), statistics.median(nb_times[name]), max(nb_times[name])))
+    print("\nratio cold / pooled usable kernel (medians): %.1fx" % (statistics.median(cold) / statistics.median(pooled)))
+    print("ratio jupyter execute plain / pooled (medians): %.2fx"
+          % (statistics.median(nb_times["python3"]) / statistics.median(nb_times["python3-pooled"])))
 
 
 if __name__ == "__main__":

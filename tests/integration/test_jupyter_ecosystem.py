@@ -144,8 +144,8 @@ def test_jupyter_server_rest_and_websocket(pooled, tmp_path):
     server = subprocess.Popen(
         [PYTHON, "-m", "jupyter_server", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
          "--ServerApp.port=%d" % port, "--ServerApp.port_retries=0",
-         "--ServerApp.token=" + token, "--ServerApp.root_dir=" + str(root)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+         "--ServerApp.token=" + token, "--ServerApp.root_dir=" + str(root), "--debug"],
+        env=env, stdout=subprocess.DEVNULL, stderr=open(str(tmp_path / "server.log"), "wb"))
     base = "http://127.0.0.1:%d" % port
     headers = {"Authorization": "token " + token}
 
@@ -162,7 +162,7 @@ def test_jupyter_server_rest_and_websocket(pooled, tmp_path):
             except OSError:
                 return server.poll() is not None
         wait_until(up, timeout=60, what="jupyter_server to start")
-        assert server.poll() is None, server.stderr.read().decode()
+        assert server.poll() is None, (tmp_path / "server.log").read_text()
         status, kernel = call("POST", "/api/kernels", {"name": "python3-pooled", "path": "work"})
         assert status == 201 and kernel["name"] == "python3-pooled"
         assert pooled.pool("python3")["leased"] == 1
@@ -177,8 +177,10 @@ def test_jupyter_server_rest_and_websocket(pooled, tmp_path):
                 "parent_header": {}, "metadata": {}, "channel": "shell",
                 "content": {"code": "import os; print(6 * 7, os.getcwd())", "silent": False,
                             "store_history": True, "user_expressions": {}, "allow_stdin": False}}))
-            text, reply = "", None
-            while reply is None:
+            # Shell and iopub are separate channels: wait for the reply and for the kernel to
+            # go idle on iopub, which comes after all of the cell's output.
+            text, reply, idle = "", None, False
+            while reply is None or not idle:
                 msg = json.loads(await asyncio.wait_for(ws.read_message(), 30))
                 if msg.get("parent_header", {}).get("msg_id") != msg_id:
                     continue
@@ -186,6 +188,8 @@ def test_jupyter_server_rest_and_websocket(pooled, tmp_path):
                     text += msg["content"]["text"]
                 elif msg["msg_type"] == "execute_reply":
                     reply = msg["content"]
+                elif msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                    idle = True
             ws.close()
             return text, reply
 
