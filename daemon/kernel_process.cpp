@@ -307,7 +307,9 @@ void kernel_process::on_exit(const exit_status& status) {
     m_control.reset();
     remove_kernel_files(m_connection_file, m_info);
     auto log = logger("kernel");
-    log->log(expected ? spdlog::level::info : spdlog::level::warn,
+    // A kernel leaving by itself with status 0 is usually a client's shutdown_request.
+    const bool clean = status.code == 0 && status.term_signal == 0;
+    log->log(expected || clean ? spdlog::level::info : spdlog::level::warn,
              "kernel exited id={} pool={} pid={} {} after {:.1f} s", m_setup.id, m_setup.pool,
              pid(), status.describe(), seconds_since(m_started_at));
     // Last statement: the handler may destroy this object.
