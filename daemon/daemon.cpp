@@ -55,6 +55,7 @@ daemon::~daemon() {
     m_pools.clear();
     m_deadline_timer.reset();
     m_signals.clear();
+    m_launcher.reset(); // joins the spawner thread and closes its async handle
     uv_walk(
         &m_loop,
         [](uv_handle_t* h, void*) {
@@ -119,11 +120,15 @@ status daemon::start_kernel(const std::string& pool_name, const std::string& id)
     if (auto st = kernel->start(); !st) {
         return st;
     }
-    const int pid = kernel->pid();
     m_kernels.emplace(id, std::move(kernel));
     m_kernel_pool.emplace(id, pool_name);
-    m_pools.at(pool_name)->on_spawned(id, pid);
     return ok_status();
+}
+
+void daemon::kernel_spawned(const std::string& id, int pid) {
+    if (pool* p = pool_of_kernel(id)) {
+        p->on_spawned(id, pid);
+    }
 }
 
 void daemon::stop_kernel(const std::string& id) {

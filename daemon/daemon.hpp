@@ -61,6 +61,7 @@ private:
     bool granted(waiter_id waiter, const kernel_entry& kernel) override;
     void failed(waiter_id waiter, const error& err) override;
     // kernel_events
+    void kernel_spawned(const std::string& id, int pid) override;
     void kernel_warm(const std::string& id) override;
     void kernel_start_failed(const std::string& id, const std::string& reason) override;
     void kernel_exited(const std::string& id, const exit_status& status,

@@ -92,7 +92,8 @@ status kernel_process::start() {
         return st;
     }
     auto process = m_launcher.launch(make_launch_spec(),
-                                     {[this](std::string_view out) { append_output(out); },
+                                     {[this](int pid) { on_started(pid); },
+                                      [this](std::string_view out) { append_output(out); },
                                       [this](const exit_status& st) { on_exit(st); }});
     if (!process) {
         remove_kernel_files(m_connection_file, m_info);
@@ -101,7 +102,6 @@ status kernel_process::start() {
     }
     m_process = std::move(process).value();
     m_phase = phase::launching;
-    logger("kernel")->info("kernel starting id={} pool={} pid={}", m_setup.id, m_setup.pool, pid());
     m_ready_deadline.start(
         std::chrono::duration_cast<std::chrono::milliseconds>(m_setup.ready_timeout), [this] {
             fail_start(fmt::format("no kernel_info_reply within {:.1f} s",
@@ -109,6 +109,12 @@ status kernel_process::start() {
         });
     m_poll_timer.start(0ms, [this] { check_connection_file(); }, connection_file_poll);
     return ok_status();
+}
+
+void kernel_process::on_started(int pid) {
+    logger("kernel")->info("kernel starting id={} pool={} pid={} spawn_ms={:.1f}", m_setup.id,
+                           m_setup.pool, pid, seconds_since(m_started_at) * 1000);
+    m_events.kernel_spawned(m_setup.id, pid);
 }
 
 void kernel_process::check_connection_file() {

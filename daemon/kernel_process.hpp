@@ -31,6 +31,8 @@ namespace kpool::daemon {
 class kernel_events {
 public:
     virtual ~kernel_events() = default;
+    // The process exists (launching finishes after start() returns).
+    virtual void kernel_spawned(const std::string& id, int pid) = 0;
     virtual void kernel_warm(const std::string& id) = 0;
     // Start failed (timeout, bad connection file). The kernel is being stopped; kernel_exited
     // follows.
@@ -86,6 +88,7 @@ public:
 private:
     enum class phase { created, launching, probing, ready, stopping, exited };
 
+    void on_started(int pid);
     void check_connection_file();
     void begin_probe();
     void send_kernel_info_request();

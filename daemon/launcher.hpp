@@ -26,19 +26,22 @@ struct exit_status {
     std::string describe() const; // "exit code 1" / "killed by signal 9 (Killed)"
 };
 
-// A launched process. Destroying it while the process runs kills the process group; its exit is
-// still reaped, so nothing becomes a zombie.
+// A launched process. Launching may finish after launch() returns: pid() is 0 until on_started.
+// Destroying it while the process runs kills the process group; its exit is still reaped, so
+// nothing becomes a zombie.
 class launched_process {
 public:
     virtual ~launched_process() = default;
     virtual int pid() const = 0;
     // Sends signum to the process group (the kernel runs in a session of its own). 0 or -errno.
+    // Before the process exists, the signal is kept and sent as soon as it does.
     virtual int signal_group(int signum) = 0;
 };
 
 struct launch_callbacks {
+    std::function<void(int pid)> on_started;         // the process exists
     std::function<void(std::string_view)> on_output; // stdout and stderr bytes
-    std::function<void(exit_status)> on_exit;        // called once
+    std::function<void(exit_status)> on_exit;        // called once, also when it never started
 };
 
 class launcher {

@@ -1,15 +1,27 @@
-// spawn_launcher: uv_spawn with UV_PROCESS_DETACHED (setsid) and two output pipes.
+// spawn_launcher: posix_spawn on a helper thread; output through pipes, exit through a pidfd.
 //
-// Lifetime: the libuv handles live in a heap `process_state` that outlives the C++ handle
-// object when needed. It is freed only when its four handles (process, two pipes, a timer) are
-// closed and the owner is gone; the process handle is closed only in its exit callback (closing
-// it earlier leaves a zombie).
+// Lifetime: everything libuv touches lives in a heap `process_state` that outlives the C++
+// handle object when needed. It is freed once its handles are closed, the spawner thread is done
+// with it and its owner is gone. The child is reaped exactly once, by waitpid(pid) when its pidfd
+// becomes readable, so it never lingers as a zombie.
 #include "daemon/spawn_launcher.hpp"
 
 #include "daemon/logging.hpp"
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <condition_variable>
 #include <csignal>
 #include <cstring>
+#include <deque>
+#include <mutex>
+#include <sstream>
+#include <vector>
 
 namespace kpool::daemon {
 
@@ -26,22 +38,34 @@ namespace {
 // escaped the process group) before the exit is reported anyway.
 constexpr std::uint64_t output_drain_ms = 200;
 
+std::string lowercase_first(std::string s) {
+    if (!s.empty()) {
+        s[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(s[0])));
+    }
+    return s;
+}
+
 struct process_state {
-    uv_process_t process;
+    uv_poll_t exit_watch; // on the pidfd: readable once the process has exited
     uv_pipe_t out;
     uv_pipe_t err;
     uv_timer_t drain_timer;
     launch_callbacks callbacks;
     exit_status status;
+    std::string file; // for messages
+    uv_loop_t* loop = nullptr;
     int pid = 0;
-    int open_handles = 4;
+    int pidfd = -1;
+    int pending_signal = 0; // asked for before the process existed
+    int open_handles = 0;
     int open_pipes = 2;
+    bool in_flight = true; // the spawner thread holds it
     bool exited = false;
     bool reported = false;
     bool owner_gone = false;
 
     void maybe_free() {
-        if (open_handles == 0 && owner_gone) {
+        if (open_handles == 0 && owner_gone && !in_flight) {
             delete this;
         }
     }
@@ -55,6 +79,64 @@ struct process_state {
         if (uv_is_closing(handle) == 0) {
             uv_close(handle, closed);
         }
+    }
+
+    // Called on the loop thread when the spawner thread is done with this process.
+    void started(int new_pid, int new_pidfd, int spawn_errno) {
+        in_flight = false;
+        if (spawn_errno != 0) {
+            const std::string message = "kpoold: cannot start " + file + ": " +
+                                        lowercase_first(std::strerror(spawn_errno)) + "\n";
+            if (!owner_gone && callbacks.on_output) {
+                callbacks.on_output(message);
+            }
+            exited = true;
+            status = exit_status{127, 0};
+            report_exit(true);
+            maybe_free();
+            return;
+        }
+        pid = new_pid;
+        pidfd = new_pidfd;
+        uv_poll_init(loop, &exit_watch, pidfd);
+        ++open_handles;
+        uv_poll_start(&exit_watch, UV_READABLE,
+                      [](uv_poll_t* h, int, int) { static_cast<process_state*>(h->data)->reap(); });
+        if (owner_gone) {
+            pending_signal = SIGKILL; // nobody wants it any more
+        } else if (callbacks.on_started) {
+            callbacks.on_started(pid);
+        }
+        if (pending_signal != 0) {
+            ::kill(-pid, pending_signal);
+        }
+    }
+
+    void reap() {
+        int wstatus = 0;
+        const pid_t got = ::waitpid(pid, &wstatus, WNOHANG);
+        if (got == 0 || (got < 0 && errno == EINTR)) {
+            return; // not yet: poll again
+        }
+        exited = true;
+        if (got == pid && WIFSIGNALED(wstatus)) {
+            status = exit_status{0, WTERMSIG(wstatus)};
+        } else if (got == pid) {
+            status = exit_status{WEXITSTATUS(wstatus), 0};
+        } else {
+            status = exit_status{-1, 0}; // reaped elsewhere: a bug, but never a hang
+        }
+        // Sweep the kernel's process group: whatever the kernel started dies with it. The group
+        // id cannot be reused while members remain, so this reaches only the kernel's own.
+        ::kill(-pid, SIGKILL);
+        close_handle(&exit_watch);
+        ::close(pidfd); // uv_close stopped watching it
+        pidfd = -1;
+        uv_timer_start(
+            &drain_timer,
+            [](uv_timer_t* t) { static_cast<process_state*>(t->data)->report_exit(true); },
+            output_drain_ms, 0);
+        report_exit(false);
     }
 
     // The exit is reported once the process is gone and its output read to the end (or the
@@ -104,88 +186,225 @@ class spawned_process final : public launched_process {
 public:
     explicit spawned_process(process_state* state) : m_state(state) {}
     ~spawned_process() override {
-        if (!m_state->exited) {
-            // The owner gave up on a live process: kill it; the exit callback still reaps it.
-            uv_kill(-m_state->pid, SIGKILL);
+        if (m_state->pid != 0 && !m_state->exited) {
+            // The owner gave up on a live process: kill it; its exit is still reaped.
+            ::kill(-m_state->pid, SIGKILL);
         }
         m_state->owner_gone = true;
         m_state->maybe_free();
     }
     int pid() const override { return m_state->pid; }
     int signal_group(int signum) override {
-        return m_state->exited ? -ESRCH : uv_kill(-m_state->pid, signum);
+        if (m_state->exited) {
+            return -ESRCH;
+        }
+        if (m_state->pid == 0) { // never kill(-0, ...): that is our own process group
+            m_state->pending_signal = signum;
+            return 0;
+        }
+        return ::kill(-m_state->pid, signum) == 0 ? 0 : -errno;
     }
 
 private:
     process_state* m_state;
 };
 
+// One posix_spawn, prepared on the loop thread, run on the spawner thread.
+struct spawn_job {
+    process_state* state;
+    std::string file;
+    std::vector<std::string> argv;
+    std::vector<std::string> env;
+    std::string cwd;
+    int out_w = -1;
+    int err_w = -1;
+    // results
+    pid_t pid = 0;
+    int pidfd = -1;
+    int error = 0;
+};
+
+void run_spawn(spawn_job& job) {
+    std::vector<char*> argv;
+    for (auto& a : job.argv) {
+        argv.push_back(a.data());
+    }
+    argv.push_back(nullptr);
+    std::vector<char*> envp;
+    for (auto& e : job.env) {
+        envp.push_back(e.data());
+    }
+    envp.push_back(nullptr);
+
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t all;
+    sigset_t none;
+    sigfillset(&all);
+    sigemptyset(&none);
+    // Default dispositions (kpoold ignores SIGPIPE; kernels must not), nothing blocked, and a
+    // session of its own so signals reach the kernel's whole process group.
+    posix_spawnattr_setsigdefault(&attr, &all);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGDEF |
+                                        POSIX_SPAWN_SETSIGMASK);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&actions, job.out_w, 1);
+    posix_spawn_file_actions_adddup2(&actions, job.err_w, 2);
+    if (!job.cwd.empty()) {
+        posix_spawn_file_actions_addchdir_np(&actions, job.cwd.c_str());
+    }
+    job.error = posix_spawn(&job.pid, job.file.c_str(), &actions, &attr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+    ::close(job.out_w); // the child has its copies
+    ::close(job.err_w);
+    if (job.error != 0) {
+        return;
+    }
+    job.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, job.pid, 0));
+    if (job.pidfd < 0) { // Linux before 5.3: we could not learn of its exit, so do not keep it
+        job.error = errno;
+        ::kill(-job.pid, SIGKILL);
+        ::kill(job.pid, SIGKILL);
+        ::waitpid(job.pid, nullptr, 0);
+    }
+}
+
 } // namespace
+
+struct spawn_launcher::shared {
+    uv_async_t async; // wakes the loop when jobs are done
+    std::mutex mutex;
+    std::condition_variable wake;
+    std::deque<std::unique_ptr<spawn_job>> todo;
+    std::deque<std::unique_ptr<spawn_job>> done;
+    bool stopping = false;
+
+    void finish_jobs() {
+        std::deque<std::unique_ptr<spawn_job>> finished;
+        {
+            std::lock_guard lock(mutex);
+            finished.swap(done);
+        }
+        for (auto& job : finished) {
+            job->state->started(job->pid, job->pidfd, job->error);
+        }
+    }
+};
+
+spawn_launcher::spawn_launcher(uv_loop_t* loop) : m_loop(loop), m_shared(new shared) {
+    uv_async_init(loop, &m_shared->async,
+                  [](uv_async_t* a) { static_cast<shared*>(a->data)->finish_jobs(); });
+    m_shared->async.data = m_shared;
+    uv_unref(reinterpret_cast<uv_handle_t*>(&m_shared->async)); // kernels keep the loop alive
+    m_thread = std::thread([s = m_shared] {
+        for (;;) {
+            std::unique_ptr<spawn_job> job;
+            {
+                std::unique_lock lock(s->mutex);
+                s->wake.wait(lock, [s] { return s->stopping || !s->todo.empty(); });
+                if (s->todo.empty()) {
+                    return; // stopping, and nothing left to do
+                }
+                job = std::move(s->todo.front());
+                s->todo.pop_front();
+            }
+            run_spawn(*job);
+            {
+                std::lock_guard lock(s->mutex);
+                s->done.push_back(std::move(job));
+            }
+            uv_async_send(&s->async);
+        }
+    });
+}
+
+spawn_launcher::~spawn_launcher() {
+    {
+        std::lock_guard lock(m_shared->mutex);
+        m_shared->stopping = true;
+    }
+    m_shared->wake.notify_one();
+    m_thread.join();
+    m_shared->finish_jobs(); // their owners are gone: the processes are killed as they start
+    uv_close(reinterpret_cast<uv_handle_t*>(&m_shared->async),
+             [](uv_handle_t* h) { delete static_cast<shared*>(h->data); });
+}
+
+result<std::string> resolve_executable(const std::string& file, const std::string& path_var) {
+    if (file.empty()) {
+        return error{errc::internal, "the kernel's argv[0] is empty"};
+    }
+    if (file.find('/') != std::string::npos) {
+        if (::access(file.c_str(), X_OK) != 0) {
+            return error{errc::internal,
+                         "cannot start " + file + ": " + lowercase_first(std::strerror(errno))};
+        }
+        return file;
+    }
+    std::stringstream dirs(path_var.empty() ? "/usr/local/bin:/usr/bin:/bin" : path_var);
+    for (std::string dir; std::getline(dirs, dir, ':');) {
+        const std::string candidate = (dir.empty() ? "." : dir) + "/" + file;
+        if (::access(candidate.c_str(), X_OK) == 0) {
+            return candidate;
+        }
+    }
+    return error{errc::internal, "cannot start " + file + ": not found on PATH"};
+}
 
 result<std::unique_ptr<launched_process>> spawn_launcher::launch(const launch_spec& spec,
                                                                  launch_callbacks callbacks) {
+    std::string path_var;
+    for (const auto& e : spec.env) {
+        if (e.starts_with("PATH=")) {
+            path_var = e.substr(5);
+        }
+    }
+    auto file = resolve_executable(spec.argv.at(0), path_var);
+    if (!file) {
+        return file.err();
+    }
+    int out[2];
+    int err[2];
+    if (::pipe2(out, O_CLOEXEC) != 0) {
+        return error{errc::internal, std::string("cannot create a pipe: ") + std::strerror(errno)};
+    }
+    if (::pipe2(err, O_CLOEXEC) != 0) {
+        const int e = errno;
+        ::close(out[0]);
+        ::close(out[1]);
+        return error{errc::internal, std::string("cannot create a pipe: ") + std::strerror(e)};
+    }
     auto* state = new process_state;
     state->callbacks = std::move(callbacks);
+    state->file = *file;
+    state->loop = m_loop;
     uv_pipe_init(m_loop, &state->out, 0);
     uv_pipe_init(m_loop, &state->err, 0);
     uv_timer_init(m_loop, &state->drain_timer);
-    state->process.data = state->out.data = state->err.data = state->drain_timer.data = state;
-
-    std::vector<char*> argv;
-    for (const auto& a : spec.argv) {
-        argv.push_back(const_cast<char*>(a.c_str()));
-    }
-    argv.push_back(nullptr);
-    std::vector<char*> env;
-    for (const auto& e : spec.env) {
-        env.push_back(const_cast<char*>(e.c_str()));
-    }
-    env.push_back(nullptr);
-
-    uv_stdio_container_t stdio[3];
-    stdio[0].flags = UV_IGNORE;
-    stdio[1].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_WRITABLE_PIPE);
-    stdio[1].data.stream = reinterpret_cast<uv_stream_t*>(&state->out);
-    stdio[2].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_WRITABLE_PIPE);
-    stdio[2].data.stream = reinterpret_cast<uv_stream_t*>(&state->err);
-
-    uv_process_options_t options{};
-    options.file = argv[0];
-    options.args = argv.data();
-    options.env = env.data();
-    options.cwd = spec.cwd.empty() ? nullptr : spec.cwd.c_str();
-    options.stdio = stdio;
-    options.stdio_count = 3;
-    // A session of its own: signals reach the kernel's whole process group, and the kernel's
-    // own interrupt handler (which uses killpg only when pgid == pid) works.
-    options.flags = UV_PROCESS_DETACHED;
-    options.exit_cb = [](uv_process_t* proc, int64_t status, int term_signal) {
-        auto* self = static_cast<process_state*>(proc->data);
-        self->exited = true;
-        self->status = exit_status{status, term_signal};
-        // Sweep the kernel's process group: whatever the kernel started dies with it. The group
-        // id cannot be reused while members remain, so this reaches only the kernel's own.
-        uv_kill(-self->pid, SIGKILL);
-        process_state::close_handle(proc);
-        uv_timer_start(
-            &self->drain_timer,
-            [](uv_timer_t* t) { static_cast<process_state*>(t->data)->report_exit(true); },
-            output_drain_ms, 0);
-        self->report_exit(false);
-    };
-
-    if (int rc = uv_spawn(m_loop, &state->process, &options); rc != 0) {
-        // uv_spawn initialised the process handle even though it failed: close everything.
-        state->owner_gone = true;
-        process_state::close_handle(&state->process);
-        process_state::close_handle(&state->out);
-        process_state::close_handle(&state->err);
-        process_state::close_handle(&state->drain_timer);
-        return error{errc::internal, "cannot start " + spec.argv[0] + ": " + uv_strerror(rc)};
-    }
-    state->pid = state->process.pid;
+    state->open_handles = 3;
+    uv_pipe_open(&state->out, out[0]);
+    uv_pipe_open(&state->err, err[0]);
+    state->exit_watch.data = state->out.data = state->err.data = state->drain_timer.data = state;
     start_reading(&state->out);
     start_reading(&state->err);
+
+    auto job = std::make_unique<spawn_job>();
+    job->state = state;
+    job->file = std::move(*file);
+    job->argv = spec.argv;
+    job->env = spec.env;
+    job->cwd = spec.cwd;
+    job->out_w = out[1];
+    job->err_w = err[1];
+    {
+        std::lock_guard lock(m_shared->mutex);
+        m_shared->todo.push_back(std::move(job));
+    }
+    m_shared->wake.notify_one();
     return std::unique_ptr<launched_process>(new spawned_process(state));
 }
 

@@ -1,0 +1,332 @@
+#!/usr/bin/python3
+"""kpool's benchmarks: every scenario side by side with its baseline, in one run on one machine.
+
+    bench/run.py [--build build] [--quick] [--only 1,2,...] [--out DIR]
+
+Writes DIR/report.md (a markdown table per scenario, with ratios to the baseline),
+DIR/results.json and DIR/latency.png (default DIR: bench/results/<time>, not committed).
+See bench/README.md for what each scenario models and the targets."""
+import argparse
+import concurrent.futures
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import nbformat
+from jupyter_client import BlockingKernelClient, KernelManager
+
+from benchlib import (PYTHON, ROOT, Daemon, cpu_seconds, install_python_package, percentile,
+                      rss_mib, summary)
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.kpoold = os.path.join(args.build, "kpoold")
+        self.tool = os.path.join(args.build, "kpool-bench")
+        self.report = []
+        self.results = {}
+        self.latencies = {}  # label -> list of ms, for the plot
+
+    def md(self, *lines):
+        self.report.extend(lines)
+        for line in lines:
+            print(line, flush=True)
+
+    def kpool_bench(self, endpoint, *args):
+        out = subprocess.run([self.tool, "--endpoint", endpoint, "--json"] + list(args),
+                             check=True, capture_output=True, text=True).stdout
+        return json.loads(out)
+
+    # 1 -------------------------------------------------------------------------------------
+    def warm_acquire(self):
+        n = 100 if self.args.quick else 200
+        echo_endpoint = "ipc://%s/echo" % tempfile.mkdtemp(prefix="kpool-echo-")
+        echo = subprocess.Popen([self.tool, "echo-server", echo_endpoint])
+        d = Daemon(self.kpoold, '[pools.fake]\nkernelspec = "fake"\nsize = %d\nmax_starting = 4\n' % n)
+        rows = []
+        try:
+            for c in (1, 10, 50):
+                d.wait_warm("fake", n)
+                time.sleep(1.0)  # let the last refills' CPU settle
+                acq = self.kpool_bench(d.endpoint, "-c", str(c), "-n", str(n), "--timeout-ms", "0",
+                                       "acquire", "fake")
+                base = self.kpool_bench(echo_endpoint, "-c", str(c), "-n", str(max(n, 2000)), "ping")
+                for k in d.rpc(op="status")["kernels"]:
+                    if k["state"] == "leased":
+                        d.rpc(op="release", kernel_id=k["id"])
+                self.latencies["acquire c=%d" % c] = acq["latencies_ms"]
+                self.latencies["bare echo c=%d" % c] = base["latencies_ms"]
+                rows.append((c, acq, base))
+        finally:
+            d.close()
+            echo.kill()
+        self.md("## 1. Warm acquire latency", "",
+                "A pool of %d warm (fake) kernels; each client acquires, the pool refills behind "
+                "it. Baseline: a bare ZeroMQ ROUTER echo over ipc at the same concurrency." % n, "",
+                "| concurrency | acquires | failures | p50 ms | p90 ms | p99 ms | max ms | echo p50 ms | echo p99 ms | p50 ratio |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        for c, a, b in rows:
+            self.md("| %d | %d | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.2fx |" % (
+                c, a["requests"], a["failures"], a["p50_ms"], a["p90_ms"], a["p99_ms"], a["max_ms"],
+                b["p50_ms"], b["p99_ms"], a["p50_ms"] / b["p50_ms"]))
+        self.md("")
+        self.results["warm_acquire"] = [{"c": c, "acquire": {k: v for k, v in a.items() if k != "latencies_ms"},
+                                         "echo": {k: v for k, v in b.items() if k != "latencies_ms"}}
+                                        for c, a, b in rows]
+
+    # 2 -------------------------------------------------------------------------------------
+    def usable_kernel(self):
+        runs = 3 if self.args.quick else 7
+        cold, pooled = [], []
+        for _ in range(runs):
+            t = time.perf_counter()
+            km = KernelManager(kernel_name="python3")
+            km.start_kernel()
+            kc = km.client()
+            kc.start_channels()
+            kc.wait_for_ready(timeout=60)
+            cold.append(time.perf_counter() - t)
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
+        d = Daemon(self.kpoold, "[pools.python3]\nsize = 2\n")
+        try:
+            for _ in range(runs):
+                d.wait_warm("python3", 2)
+                t = time.perf_counter()
+                r = d.rpc(op="acquire", pool="python3", timeout_ms=60000)
+                kc = BlockingKernelClient()
+                kc.load_connection_file(r["connection_file"])
+                kc.start_channels()
+                kc.kernel_info(reply=True, timeout=60)
+                pooled.append(time.perf_counter() - t)
+                kc.stop_channels()
+                d.rpc(op="release", kernel_id=r["kernel_id"])
+        finally:
+            d.close()
+        ratio = statistics.median(cold) / statistics.median(pooled)
+        self.md("## 2. Time to a usable kernel (ipykernel)", "",
+                "| path | runs | p50 s | max s |", "| --- | --- | --- | --- |",
+                "| jupyter_client KernelManager.start_kernel + wait_for_ready | %d | %.3f | %.3f |"
+                % (runs, statistics.median(cold), max(cold)),
+                "| kpoold acquire + connect + kernel_info_reply | %d | %.3f | %.3f |"
+                % (runs, statistics.median(pooled), max(pooled)),
+                "", "Ratio (p50): kpool is **%.1fx** faster." % ratio, "")
+        self.results["usable_kernel"] = {"cold_s": cold, "pooled_s": pooled, "ratio": ratio}
+
+    # 3 -------------------------------------------------------------------------------------
+    def sustained(self):
+        rate = 2.0
+        duration = 15 if self.args.quick else 60
+        rows = []
+        for size in (2, 4, 8):
+            d = Daemon(self.kpoold, "[pools.python3]\nsize = %d\nmax_starting = 2\n" % size)
+            try:
+                d.wait_warm("python3", size)
+                warm_before = d.pool("python3")["counters"]
+                started = time.perf_counter()
+                lat, errors = [], []
+
+                def one_request():
+                    t = time.perf_counter()
+                    r = d_client.request({"op": "acquire", "pool": "python3", "timeout_ms": 60000}, 70000)
+                    lat.append((time.perf_counter() - t) * 1000)
+                    kc = BlockingKernelClient()
+                    kc.load_connection_file(r["connection_file"])
+                    kc.start_channels()
+                    try:
+                        kc.execute_interactive("sum(range(100))", timeout=60)
+                    finally:
+                        kc.stop_channels()
+                    d_client.release(r["kernel_id"])
+
+                d_client = self.kpool.Client(d.endpoint)
+                with concurrent.futures.ThreadPoolExecutor(max_workers=64) as ex:
+                    futures = []
+                    for i in range(int(rate * duration)):
+                        delay = started + i / rate - time.perf_counter()
+                        if delay > 0:
+                            time.sleep(delay)
+                        futures.append(ex.submit(one_request))
+                    for f in futures:
+                        try:
+                            f.result()
+                        except Exception as e:  # noqa: BLE001 - counted and reported
+                            errors.append(repr(e))
+                elapsed = time.perf_counter() - started
+                c = d.pool("python3")["counters"]
+                waited = c["waited"] - warm_before["waited"]
+                made_warm = c["acquired"] + d.pool("python3")["warm"] - size
+                rows.append((size, summary(lat), waited, len(lat), len(errors), made_warm / elapsed))
+                self.latencies["sustained size=%d" % size] = lat
+            finally:
+                d.close()
+        self.md("## 3. Sustained load: %.0f kernel requests/s for %d s (ipykernel)" % (rate, duration), "",
+                "Each request acquires, runs a cell, releases. Without kpool every request would "
+                "pay a cold start (scenario 2).", "",
+                "| pool size | requests | errors | waited for a refill | p50 ms | p90 ms | p99 ms | max ms | kernels made warm /s |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        for size, s, waited, n, errs, kps in rows:
+            self.md("| %d | %d | %d | %d | %.2f | %.2f | %.2f | %.2f | %.2f |" % (
+                size, n, errs, waited, s["p50"], s["p90"], s["p99"], s["max"], kps))
+        self.md("")
+        self.results["sustained"] = [{"size": r[0], "latency_ms": r[1], "waited": r[2],
+                                      "requests": r[3], "errors": r[4], "refill_per_s": r[5]} for r in rows]
+
+    # 4 -------------------------------------------------------------------------------------
+    def refill(self):
+        n, concurrency = (4, 2) if self.args.quick else (8, 2)
+        d = Daemon(self.kpoold, "[pools.python3]\nsize = %d\nmax_starting = %d\n" % (n, concurrency))
+        try:
+            done = d.wait_warm("python3", n, interval=0.02)
+            pooled_s = done - d.started
+        finally:
+            d.close()
+        t = time.perf_counter()
+
+        def cold_start(_):
+            km = KernelManager(kernel_name="python3")
+            km.start_kernel()
+            kc = km.client()
+            kc.start_channels()
+            kc.wait_for_ready(timeout=120)
+            kc.stop_channels()
+            return km
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=concurrency) as ex:
+            kms = list(ex.map(cold_start, range(n)))
+        cold_s = time.perf_counter() - t
+        for km in kms:
+            km.shutdown_kernel(now=True)
+        ratio = (n / pooled_s) / (n / cold_s)
+        self.md("## 4. Refill throughput from empty (%d ipykernels, %d at a time)" % (n, concurrency), "",
+                "| path | seconds | kernels/s |", "| --- | --- | --- |",
+                "| kpoold, daemon start to %d warm | %.2f | %.2f |" % (n, pooled_s, n / pooled_s),
+                "| jupyter_client start_kernel + wait_for_ready | %.2f | %.2f |" % (cold_s, n / cold_s),
+                "", "Ratio: kpoold refills at **%.2fx** the cold-start throughput." % ratio, "")
+        self.results["refill"] = {"n": n, "concurrency": concurrency, "pooled_s": pooled_s,
+                                  "cold_s": cold_s, "ratio": ratio}
+
+    # 5 -------------------------------------------------------------------------------------
+    def control_plane(self):
+        n = 20000 if self.args.quick else 100000
+        echo_endpoint = "ipc://%s/echo" % tempfile.mkdtemp(prefix="kpool-echo-")
+        echo = subprocess.Popen([self.tool, "echo-server", echo_endpoint])
+        d = Daemon(self.kpoold, '[pools.fake]\nkernelspec = "fake"\nsize = 2\n')
+        try:
+            d.wait_warm("fake", 2)
+            time.sleep(0.5)
+            base = self.kpool_bench(echo_endpoint, "-c", "50", "-n", str(n), "ping")
+            ping = self.kpool_bench(d.endpoint, "-c", "50", "-n", str(n), "ping")
+            status = self.kpool_bench(d.endpoint, "-c", "50", "-n", str(n // 5), "status")
+            # Idle: a full pool, nobody asking. The daemon must not spin.
+            cpu0, t0 = cpu_seconds(d.proc.pid), time.perf_counter()
+            time.sleep(10 if not self.args.quick else 5)
+            idle_cpu = (cpu_seconds(d.proc.pid) - cpu0) / (time.perf_counter() - t0) * 100
+            rss = rss_mib(d.proc.pid)
+        finally:
+            d.close()
+            echo.kill()
+        self.md("## 5. Control plane at concurrency 50", "",
+                "| server | op | requests/s | p50 ms | p99 ms | ratio to echo |", "| --- | --- | --- | --- | --- | --- |")
+        for name, r in (("bare ZeroMQ echo", base), ("kpoold", ping), ("kpoold", status)):
+            self.md("| %s | %s | %.0f | %.3f | %.3f | %.2fx |" % (
+                name, r["op"], r["requests_per_s"], r["p50_ms"], r["p99_ms"],
+                r["requests_per_s"] / base["requests_per_s"]))
+        self.md("", "Idle with a full pool: kpoold used **%.3f%%** of a core; RSS %.1f MiB." % (idle_cpu, rss), "")
+        strip = lambda r: {k: v for k, v in r.items() if k != "latencies_ms"}
+        self.results["control_plane"] = {"echo": strip(base), "ping": strip(ping), "status": strip(status),
+                                         "idle_cpu_percent": idle_cpu, "rss_mib": rss}
+
+    # 6 -------------------------------------------------------------------------------------
+    def jupyter_execute(self):
+        runs = 3 if self.args.quick else 5
+        work = tempfile.mkdtemp(prefix="kpool-bench-nb-")
+        d = Daemon(self.kpoold, "[pools.python3]\nsize = 2\n")
+        try:
+            env = dict(os.environ, PYTHONPATH=self.site, JUPYTER_PATH=os.path.join(work, "share", "jupyter"))
+            subprocess.run([PYTHON, "-m", "kpool", "install-kernelspec", "--pool", "python3", "--prefix", work,
+                            "--endpoint", d.endpoint], check=True, env=env, capture_output=True)
+            nb = nbformat.v4.new_notebook()
+            nb.cells = [nbformat.v4.new_code_cell("import os\nprint(os.getcwd())"),
+                        nbformat.v4.new_code_cell("sum(range(1000))")]
+            path = os.path.join(work, "small.ipynb")
+            nbformat.write(nb, path)
+            times = {"python3": [], "python3-pooled": []}
+            for _ in range(runs):
+                for name in times:  # alternating, so drift hits both alike
+                    d.wait_warm("python3", 2)
+                    t = time.perf_counter()
+                    subprocess.run(["jupyter", "execute", "--kernel_name=" + name, path], check=True,
+                                   env=env, capture_output=True)
+                    times[name].append(time.perf_counter() - t)
+        finally:
+            d.close()
+        plain, pooled = statistics.median(times["python3"]), statistics.median(times["python3-pooled"])
+        self.md("## 6. `jupyter execute` on a small notebook", "",
+                "| kernelspec | runs | p50 s | max s |", "| --- | --- | --- | --- |",
+                "| python3 (plain) | %d | %.3f | %.3f |" % (runs, plain, max(times["python3"])),
+                "| python3-pooled (kpool-provisioner) | %d | %.3f | %.3f |" % (runs, pooled, max(times["python3-pooled"])),
+                "", "Ratio (p50): **%.2fx** faster with kpool." % (plain / pooled), "")
+        self.results["jupyter_execute"] = {"plain_s": times["python3"], "pooled_s": times["python3-pooled"]}
+
+    def plot(self, path):
+        try:
+            import matplotlib
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError:
+            print("matplotlib missing (apt-get install python3-matplotlib): no plot")
+            return
+        fig, ax = plt.subplots(figsize=(9, 5))
+        for label, values in self.latencies.items():
+            values = sorted(values)
+            ax.plot(values, [i / max(1, len(values) - 1) for i in range(len(values))], label=label)
+        ax.set_xscale("log")
+        ax.set_xlabel("latency (ms, log scale)")
+        ax.set_ylabel("fraction of requests")
+        ax.set_title("kpool request latency distributions")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+
+    def run(self):
+        work = tempfile.mkdtemp(prefix="kpool-bench-py-")
+        self.site = install_python_package(work)
+        sys.path.insert(0, self.site)
+        import kpool
+        self.kpool = kpool
+        scenarios = {"1": self.warm_acquire, "2": self.usable_kernel, "3": self.sustained,
+                     "4": self.refill, "5": self.control_plane, "6": self.jupyter_execute}
+        self.md("# kpool benchmark, %s" % datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "",
+                "Machine: %d cores; %s" % (os.cpu_count(), "quick mode" if self.args.quick else "full mode"), "")
+        for key in self.args.only.split(","):
+            scenarios[key.strip()]()
+        os.makedirs(self.args.out, exist_ok=True)
+        with open(os.path.join(self.args.out, "report.md"), "w") as f:
+            f.write("\n".join(self.report) + "\n")
+        with open(os.path.join(self.args.out, "results.json"), "w") as f:
+            json.dump(self.results, f, indent=1)
+        self.plot(os.path.join(self.args.out, "latency.png"))
+        print("\nwritten to", self.args.out)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--build", default=os.path.join(ROOT, "build"))
+    parser.add_argument("--quick", action="store_true", help="fewer requests, shorter runs")
+    parser.add_argument("--only", default="1,2,3,4,5,6", help="scenarios to run, e.g. 1,5")
+    parser.add_argument("--out", default=os.path.join(
+        ROOT, "bench", "results", datetime.datetime.now().strftime("%Y%m%d-%H%M%S")))
+    Bench(parser.parse_args()).run()
+
+
+if __name__ == "__main__":
+    main()

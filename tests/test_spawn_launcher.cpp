@@ -1,0 +1,108 @@
+// spawn_launcher with real processes on a real libuv loop: start, output, exit codes, signals
+// sent before the process exists, and a loop that closes with nothing left open.
+#include "daemon/spawn_launcher.hpp"
+
+#include <doctest/doctest.h>
+
+#include <csignal>
+#include <functional>
+#include <optional>
+#include <sstream>
+
+using namespace kpool::daemon;
+
+namespace {
+
+struct outcome {
+    int pid = 0;
+    std::string output;
+    std::optional<exit_status> exit;
+};
+
+// Runs one process to its end on a fresh loop; `before_run` may act on the handle first.
+outcome run(const std::vector<std::string>& argv,
+            const std::function<void(launched_process&)>& before_run = {}) {
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    outcome out;
+    {
+        spawn_launcher launcher(&loop);
+        auto proc = launcher.launch({argv, {"PATH=/usr/bin:/bin"}, ""},
+                                    {[&](int pid) { out.pid = pid; },
+                                     [&](std::string_view s) { out.output += s; },
+                                     [&](exit_status st) { out.exit = st; }});
+        REQUIRE(proc.ok());
+        if (before_run) {
+            before_run(**proc);
+        }
+        uv_run(&loop, UV_RUN_DEFAULT);
+    }
+    uv_run(&loop, UV_RUN_DEFAULT); // the launcher's own handle closes
+    CHECK(uv_loop_close(&loop) == 0);
+    return out;
+}
+
+} // namespace
+
+TEST_SUITE("spawn_launcher") {
+    TEST_CASE("output and exit code of a process found on PATH") {
+        auto out = run({"sh", "-c", "echo out; echo err >&2; exit 3"});
+        CHECK(out.pid > 0);
+        CHECK(out.output.find("out\n") != std::string::npos);
+        CHECK(out.output.find("err\n") != std::string::npos);
+        REQUIRE(out.exit.has_value());
+        CHECK(out.exit->code == 3);
+        CHECK(out.exit->term_signal == 0);
+        CHECK(out.exit->describe() == "exit code 3");
+    }
+
+    TEST_CASE("the child runs in a session of its own with default signal handling") {
+        auto out = run({"sh", "-c", "ps -o sid= -o pgid= -p $$; trap - PIPE; exit 0"});
+        REQUIRE(out.exit.has_value());
+        CHECK(out.exit->code == 0);
+        std::istringstream ids(out.output);
+        int sid = 0;
+        int pgid = 0;
+        ids >> sid >> pgid;
+        CHECK(sid == out.pid);
+        CHECK(pgid == out.pid);
+    }
+
+    TEST_CASE("a signal sent before the process exists is delivered when it does") {
+        auto out = run({"sleep", "30"}, [](launched_process& p) {
+            CHECK(p.pid() == 0); // still being spawned
+            CHECK(p.signal_group(SIGTERM) == 0);
+        });
+        REQUIRE(out.exit.has_value());
+        CHECK(out.exit->term_signal == SIGTERM);
+        CHECK(out.exit->describe().rfind("killed by signal 15", 0) == 0);
+    }
+
+    TEST_CASE("a missing executable is an error at once; PATH is searched like execvp") {
+        CHECK(resolve_executable("/nonexistent/x", "").err().message ==
+              "cannot start /nonexistent/x: no such file or directory");
+        CHECK(resolve_executable("no-such-program-kpool", "/usr/bin:/bin").err().message ==
+              "cannot start no-such-program-kpool: not found on PATH");
+        CHECK(resolve_executable("sh", "/nonexistent:/bin").value() == "/bin/sh");
+    }
+
+    TEST_CASE("a working directory that does not exist fails the spawn, reported as an exit") {
+        uv_loop_t loop;
+        uv_loop_init(&loop);
+        std::optional<exit_status> exit;
+        std::string output;
+        {
+            spawn_launcher launcher(&loop);
+            auto proc = launcher.launch({{"/bin/true"}, {}, "/nonexistent/dir"},
+                                        {nullptr, [&](std::string_view s) { output += s; },
+                                         [&](exit_status st) { exit = st; }});
+            REQUIRE(proc.ok());
+            uv_run(&loop, UV_RUN_DEFAULT);
+        }
+        uv_run(&loop, UV_RUN_DEFAULT);
+        CHECK(uv_loop_close(&loop) == 0);
+        REQUIRE(exit.has_value());
+        CHECK(exit->code == 127);
+        CHECK(output == "kpoold: cannot start /bin/true: no such file or directory\n");
+    }
+}
