@@ -282,6 +282,13 @@ struct spawn_launcher::shared {
     std::deque<std::unique_ptr<spawn_job>> todo;
     std::deque<std::unique_ptr<spawn_job>> done;
     bool stopping = false;
+    int in_flight = 0; // loop thread only: while non-zero the async handle keeps the loop alive
+
+    void job_queued() {
+        if (in_flight++ == 0) {
+            uv_ref(reinterpret_cast<uv_handle_t*>(&async));
+        }
+    }
 
     void finish_jobs() {
         std::deque<std::unique_ptr<spawn_job>> finished;
@@ -290,6 +297,9 @@ struct spawn_launcher::shared {
             finished.swap(done);
         }
         for (auto& job : finished) {
+            if (--in_flight == 0) {
+                uv_unref(reinterpret_cast<uv_handle_t*>(&async));
+            }
             job->state->started(job->pid, job->pidfd, job->error);
         }
     }
@@ -299,7 +309,8 @@ spawn_launcher::spawn_launcher(uv_loop_t* loop) : m_loop(loop), m_shared(new sha
     uv_async_init(loop, &m_shared->async,
                   [](uv_async_t* a) { static_cast<shared*>(a->data)->finish_jobs(); });
     m_shared->async.data = m_shared;
-    uv_unref(reinterpret_cast<uv_handle_t*>(&m_shared->async)); // kernels keep the loop alive
+    // Referenced only while a spawn is in flight; afterwards the processes keep the loop alive.
+    uv_unref(reinterpret_cast<uv_handle_t*>(&m_shared->async));
     m_thread = std::thread([s = m_shared] {
         for (;;) {
             std::unique_ptr<spawn_job> job;
@@ -404,6 +415,7 @@ result<std::unique_ptr<launched_process>> spawn_launcher::launch(const launch_sp
         std::lock_guard lock(m_shared->mutex);
         m_shared->todo.push_back(std::move(job));
     }
+    m_shared->job_queued();
     m_shared->wake.notify_one();
     return std::unique_ptr<launched_process>(new spawned_process(state));
 }
