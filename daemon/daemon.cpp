@@ -60,7 +60,9 @@ daemon::~daemon() {
         &m_loop,
         [](uv_handle_t* h, void*) {
             if (uv_is_closing(h) == 0) {
-                uv_close(h, nullptr); // only pipes of already-exited kernels can remain here
+                // Left only on abnormal exits (a process still being reaped): close it anyway so
+                // the loop can close.
+                uv_close(h, nullptr);
             }
         },
         nullptr);
