@@ -124,8 +124,8 @@ class Bench:
 
     # 3 -------------------------------------------------------------------------------------
     def sustained(self):
-        rate = 2.0
-        duration = 15 if self.args.quick else 60
+        rate = self.args.rate
+        duration = self.args.duration or (15 if self.args.quick else 60)
         count = int(rate * duration)
 
         def arrivals(one_request):
@@ -151,13 +151,16 @@ class Bench:
             try:
                 kc.kernel_info(reply=True, timeout=120)
                 ready_ms = (time.perf_counter() - t) * 1000
+                # Not timed: make sure our iopub subscription is live before running the cell
+                # (a fresh SUB socket can miss the first messages).
+                kc.wait_for_ready(timeout=120)
                 kc.execute_interactive("sum(range(100))", timeout=120, output_hook=lambda msg: None)
             finally:
                 kc.stop_channels()
                 kc.context.destroy(linger=0)  # each client made its own context: free its fds
             return ready_ms
 
-        rows = []
+        rows, first_errors = [], []
         for size in (2, 4, 8):
             d = Daemon(self.kpoold, "[pools.python3]\nsize = %d\nmax_starting = 2\n" % size)
             try:
@@ -175,6 +178,7 @@ class Bench:
                         client.release(k.kernel_id)
 
                 usable, errors, elapsed = arrivals(pooled_request)
+                first_errors.extend(errors[:1])
                 c = d.pool("python3")["counters"]
                 made_warm = c["acquired"] + d.pool("python3")["warm"] - size
                 rows.append(("kpool, pool size %d" % size, summary(usable), c["waited"], len(usable),
@@ -195,9 +199,10 @@ class Bench:
         usable, errors, elapsed = arrivals(cold_request)
         rows.append(("jupyter_client cold start (baseline)", summary(usable), len(usable), len(usable),
                      len(errors), len(usable) / elapsed))
+        first_errors.extend(errors[:1])
         self.latencies["sustained cold start"] = usable
         base_p50 = rows[-1][1]["p50"]
-        self.md("## 3. Sustained load: %.0f kernel requests/s for %d s (ipykernel)" % (rate, duration), "",
+        self.md("## 3. Sustained load: %.1f kernel requests/s for %d s (ipykernel)" % (rate, duration), "",
                 "Each request gets a kernel, waits for its kernel_info_reply (the latency below), "
                 "runs a cell and gives the kernel back. Baseline: the same arrivals, each starting "
                 "its own kernel with jupyter_client.", "",
@@ -206,6 +211,8 @@ class Bench:
         for name, s_, waited, n, errs, kps in rows:
             self.md("| %s | %d | %d | %d | %.1f | %.1f | %.1f | %.1f | %.2f | %.1fx faster |" % (
                 name, n, errs, waited, s_["p50"], s_["p90"], s_["p99"], s_["max"], kps, base_p50 / s_["p50"]))
+        for e in first_errors:
+            self.md("", "An error seen: `%s`" % e[:300])
         self.md("")
         self.results["sustained"] = [{"path": r[0], "latency_ms": r[1], "waited": r[2], "requests": r[3],
                                       "errors": r[4], "started_per_s": r[5]} for r in rows]
@@ -357,6 +364,8 @@ def main():
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--quick", action="store_true", help="fewer requests, shorter runs")
     parser.add_argument("--only", default="1,2,3,4,5,6", help="scenarios to run, e.g. 1,5")
+    parser.add_argument("--rate", type=float, default=2.0, help="scenario 3: kernel requests/s")
+    parser.add_argument("--duration", type=int, default=0, help="scenario 3: seconds (default 60, 15 quick)")
     parser.add_argument("--out", default=os.path.join(
         ROOT, "bench", "results", datetime.datetime.now().strftime("%Y%m%d-%H%M%S")))
     Bench(parser.parse_args()).run()

@@ -279,7 +279,7 @@ struct spawn_launcher::shared {
     uv_async_t async; // wakes the loop when jobs are done
     std::mutex mutex;
     std::condition_variable wake;
-    std::deque<std::unique_ptr<spawn_job>> todo;
+    std::deque<std::unique_ptr<spawn_job>> queued;
     std::deque<std::unique_ptr<spawn_job>> done;
     bool stopping = false;
     int in_flight = 0; // loop thread only: while non-zero the async handle keeps the loop alive
@@ -316,12 +316,12 @@ spawn_launcher::spawn_launcher(uv_loop_t* loop) : m_loop(loop), m_shared(new sha
             std::unique_ptr<spawn_job> job;
             {
                 std::unique_lock lock(s->mutex);
-                s->wake.wait(lock, [s] { return s->stopping || !s->todo.empty(); });
-                if (s->todo.empty()) {
+                s->wake.wait(lock, [s] { return s->stopping || !s->queued.empty(); });
+                if (s->queued.empty()) {
                     return; // stopping, and nothing left to do
                 }
-                job = std::move(s->todo.front());
-                s->todo.pop_front();
+                job = std::move(s->queued.front());
+                s->queued.pop_front();
             }
             run_spawn(*job);
             {
@@ -413,7 +413,7 @@ result<std::unique_ptr<launched_process>> spawn_launcher::launch(const launch_sp
     job->err_w = err[1];
     {
         std::lock_guard lock(m_shared->mutex);
-        m_shared->todo.push_back(std::move(job));
+        m_shared->queued.push_back(std::move(job));
     }
     m_shared->job_queued();
     m_shared->wake.notify_one();

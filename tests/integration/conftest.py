@@ -55,6 +55,17 @@ def pytest_unconfigure(config):
         shutil.rmtree(os.path.dirname(PYTHON_SITE), ignore_errors=True)
 
 
+# One fake kernel kept warm, and a pool whose kernels never become ready (for timeouts).
+FAKE_AND_HANG_POOLS = """
+[pools.fake]
+kernelspec = "fake"
+size = 1
+[pools.hang]
+kernelspec = "fake-hang"
+size = 0
+"""
+
+
 def alive(pid):
     """True while pid exists and is not a zombie."""
     try:

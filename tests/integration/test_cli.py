@@ -6,18 +6,10 @@ import socket
 import subprocess
 import time
 
-from conftest import HERE, alive, wait_until
+from conftest import FAKE_AND_HANG_POOLS as POOLS, HERE, alive, wait_until
 
 KPOOL = os.environ.get("KPOOL_CLI") or os.path.join(HERE, "..", "..", "build", "kpool")
 
-POOLS = """
-[pools.fake]
-kernelspec = "fake"
-size = 1
-[pools.hang]
-kernelspec = "fake-hang"
-size = 0
-"""
 
 
 def kpool(d, *args, env=None, timeout=30):

@@ -9,16 +9,8 @@ import sys
 import pytest
 
 import kpool
-from conftest import PYTHON, alive, wait_until
+from conftest import FAKE_AND_HANG_POOLS as POOLS, PYTHON, alive, wait_until
 
-POOLS = """
-[pools.fake]
-kernelspec = "fake"
-size = 1
-[pools.hang]
-kernelspec = "fake-hang"
-size = 0
-"""
 
 
 def test_sync_client(kpoold):
