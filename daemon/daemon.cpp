@@ -81,6 +81,15 @@ int daemon::run() {
             return 1;
         }
     }
+    const std::string_view ipc = "ipc://";
+    if (m_cfg.daemon.control.starts_with(ipc)) {
+        auto lock = endpoint_lock::acquire(m_cfg.daemon.control.substr(ipc.size()) + ".lock");
+        if (!lock) {
+            log->critical("{}", lock.err().message);
+            return 1;
+        }
+        m_endpoint_lock.emplace(std::move(lock).value());
+    }
     try {
         m_control = std::make_unique<control_server>(
             &m_loop, m_zmq, m_cfg.daemon.control,

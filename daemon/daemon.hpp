@@ -12,6 +12,7 @@
 #include "daemon/kernel_process.hpp"
 #include "daemon/launcher.hpp"
 #include "daemon/pool.hpp"
+#include "daemon/runtime_files.hpp"
 #include "daemon/uv_handle.hpp"
 #include "daemon/uv_timer.hpp"
 #include "protocol/control.hpp"
@@ -111,6 +112,7 @@ private:
     std::unordered_map<std::string, exit_status> m_exited;
     std::deque<std::string> m_exited_order;
     waiter_id m_next_waiter = 1;
+    std::optional<endpoint_lock> m_endpoint_lock; // outlives m_control: released after unbind
     std::unique_ptr<control_server> m_control;
     std::unique_ptr<uv_timer> m_deadline_timer;
     std::vector<uv_ptr<signal_watch>> m_signals;

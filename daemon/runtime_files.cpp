@@ -2,6 +2,7 @@
 #include "daemon/runtime_files.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -111,6 +112,57 @@ result<std::string> read_small_file(const std::string& path, std::size_t max_byt
         if (data.size() > max_bytes) {
             return error{errc::internal, path + " is larger than " + std::to_string(max_bytes)};
         }
+    }
+}
+
+result<endpoint_lock> endpoint_lock::acquire(const std::string& path) {
+    // A lock on a file that another daemon unlinked on its way out proves nothing: check that
+    // the locked file is still the one at `path`, else try again.
+    for (int attempt = 0; attempt < 10; ++attempt) {
+        const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0) {
+            return sys_error("cannot open lock file", path, errno);
+        }
+        if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            const int err = errno;
+            char pid[32] = {};
+            (void)!::pread(fd, pid, sizeof pid - 1, 0);
+            ::close(fd);
+            if (err == EWOULDBLOCK) {
+                std::string owner(pid);
+                while (!owner.empty() && (owner.back() == '\n' || owner.back() == ' ')) {
+                    owner.pop_back();
+                }
+                return error{errc::internal, "another kpoold (pid " + (owner.empty() ? "?" : owner) +
+                                                 ") holds " + path +
+                                                 ": it serves this control endpoint already"};
+            }
+            return sys_error("cannot lock", path, err);
+        }
+        struct stat held{};
+        struct stat now{};
+        if (::fstat(fd, &held) == 0 && ::stat(path.c_str(), &now) == 0 &&
+            held.st_ino == now.st_ino && held.st_dev == now.st_dev) {
+            const std::string pid = std::to_string(::getpid()) + "\n";
+            if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+                // The pid is informative only; the lock is what matters.
+            }
+            return endpoint_lock(path, fd);
+        }
+        ::close(fd);
+    }
+    return error{errc::internal, "cannot lock " + path + ": it keeps being replaced"};
+}
+
+endpoint_lock::endpoint_lock(endpoint_lock&& other) noexcept
+    : m_path(std::move(other.m_path)), m_fd(other.m_fd) {
+    other.m_fd = -1;
+}
+
+endpoint_lock::~endpoint_lock() {
+    if (m_fd >= 0) {
+        ::unlink(m_path.c_str()); // while still locked: nobody can hold a lock on this inode
+        ::close(m_fd);
     }
 }
 

@@ -177,6 +177,7 @@ class Daemon:
         left = os.listdir(kernels_dir) if os.path.isdir(kernels_dir) else []
         assert not left, "files left in %s: %s" % (kernels_dir, left)
         assert not os.path.exists(os.path.join(self.runtime_dir, "control")), "ipc socket left"
+        assert not os.path.exists(os.path.join(self.runtime_dir, "control.lock")), "lock file left"
 
 
 @pytest.fixture(scope="session")

@@ -160,3 +160,13 @@ def test_the_embedded_default_config_serves_python3(kpoold, tmp_path):
     d.wait_warm("python3", 2, timeout=60)
     pool = d.pool("python3")
     assert pool["size"] == 2 and pool["kernelspec"] == "python3"
+
+
+def test_a_second_daemon_on_the_same_endpoint_refuses_to_start(kpoold):
+    d = kpoold(FAKE_POOL)
+    r = subprocess.run([KPOOLD, "--config", d.config_path], capture_output=True, text=True,
+                       timeout=30, env=d.env)
+    assert r.returncode == 1
+    assert "another kpoold (pid %d) holds %s/control.lock" % (d.proc.pid, d.runtime_dir) in r.stderr
+    assert d.rpc(op="ping")["ok"]  # the first one still owns its socket
+    assert os.path.exists(os.path.join(d.runtime_dir, "control"))
