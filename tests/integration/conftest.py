@@ -24,7 +24,7 @@ FAKE_SPECS = {
     "fake-hang": [PYTHON, FAKE_KERNEL, "hang", "-f", "{connection_file}"],
     "fake-crash": [PYTHON, FAKE_KERNEL, "crash", "-f", "{connection_file}"],
     "fake-slow": [PYTHON, FAKE_KERNEL, "slow", "-f", "{connection_file}"],
-    "fake-stubborn": [PYTHON, FAKE_KERNEL, "stubborn", "-f", "{connection_file}"],
+    "fake-deaf": [PYTHON, FAKE_KERNEL, "deaf", "-f", "{connection_file}"],
     "no-such-binary": ["/nonexistent/kernel", "-f", "{connection_file}"],
 }
 

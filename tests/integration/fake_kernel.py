@@ -3,7 +3,7 @@
 
 Usage: fake_kernel.py MODE -f CONNECTION_FILE
 MODE: ok | hang (never answers) | crash (exits 3 at once, after printing to stderr)
-      | slow (ready after 0.7 s) | stubborn (answers, but ignores SIGTERM and shutdown)
+      | slow (ready after 0.7 s) | deaf (answers, but ignores SIGTERM and shutdown)
 Like ipykernel, ports that are 0 in the connection file are bound at random and written back.
 """
 import hashlib
@@ -46,7 +46,7 @@ def main():
     info.pop("kernel_name", None)
     with open(path, "w") as f:
         json.dump(info, f)
-    if mode == "stubborn":
+    if mode == "deaf":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
     def sign(parts):
@@ -82,7 +82,7 @@ def main():
                 reply(sock, idents, header, "kernel_info_reply",
                       {"status": "ok", "protocol_version": "5.3", "implementation": "fake",
                        "language_info": {"name": "fake"}})
-            elif msg_type == "shutdown_request" and mode != "stubborn":
+            elif msg_type == "shutdown_request" and mode != "deaf":
                 reply(sock, idents, header, "shutdown_reply", {"status": "ok", "restart": False})
                 return
 

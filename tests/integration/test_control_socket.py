@@ -119,17 +119,17 @@ def test_a_burst_of_requests_gets_one_reply_each_in_order(kpoold):
 
 def test_requests_during_shutdown_get_shutting_down(kpoold):
     d = kpoold("""
-        [pools.stubborn]
-        kernelspec = "fake-stubborn"
+        [pools.deaf]
+        kernelspec = "fake-deaf"
         size = 1
         shutdown_grace_s = 1.5
     """)
-    d.wait_warm("stubborn", 1)
+    d.wait_warm("deaf", 1)
     d.status()
-    d.proc.terminate()  # the stubborn kernel keeps the daemon in shutdown for a few seconds
+    d.proc.terminate()  # the deaf kernel keeps the daemon in shutdown for a few seconds
     import time
     time.sleep(0.3)
-    reply = d.rpc(op="acquire", pool="stubborn", timeout=3000)
+    reply = d.rpc(op="acquire", pool="deaf", timeout=3000)
     assert reply["error"]["code"] == "shutting_down"
     assert d.rpc(op="status", timeout=3000)["shutting_down"] is True
     assert d.proc.wait(10) == 0

@@ -71,13 +71,13 @@ def test_a_missing_kernel_binary_or_kernelspec_is_a_spawn_failure_not_a_crash(kp
 
 def test_a_kernel_that_ignores_shutdown_and_sigterm_is_sigkilled(kpoold):
     d = kpoold("""
-        [pools.stubborn]
-        kernelspec = "fake-stubborn"
+        [pools.deaf]
+        kernelspec = "fake-deaf"
         size = 1
         shutdown_grace_s = 0.3
     """)
-    d.wait_warm("stubborn", 1)
-    r = d.acquire("stubborn")
+    d.wait_warm("deaf", 1)
+    r = d.acquire("deaf")
     assert d.rpc(op="release", kernel_id=r["kernel_id"])["ok"]
     wait_until(lambda: not alive(r["pid"]), timeout=5, what="SIGKILL")
     assert "ignored SIGTERM; sending SIGKILL" in d.log_text()
