@@ -47,8 +47,8 @@ private:
         nlohmann::json req_id;
         std::string pool;
         clock::time_point since;
-        std::optional<std::string> cwd;
-        std::map<std::string, std::string> env_vars;
+        // The code that applies the client's cwd/env in the kernel; empty when none was asked.
+        std::string setup_code;
     };
     struct signal_watch {
         uv_signal_t handle;

@@ -92,18 +92,20 @@ std::string daemon::op_acquire(const envelope& env, const protocol::control_requ
             req.req_id);
     }
     pool& p = *it->second;
+    std::string setup_code;
     if (args->has_context()) {
-        // Checked before a kernel is taken, so an impossible request costs the pool nothing.
-        if (auto snippet = context_snippet_for(p.config()); !snippet) {
+        // Resolved before a kernel is taken, so an impossible request costs the pool nothing.
+        auto snippet = context_snippet_for(p.config());
+        if (!snippet) {
             return protocol::make_error_reply(snippet.err(), req.req_id);
         }
+        setup_code = render_context_snippet(*snippet, args->cwd, args->env);
     }
     const auto timeout =
         args->timeout_ms ? std::chrono::milliseconds(*args->timeout_ms) : default_acquire_timeout;
     const waiter_id waiter = m_next_waiter++;
     const auto now = clock::now();
-    pending_acquire pending{env, req.req_id, args->pool, now, std::move(args->cwd),
-                            std::move(args->env)};
+    pending_acquire pending{env, req.req_id, args->pool, now, std::move(setup_code)};
     // Registered before asking the pool, which may answer through granted() right away.
     m_pending.emplace(waiter, pending);
     auto outcome = p.acquire(waiter, timeout, args->lease_s, now);
@@ -150,17 +152,12 @@ bool daemon::send_kernel(const pending_acquire& pending, const kernel_entry& ker
 }
 
 bool daemon::hand_over(pending_acquire pending, const kernel_entry& kernel) {
-    if (!pending.cwd && pending.env_vars.empty()) {
+    if (pending.setup_code.empty()) {
         return send_kernel(pending, kernel);
     }
-    auto snippet = context_snippet_for(m_pools.at(kernel.pool)->config());
-    if (!snippet) { // the kernelspec changed since the request was checked
-        send_reply(pending.env, protocol::make_error_reply(snippet.err(), pending.req_id));
-        return false;
-    }
-    const std::string code = render_context_snippet(*snippet, pending.cwd, pending.env_vars);
     const std::string id = kernel.id;
-    m_kernels.at(id)->run_code(code, context_timeout, [this, id, pending](const status& outcome) {
+    auto& kernel_proc = *m_kernels.at(id);
+    kernel_proc.run_code(pending.setup_code, context_timeout, [this, id, pending](const status& outcome) {
         pool* p = pool_of_kernel(id);
         const kernel_entry* k = nullptr;
         if (p != nullptr) {
