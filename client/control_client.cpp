@@ -6,7 +6,13 @@
 
 #include <sys/stat.h>
 
+#include <atomic>
+#include <cctype>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
 
 namespace kpool::client {
 
@@ -17,7 +23,74 @@ std::string default_endpoint() {
     return config::default_control_endpoint(config::default_runtime_dir());
 }
 
-control_client::control_client(std::string endpoint) : m_endpoint(std::move(endpoint)) {}
+namespace {
+
+std::string trimmed(std::string s) {
+    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) {
+        s.pop_back();
+    }
+    return s;
+}
+
+std::string env_or(std::string value, const char* name) {
+    if (value.empty()) {
+        if (const char* env = std::getenv(name); env != nullptr) {
+            value = env;
+        }
+    }
+    return value;
+}
+
+// What a handshake failure seen on the monitor socket means for the user.
+std::string refusal_reason(std::uint16_t event) {
+    switch (event) {
+    case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH: return "it refused this client (not an allowed uid or CURVE key)";
+    case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL: return "the security handshake failed (CURVE on one side only, or a wrong server key?)";
+    default: return "the security handshake failed";
+    }
+}
+
+} // namespace
+
+result<curve_keys> load_curve_keys(std::string server_key, std::string client_key_file) {
+    server_key = env_or(std::move(server_key), "KPOOL_SERVER_KEY");
+    client_key_file = env_or(std::move(client_key_file), "KPOOL_CLIENT_KEY_FILE");
+    if (server_key.empty() && client_key_file.empty()) {
+        return curve_keys{};
+    }
+    if (server_key.empty() || client_key_file.empty()) {
+        return error{errc::bad_request, "CURVE needs both the server's public key "
+                                        "(--server-key / $KPOOL_SERVER_KEY) and a client key "
+                                        "file (--client-key-file / $KPOOL_CLIENT_KEY_FILE)"};
+    }
+    std::ifstream in(client_key_file);
+    std::stringstream text;
+    text << in.rdbuf();
+    curve_keys keys{trimmed(server_key), std::string(40, '\0'), trimmed(text.str())};
+    if (!in || keys.client_secret.size() != 40 ||
+        zmq_curve_public(keys.client_public.data(), keys.client_secret.c_str()) != 0) {
+        return error{errc::bad_request, "cannot read a Z85 secret key from " + client_key_file};
+    }
+    keys.client_public.resize(40);
+    std::uint8_t decoded[32];
+    if (keys.server_public.size() != 40 ||
+        zmq_z85_decode(decoded, keys.server_public.c_str()) == nullptr) {
+        return error{errc::bad_request, "the server key must be 40 characters of Z85 text"};
+    }
+    return keys;
+}
+
+std::pair<std::string, std::string> make_curve_keypair() {
+    char public_key[41] = {};
+    char secret_key[41] = {};
+    if (zmq_curve_keypair(public_key, secret_key) != 0) {
+        throw std::runtime_error("this libzmq cannot make CURVE keys");
+    }
+    return {public_key, secret_key};
+}
+
+control_client::control_client(std::string endpoint, curve_keys keys)
+    : m_endpoint(std::move(endpoint)), m_keys(std::move(keys)) {}
 
 result<nlohmann::json> control_client::request(const nlohmann::json& req,
                                                std::chrono::milliseconds timeout) {
@@ -34,13 +107,46 @@ result<nlohmann::json> control_client::request(const nlohmann::json& req,
     try {
         zmq::socket_t socket(m_zmq, zmq::socket_type::req);
         socket.set(zmq::sockopt::linger, 0);
+        if (!m_keys.empty()) {
+            socket.set(zmq::sockopt::curve_serverkey, m_keys.server_public);
+            socket.set(zmq::sockopt::curve_publickey, m_keys.client_public);
+            socket.set(zmq::sockopt::curve_secretkey, m_keys.client_secret);
+        }
+        // A refused handshake is silent on the socket itself; the monitor hears of it.
+        static std::atomic<int> monitors = 0;
+        const std::string monitor_address = "inproc://kpool-monitor-" + std::to_string(++monitors);
+        zmq_socket_monitor(socket.handle(), monitor_address.c_str(),
+                           ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL);
+        zmq::socket_t monitor(m_zmq, zmq::socket_type::pair);
+        monitor.set(zmq::sockopt::linger, 0);
+        monitor.connect(monitor_address);
         socket.connect(m_endpoint);
         const std::string body = protocol::dump_json(req);
         socket.send(zmq::buffer(body), zmq::send_flags::none);
-        zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
-        if (zmq::poll(&item, 1, timeout) == 0) {
-            return error{errc::timeout, "no reply from kpoold at " + m_endpoint + " within " +
-                                            std::to_string(timeout.count()) + " ms"};
+        zmq::pollitem_t items[] = {{socket.handle(), 0, ZMQ_POLLIN, 0},
+                                   {monitor.handle(), 0, ZMQ_POLLIN, 0}};
+        const auto deadline = std::chrono::steady_clock::now() + timeout;
+        for (;;) {
+            const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+                deadline - std::chrono::steady_clock::now());
+            if (left.count() <= 0 || zmq::poll(items, 2, left) == 0) {
+                return error{errc::timeout, "no reply from kpoold at " + m_endpoint + " within " +
+                                                std::to_string(timeout.count()) + " ms"};
+            }
+            if ((items[0].revents & ZMQ_POLLIN) != 0) {
+                break;
+            }
+            zmq::message_t event;
+            zmq::message_t address;
+            (void)monitor.recv(event, zmq::recv_flags::none);
+            (void)monitor.recv(address, zmq::recv_flags::none);
+            std::uint16_t id = 0;
+            if (event.size() >= sizeof id) {
+                std::memcpy(&id, event.data(), sizeof id);
+            }
+            return error{errc::bad_request,
+                         "cannot talk to kpoold at " + m_endpoint + ": " + refusal_reason(id)};
         }
         zmq::message_t reply;
         (void)socket.recv(reply, zmq::recv_flags::none);

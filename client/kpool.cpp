@@ -6,6 +6,10 @@
 #include "client/format.hpp"
 #include "kpool/version.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -20,7 +24,7 @@ namespace {
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-constexpr const char* usage_text = R"usage(usage: kpool [--endpoint E] COMMAND [ARGS]
+constexpr const char* usage_text = R"usage(usage: kpool [--endpoint E] [--server-key K --client-key-file F] COMMAND [ARGS]
 
   ping                          is kpoold there? (version, protocol)
   status [--json]               pools, counters and kernels
@@ -31,8 +35,12 @@ constexpr const char* usage_text = R"usage(usage: kpool [--endpoint E] COMMAND [
   release KERNEL_ID             shut an acquired kernel down
   signal KERNEL_ID SIGNAL       send a signal (INT, TERM, KILL, ... or a number)
   poll KERNEL_ID [--json]       is an acquired kernel still running?
+  keygen SECRET_KEY_FILE        make a CURVE key pair: writes the secret key (mode 0600)
+                                and prints the public key
 
 The endpoint defaults to $KPOOL_ENDPOINT, else kpoold's default for this user.
+A tcp:// endpoint needs CURVE: the daemon's public key (--server-key, $KPOOL_SERVER_KEY) and
+this client's secret key file (--client-key-file, $KPOOL_CLIENT_KEY_FILE).
 Exit status: 0 ok, 1 kpoold answered with an error, 2 bad usage, 3 kpoold unreachable.
 )usage";
 
@@ -42,6 +50,8 @@ struct usage_error {
 
 struct options {
     std::string endpoint = kpool::client::default_endpoint();
+    std::string server_key;
+    std::string client_key_file;
     bool as_json = false;
     std::vector<std::string> positional;
     std::map<std::string, std::string> values;   // --timeout, --lease, --cwd
@@ -60,6 +70,10 @@ options parse_args(int argc, char** argv) {
         };
         if (arg == "--endpoint") {
             opt.endpoint = value();
+        } else if (arg == "--server-key") {
+            opt.server_key = value();
+        } else if (arg == "--client-key-file") {
+            opt.client_key_file = value();
         } else if (arg == "--json") {
             opt.as_json = true;
         } else if (arg == "--timeout" || arg == "--lease" || arg == "--cwd") {
@@ -128,7 +142,11 @@ void expect_args(const options& opt, std::size_t n, const char* form) {
 // Sends and prints. `on_ok` prints a successful reply in human form.
 int call(const options& opt, json request, std::chrono::milliseconds timeout,
          const std::function<void(const json&)>& on_ok) {
-    kpool::client::control_client client(opt.endpoint);
+    auto keys = kpool::client::load_curve_keys(opt.server_key, opt.client_key_file);
+    if (!keys) {
+        throw usage_error{keys.err().message};
+    }
+    kpool::client::control_client client(opt.endpoint, std::move(*keys));
     auto reply = client.request(request, timeout);
     if (!reply) {
         std::fprintf(stderr, "kpool: %s\n", reply.err().message.c_str());
@@ -145,6 +163,24 @@ int call(const options& opt, json request, std::chrono::milliseconds timeout,
     } else {
         on_ok(*reply);
     }
+    return 0;
+}
+
+int keygen(const std::string& path) {
+    const auto [public_key, secret_key] = kpool::client::make_curve_keypair();
+    // O_EXCL: never overwrite a key someone relies on.
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        std::fprintf(stderr, "kpool: cannot create %s: %s\n", path.c_str(), std::strerror(errno));
+        return 1;
+    }
+    const std::string text = secret_key + "\n";
+    const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    if (::close(fd) != 0 || !written) {
+        std::fprintf(stderr, "kpool: cannot write %s: %s\n", path.c_str(), std::strerror(errno));
+        return 1;
+    }
+    std::printf("%s\n", public_key.c_str());
     return 0;
 }
 
@@ -214,6 +250,10 @@ int run(const options& opt) {
                             std::printf("exited %lld\n", r.value("exit_code", 0LL));
                         }
                     });
+    }
+    if (cmd == "keygen") {
+        expect_args(opt, 1, "keygen SECRET_KEY_FILE");
+        return keygen(opt.positional[1]);
     }
     throw usage_error{"unknown command '" + cmd + "'"};
 }

@@ -135,24 +135,99 @@ bool valid_ip(const std::string& ip) {
     return inet_pton(AF_INET, ip.c_str(), buf) == 1 || inet_pton(AF_INET6, ip.c_str(), buf) == 1;
 }
 
+std::vector<unsigned> read_ids(const toml::table& table, std::string_view key) {
+    std::vector<unsigned> ids;
+    const toml::node* node = table.get(key);
+    if (node == nullptr) {
+        return ids;
+    }
+    if (!node->is_array()) {
+        fail(node->source(), "'" + std::string(key) + "' must be an array of integers, not " +
+                                 type_name(*node));
+    }
+    for (const toml::node& item : *node->as_array()) {
+        const auto* v = item.as_integer();
+        if (v == nullptr || v->get() < 0 || v->get() > 4294967294) {
+            fail(item.source(), "'" + std::string(key) + "' holds numeric ids from 0 to 4294967294");
+        }
+        ids.push_back(static_cast<unsigned>(v->get()));
+    }
+    return ids;
+}
+
+bool valid_z85_key(std::string_view key) {
+    constexpr std::string_view alphabet =
+        "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
+    return key.size() == 40 &&
+           std::all_of(key.begin(), key.end(),
+                       [&](char c) { return alphabet.find(c) != std::string_view::npos; });
+}
+
+std::vector<std::string> read_keys(const toml::table& table, std::string_view key) {
+    std::vector<std::string> keys;
+    const toml::node* node = table.get(key);
+    if (node == nullptr) {
+        return keys;
+    }
+    if (!node->is_array()) {
+        fail(node->source(), "'" + std::string(key) + "' must be an array of strings, not " +
+                                 type_name(*node));
+    }
+    for (const toml::node& item : *node->as_array()) {
+        const auto* v = item.as_string();
+        if (v == nullptr || !valid_z85_key(v->get())) {
+            fail(item.source(), "'" + std::string(key) +
+                                    "' holds CURVE public keys: 40 characters of Z85 text "
+                                    "(`kpool keygen` makes them)");
+        }
+        keys.push_back(v->get());
+    }
+    return keys;
+}
+
 daemon_config read_daemon(const toml::table& root) {
     daemon_config d;
     const toml::table* t = sub_table(root, "daemon");
     const toml::table empty;
     const toml::table& table = t != nullptr ? *t : empty;
-    check_known_keys(table, "[daemon]", {"control", "runtime_dir", "log_level", "max_kernels"});
+    check_known_keys(table, "[daemon]",
+                     {"control", "runtime_dir", "log_level", "max_kernels", "allowed_uids",
+                      "allowed_gids", "curve_secret_key_file", "curve_allowed_keys"});
 
     d.runtime_dir = read_string(table, "runtime_dir", default_runtime_dir());
     check_value(table, "runtime_dir", [&] { return !d.runtime_dir.empty() && d.runtime_dir[0] == '/'; },
                 "'runtime_dir' must be an absolute path");
     d.control = read_string(table, "control", default_control_endpoint(d.runtime_dir));
     const std::string_view ipc = "ipc://";
-    check_value(table, "control", [&] { return d.control.starts_with(ipc); },
-                "'control' must be an ipc:// endpoint (tcp needs CURVE authentication, which "
-                "kpoold does not offer yet)");
+    check_value(table, "control", [&] { return d.control.starts_with(ipc) || d.is_tcp(); },
+                "'control' must be an ipc:// or tcp:// endpoint");
     check_value(table, "control",
-                [&] { return d.control.size() - ipc.size() < sizeof(sockaddr_un::sun_path); },
+                [&] {
+                    return !d.control.starts_with(ipc) ||
+                           d.control.size() - ipc.size() < sizeof(sockaddr_un::sun_path);
+                },
                 "'control' ipc path is longer than a Unix socket path may be (107 bytes)");
+    d.allowed_uids = read_ids(table, "allowed_uids");
+    d.allowed_gids = read_ids(table, "allowed_gids");
+    d.curve_secret_key_file = read_string(table, "curve_secret_key_file", "");
+    d.curve_allowed_keys = read_keys(table, "curve_allowed_keys");
+    check_value(table, "control",
+                [&] { return !d.is_tcp() || (!d.curve_secret_key_file.empty() &&
+                                             !d.curve_allowed_keys.empty()); },
+                "a tcp:// control endpoint needs CURVE: set 'curve_secret_key_file' and "
+                "'curve_allowed_keys' (anyone who reaches the port could take kernels otherwise)");
+    for (std::string_view key : {"allowed_uids", "allowed_gids"}) {
+        check_value(table, key, [&] { return !d.is_tcp(); },
+                    "'" + std::string(key) + "' applies to ipc:// endpoints only; tcp clients "
+                    "are authenticated by 'curve_allowed_keys'");
+    }
+    for (std::string_view key : {"curve_secret_key_file", "curve_allowed_keys"}) {
+        check_value(table, key, [&] { return d.is_tcp(); },
+                    "'" + std::string(key) + "' applies to tcp:// endpoints only");
+    }
+    check_value(table, "curve_secret_key_file",
+                [&] { return d.curve_secret_key_file.starts_with('/'); },
+                "'curve_secret_key_file' must be an absolute path");
     d.log_level = read_string(table, "log_level", d.log_level);
     const std::initializer_list<std::string_view> levels = {"trace", "debug", "info", "warn",
                                                             "error", "critical", "off"};
@@ -166,7 +241,8 @@ daemon_config read_daemon(const toml::table& root) {
 pool_config read_pool(const std::string& name, const toml::table& table, const daemon_config& d) {
     check_known_keys(table, "[pools." + name + "]",
                      {"kernelspec", "size", "max_starting", "ready_timeout_s", "lease_s",
-                      "shutdown_grace_s", "transport", "ip", "context_snippet"});
+                      "shutdown_grace_s", "transport", "ip", "context_snippet", "heartbeat_s",
+                      "heartbeat_timeout_s", "limits"});
     pool_config p;
     p.name = name;
     p.kernelspec = read_string(table, "kernelspec", name);
@@ -190,6 +266,16 @@ pool_config read_pool(const std::string& name, const toml::table& table, const d
                            p.context_snippet.find("{context}") != std::string::npos;
                 },
                 "'context_snippet' must contain {context}, where the cwd and env go");
+    p.heartbeat_s = read_seconds(table, "heartbeat_s", p.heartbeat_s, 0, 86400, false);
+    p.heartbeat_timeout_s =
+        read_seconds(table, "heartbeat_timeout_s", p.heartbeat_timeout_s, 0, 3600, true);
+    if (const toml::table* limits = sub_table(table, "limits")) {
+        check_known_keys(*limits, "[pools." + name + ".limits]",
+                         {"address_space_mb", "cpu_seconds", "open_files"});
+        p.limits.address_space_mb = read_int(*limits, "address_space_mb", 0, 64, 1 << 30);
+        p.limits.cpu_seconds = read_int(*limits, "cpu_seconds", 0, 1, 1 << 30);
+        p.limits.open_files = read_int(*limits, "open_files", 0, 16, 1 << 20);
+    }
     return p;
 }
 

@@ -12,6 +12,13 @@
 
 namespace kpool::config {
 
+// setrlimit values applied to each kernel at spawn; 0 leaves the daemon's own limit.
+struct kernel_limits {
+    int address_space_mb = 0; // RLIMIT_AS
+    int cpu_seconds = 0;      // RLIMIT_CPU: the kernel is killed after this much CPU time
+    int open_files = 0;       // RLIMIT_NOFILE
+};
+
 struct pool_config {
     std::string name;             // what clients ask for
     std::string kernelspec;       // defaults to name
@@ -25,6 +32,11 @@ struct pool_config {
     // Code applying a client's cwd/env in the kernel ("{context}" = JSON string literal);
     // empty: kpool's built-in snippet for the kernel's language, if any.
     std::string context_snippet;
+    // Idle warm kernels are sent a kernel_info_request every heartbeat_s (0: never); one that
+    // does not answer within heartbeat_timeout_s is killed and replaced.
+    double heartbeat_s = 10;
+    double heartbeat_timeout_s = 5;
+    kernel_limits limits;
 };
 
 struct daemon_config {
@@ -32,6 +44,17 @@ struct daemon_config {
     std::string runtime_dir; // connection files, ipc sockets
     std::string log_level = "info";
     int max_kernels = 64;    // warm + starting + leased + stopping, all pools together
+    // ipc: peers allowed besides the daemon's own uid (checked with SO_PEERCRED through ZAP).
+    // When either list is set the socket file is made connectable by everyone and ZAP decides.
+    std::vector<unsigned> allowed_uids;
+    std::vector<unsigned> allowed_gids;
+    // tcp: required. The daemon's CURVE secret key (a file holding its Z85 text, mode 0600)
+    // and the Z85 public keys of the clients allowed in.
+    std::string curve_secret_key_file;
+    std::vector<std::string> curve_allowed_keys;
+
+    bool is_tcp() const { return control.starts_with("tcp://"); }
+    bool restricts_ipc_peers() const { return !allowed_uids.empty() || !allowed_gids.empty(); }
 };
 
 struct config {

@@ -11,7 +11,7 @@
 namespace kpool::daemon {
 
 control_server::control_server(uv_loop_t* loop, zmq::context_t& zmq, std::string endpoint,
-                               handler on_request)
+                               const control_security& security, handler on_request)
     : m_endpoint(std::move(endpoint)), m_on_request(std::move(on_request)),
       m_socket(zmq, zmq::socket_type::router) {
     m_socket.set(zmq::sockopt::linger, 0);
@@ -20,6 +20,14 @@ control_server::control_server(uv_loop_t* loop, zmq::context_t& zmq, std::string
     m_socket.set(zmq::sockopt::router_mandatory, true);
     // Huge messages never reach us: libzmq drops the peer instead of buffering them.
     m_socket.set(zmq::sockopt::maxmsgsize, protocol::max_message_bytes);
+    if (security.ask_zap) {
+        // With the NULL mechanism libzmq consults ZAP only when a domain is set.
+        m_socket.set(zmq::sockopt::zap_domain, "kpool");
+    }
+    if (!security.curve_secret_key.empty()) {
+        m_socket.set(zmq::sockopt::curve_server, true);
+        m_socket.set(zmq::sockopt::curve_secretkey, zmq::buffer(security.curve_secret_key));
+    }
     // libzmq does not chmod ipc sockets; a 077 umask makes the file 0600 as it is created.
     const mode_t old_mask = ::umask(077);
     try {
@@ -29,6 +37,10 @@ control_server::control_server(uv_loop_t* loop, zmq::context_t& zmq, std::string
         throw;
     }
     ::umask(old_mask);
+    if (security.ipc_world_connectable && m_endpoint.starts_with("ipc://") &&
+        ::chmod(m_endpoint.substr(6).c_str(), 0666) != 0) {
+        throw zmq::error_t(); // errno says why
+    }
     m_watcher = std::make_unique<zmq_watcher>(loop, m_socket, [this] { on_readable(); });
     logger("control")->info("control socket bound at {}", m_endpoint);
 }

@@ -24,13 +24,21 @@ struct envelope {
     std::vector<std::string> frames;
 };
 
+// How the control socket is guarded beyond file permissions (see access_policy.hpp).
+struct control_security {
+    bool ask_zap = false;         // every connection is put to the ZAP handler
+    std::string curve_secret_key; // 32 bytes: the socket is a CURVE server
+    bool ipc_world_connectable = false; // socket file 0666: ZAP decides who gets in
+};
+
 class control_server {
 public:
     using handler = std::function<void(const envelope&, std::string_view body)>;
 
     // Binds at once (throws zmq::error_t if it cannot). An ipc socket file is created with
-    // mode 0600 inside the (0700) runtime directory.
-    control_server(uv_loop_t* loop, zmq::context_t& zmq, std::string endpoint, handler on_request);
+    // mode 0600 (0666 with ipc_world_connectable) inside the runtime directory.
+    control_server(uv_loop_t* loop, zmq::context_t& zmq, std::string endpoint,
+                   const control_security& security, handler on_request);
     ~control_server();
     control_server(const control_server&) = delete;
     control_server& operator=(const control_server&) = delete;

@@ -1,6 +1,7 @@
 // daemon: startup, kernels, deadlines, signals and orderly shutdown.
 #include "daemon/daemon.hpp"
 
+#include "daemon/instance_dir.hpp"
 #include "daemon/logging.hpp"
 #include "daemon/runtime_files.hpp"
 #include "daemon/spawn_launcher.hpp"
@@ -8,10 +9,14 @@
 #include "protocol/hmac.hpp"
 #include "kpool/version.hpp"
 
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <stdexcept>
 
 namespace kpool::daemon {
@@ -30,6 +35,82 @@ std::string make_kernel_id() {
     hex[16] = "89ab"[hex[16] % 4];
     return hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-" +
            hex.substr(16, 4) + "-" + hex.substr(20);
+}
+
+std::vector<resource_limit> resource_limits(const config::kernel_limits& limits) {
+    std::vector<resource_limit> out;
+    constexpr std::uint64_t mib = 1024 * 1024;
+    if (limits.address_space_mb > 0) {
+        out.push_back({RLIMIT_AS, static_cast<std::uint64_t>(limits.address_space_mb) * mib});
+    }
+    if (limits.cpu_seconds > 0) {
+        out.push_back({RLIMIT_CPU, static_cast<std::uint64_t>(limits.cpu_seconds)});
+    }
+    if (limits.open_files > 0) {
+        out.push_back({RLIMIT_NOFILE, static_cast<std::uint64_t>(limits.open_files)});
+    }
+    return out;
+}
+
+// File descriptors a kernel costs the daemon while it starts (connection file, two output
+// pipes, a pidfd, a shell socket and its mailbox) with room to spare, and those kept back for
+// control clients and the daemon's own work. A start that would eat into the reserve is refused
+// with `capacity` rather than left to fail halfway through with EMFILE.
+constexpr int fds_per_kernel = 10;
+constexpr int fds_reserved = 32;
+
+int open_fd_count() {
+    std::error_code ec;
+    int n = 0;
+    for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+         !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+        ++n;
+    }
+    return n;
+}
+
+status check_fd_headroom() {
+    rlimit limit{};
+    if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) {
+        return ok_status();
+    }
+    const int open = open_fd_count();
+    if (static_cast<rlim_t>(open + fds_per_kernel + fds_reserved) > limit.rlim_cur) {
+        return error{errc::capacity,
+                     fmt::format("out of file descriptors ({} of {} open; a kernel needs about {} "
+                                 "and {} are kept for clients)",
+                                 open, limit.rlim_cur, fds_per_kernel, fds_reserved)};
+    }
+    return ok_status();
+}
+
+// The daemon's CURVE secret key from its file (Z85 text), refusing a file others could read.
+result<std::string> read_curve_secret_key(const std::string& path) {
+    struct stat st{};
+    if (::stat(path.c_str(), &st) != 0) {
+        return error{errc::internal, "curve_secret_key_file " + path + ": " + std::strerror(errno)};
+    }
+    if ((st.st_mode & 077) != 0 || st.st_uid != ::geteuid()) {
+        return error{errc::internal, "curve_secret_key_file " + path +
+                                         " must belong to this user and be readable by it alone "
+                                         "(chmod 600)"};
+    }
+    auto text = read_small_file(path, 1024);
+    if (!text) {
+        return text.err();
+    }
+    std::string z85 = *text;
+    while (!z85.empty() && std::isspace(static_cast<unsigned char>(z85.back()))) {
+        z85.pop_back();
+    }
+    std::string key(32, '\0');
+    if (z85.size() != 40 ||
+        zmq_z85_decode(reinterpret_cast<std::uint8_t*>(key.data()), z85.c_str()) == nullptr) {
+        return error{errc::internal, "curve_secret_key_file " + path +
+                                         " must hold a 40-character Z85 secret key "
+                                         "(`kpool keygen` writes one)"};
+    }
+    return key;
 }
 
 } // namespace
@@ -51,6 +132,7 @@ daemon::daemon(config::config cfg) : m_cfg(std::move(cfg)) {
 daemon::~daemon() {
     // Close what holds sockets or handles before the loop and the ZeroMQ context go away.
     m_control.reset();
+    m_zap.reset();
     m_kernels.clear();
     m_pools.clear();
     m_deadline_timer.reset();
@@ -83,19 +165,28 @@ int daemon::run() {
     }
     const std::string_view ipc = "ipc://";
     if (m_cfg.daemon.control.starts_with(ipc)) {
-        auto lock = endpoint_lock::acquire(m_cfg.daemon.control.substr(ipc.size()) + ".lock");
+        const std::string path = m_cfg.daemon.control.substr(ipc.size()) + ".lock";
+        bool held_elsewhere = false;
+        auto lock = file_lock::acquire(path, true, &held_elsewhere);
         if (!lock) {
-            log->critical("{}", lock.err().message);
+            log->critical("{}", held_elsewhere ? "another kpoold (pid " + file_lock::owner_pid(path) +
+                                                     ") holds " + path +
+                                                     ": it serves this control endpoint already"
+                                               : lock.err().message);
             return 1;
         }
+        lock->write_owner_pid();
         m_endpoint_lock.emplace(std::move(lock).value());
     }
-    try {
-        m_control = std::make_unique<control_server>(
-            &m_loop, m_zmq, m_cfg.daemon.control,
-            [this](const envelope& env, std::string_view body) { handle_request(env, body); });
-    } catch (const zmq::error_t& e) {
-        log->critical("cannot bind the control socket {}: {}", m_cfg.daemon.control, e.what());
+    sweep_stale_instances(m_kernels_dir);
+    auto instance = instance_dir::create(m_kernels_dir);
+    if (!instance) {
+        log->critical("{}", instance.err().message);
+        return 1;
+    }
+    m_instance.emplace(std::move(instance).value());
+    if (auto st = bind_control(); !st) {
+        log->critical("{}", st.err().message);
         return 1;
     }
     for (int signum : {SIGINT, SIGTERM}) {
@@ -112,7 +203,45 @@ int daemon::run() {
     return m_exit_code;
 }
 
+status daemon::bind_control() {
+    const config::daemon_config& d = m_cfg.daemon;
+    control_security security;
+    access_policy policy;
+    policy.own_uid = ::geteuid();
+    policy.allowed_uids.insert(d.allowed_uids.begin(), d.allowed_uids.end());
+    policy.allowed_gids.insert(d.allowed_gids.begin(), d.allowed_gids.end());
+    if (d.is_tcp()) {
+        auto secret = read_curve_secret_key(d.curve_secret_key_file);
+        if (!secret) {
+            return secret.err();
+        }
+        security.curve_secret_key = std::move(*secret);
+        for (const std::string& z85 : d.curve_allowed_keys) {
+            std::string key(32, '\0');
+            zmq_z85_decode(reinterpret_cast<std::uint8_t*>(key.data()), z85.c_str());
+            policy.allowed_curve_keys.insert(std::move(key));
+        }
+    }
+    security.ask_zap = d.is_tcp() || d.restricts_ipc_peers();
+    security.ipc_world_connectable = d.restricts_ipc_peers();
+    try {
+        if (security.ask_zap) {
+            m_zap = std::make_unique<zap_handler>(&m_loop, m_zmq, std::move(policy));
+        }
+        m_control = std::make_unique<control_server>(
+            &m_loop, m_zmq, d.control, security,
+            [this](const envelope& env, std::string_view body) { handle_request(env, body); });
+    } catch (const zmq::error_t& e) {
+        return error{errc::internal,
+                     "cannot bind the control socket " + d.control + ": " + e.what()};
+    }
+    return ok_status();
+}
+
 status daemon::start_kernel(const std::string& pool_name, const std::string& id) {
+    if (auto st = check_fd_headroom(); !st) {
+        return st;
+    }
     const config::pool_config& pc = m_pools.at(pool_name)->config();
     auto spec = find_kernelspec(pc.kernelspec);
     if (!spec) {
@@ -121,11 +250,16 @@ status daemon::start_kernel(const std::string& pool_name, const std::string& id)
     kernel_setup setup{.id = id,
                        .pool = pool_name,
                        .spec = std::move(*spec),
-                       .kernels_dir = m_kernels_dir,
+                       .kernels_dir = m_instance->path(),
+                       .instance = m_instance->id(),
+                       .ipc_name = std::to_string(++m_kernels_started),
                        .transport = pc.transport,
                        .ip = pc.ip,
                        .ready_timeout = to_ms(pc.ready_timeout_s),
-                       .shutdown_grace = to_ms(pc.shutdown_grace_s)};
+                       .shutdown_grace = to_ms(pc.shutdown_grace_s),
+                       .limits = resource_limits(pc.limits),
+                       .heartbeat_interval = to_ms(pc.heartbeat_s),
+                       .heartbeat_timeout = to_ms(pc.heartbeat_timeout_s)};
     auto kernel = std::make_unique<kernel_process>(&m_loop, m_zmq, *m_launcher, std::move(setup),
                                                    static_cast<kernel_events&>(*this));
     if (auto st = kernel->start(); !st) {
@@ -140,6 +274,19 @@ void daemon::kernel_spawned(const std::string& id, int pid) {
     if (pool* p = pool_of_kernel(id)) {
         p->on_spawned(id, pid);
     }
+}
+
+void daemon::kernel_idle(const std::string& id, bool idle) {
+    if (auto it = m_kernels.find(id); it != m_kernels.end()) {
+        it->second->watch(idle);
+    }
+}
+
+void daemon::kernel_unresponsive(const std::string& id, const std::string& reason) {
+    if (pool* p = pool_of_kernel(id)) {
+        p->on_unresponsive(id, reason, clock::now());
+    }
+    reschedule();
 }
 
 void daemon::stop_kernel(const std::string& id) {
@@ -286,6 +433,7 @@ void daemon::finish_if_done() {
     }
     // Nothing is left running: release every handle so uv_run returns.
     m_control.reset();
+    m_zap.reset();
     m_deadline_timer->stop();
     m_signals.clear();
 }

@@ -9,6 +9,8 @@
 
 #include "config/config.hpp"
 #include "daemon/control_server.hpp"
+#include "daemon/zap_handler.hpp"
+#include "daemon/instance_dir.hpp"
 #include "daemon/kernel_process.hpp"
 #include "daemon/launcher.hpp"
 #include "daemon/pool.hpp"
@@ -58,6 +60,7 @@ private:
     // kernel_driver
     status start_kernel(const std::string& pool, const std::string& id) override;
     void stop_kernel(const std::string& id) override;
+    void kernel_idle(const std::string& id, bool idle) override;
     // waiter_sink
     bool granted(waiter_id waiter, const kernel_entry& kernel) override;
     void failed(waiter_id waiter, const error& err) override;
@@ -65,6 +68,7 @@ private:
     void kernel_spawned(const std::string& id, int pid) override;
     void kernel_warm(const std::string& id) override;
     void kernel_start_failed(const std::string& id, const std::string& reason) override;
+    void kernel_unresponsive(const std::string& id, const std::string& reason) override;
     void kernel_exited(const std::string& id, const exit_status& status,
                        const std::string& output_tail) override;
 
@@ -90,6 +94,8 @@ private:
     // A kernel a client holds: handed out and not yet exited.
     kernel_process* handed_out_kernel(const std::string& id);
 
+    // Binds the control socket, with its ZAP handler and CURVE key when the config asks.
+    status bind_control();
     void watch_signal(int signum);
     void on_signal(int signum);
     void begin_shutdown();
@@ -98,7 +104,8 @@ private:
     pool* pool_of_kernel(const std::string& id);
 
     config::config m_cfg;
-    std::string m_kernels_dir;
+    std::string m_kernels_dir; // runtime_dir/kernels: every run's instance directory
+    std::optional<instance_dir> m_instance; // this run's; after the kernels in destruction order
     uv_loop_t m_loop{};
     zmq::context_t m_zmq;
     std::unique_ptr<launcher> m_launcher;
@@ -112,7 +119,9 @@ private:
     std::unordered_map<std::string, exit_status> m_exited;
     std::deque<std::string> m_exited_order;
     waiter_id m_next_waiter = 1;
-    std::optional<endpoint_lock> m_endpoint_lock; // outlives m_control: released after unbind
+    std::uint64_t m_kernels_started = 0;
+    std::optional<file_lock> m_endpoint_lock; // outlives m_control: released after unbind
+    std::unique_ptr<zap_handler> m_zap; // outlives m_control: asked about its connections
     std::unique_ptr<control_server> m_control;
     std::unique_ptr<uv_timer> m_deadline_timer;
     std::vector<uv_ptr<signal_watch>> m_signals;

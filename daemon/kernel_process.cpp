@@ -1,6 +1,7 @@
 // kernel_process: launch, readiness probe over the wire protocol, graceful stop.
 #include "daemon/kernel_process.hpp"
 
+#include "daemon/instance_dir.hpp"
 #include "daemon/logging.hpp"
 #include "daemon/runtime_files.hpp"
 #include "daemon/zmq_frames.hpp"
@@ -42,7 +43,7 @@ kernel_process::kernel_process(uv_loop_t* loop, zmq::context_t& zmq, launcher& l
                                kernel_setup setup, kernel_events& events)
     : m_loop(loop), m_zmq(zmq), m_launcher(launcher), m_setup(std::move(setup)), m_events(events),
       m_session(protocol::random_hex(16)), m_ready_deadline(loop), m_poll_timer(loop),
-      m_escalation(loop), m_code_deadline(loop) {}
+      m_escalation(loop), m_code_deadline(loop), m_heartbeat(loop), m_heartbeat_deadline(loop) {}
 
 kernel_process::~kernel_process() {
     m_shell_watcher.reset(); // before the socket it watches
@@ -66,9 +67,12 @@ launch_spec kernel_process::make_launch_spec() const {
     // As jupyter_client's launcher does: the kernel knows its parent, and ipykernel then
     // installs its interrupt handling and exits if the daemon disappears.
     env["JPY_PARENT_PID"] = std::to_string(::getpid());
+    // Marks the kernel and whatever it starts as this run's, for the cleanup after a crash.
+    env[instance_env_var] = m_setup.instance;
     for (const auto& [name, value] : env) {
         spec.env.push_back(name + "=" + value);
     }
+    spec.limits = m_setup.limits;
     return spec;
 }
 
@@ -79,7 +83,14 @@ status kernel_process::start() {
     m_info.key = protocol::random_hex(32); // 256 bits, fresh for every kernel
     m_info.kernel_name = m_setup.spec.name;
     if (m_setup.transport == "ipc") {
-        m_info.ip = m_setup.kernels_dir + "/" + m_setup.id;
+        m_info.ip = m_setup.kernels_dir + "/" + m_setup.ipc_name;
+        constexpr std::size_t max_socket_path = 107; // sizeof(sockaddr_un::sun_path) - 1
+        if (m_info.ip.size() + 2 > max_socket_path) {
+            m_phase = phase::exited;
+            return error{errc::internal, "ipc socket path " + m_info.ip + "-N is longer than " +
+                                             std::to_string(max_socket_path) +
+                                             " bytes: choose a shorter runtime_dir"};
+        }
         m_info.shell_port = 1;
         m_info.iopub_port = 2;
         m_info.stdin_port = 3;
@@ -137,10 +148,28 @@ void kernel_process::check_connection_file() {
     begin_probe();
 }
 
+void kernel_process::open_shell() {
+    if (!m_shell) {
+        m_shell = make_dealer(m_zmq, m_info.endpoint(m_info.shell_port));
+        m_shell_watcher =
+            std::make_unique<zmq_watcher>(m_loop, *m_shell, [this] { on_shell_message(); });
+    }
+}
+
+void kernel_process::close_shell() {
+    // May run inside the watcher's own callback: the watcher is built for that.
+    m_shell_watcher.reset();
+    m_shell.reset();
+}
+
 void kernel_process::begin_probe() {
     m_phase = phase::probing;
-    m_shell = make_dealer(m_zmq, m_info.endpoint(m_info.shell_port));
-    m_shell_watcher = std::make_unique<zmq_watcher>(m_loop, *m_shell, [this] { on_shell_message(); });
+    try {
+        open_shell();
+    } catch (const zmq::error_t& e) { // out of file descriptors, most likely
+        fail_start(std::string("cannot connect to the kernel's shell socket: ") + e.what());
+        return;
+    }
     // Resent every second, as jupyter_client's wait_for_ready does: cheap, and robust against
     // a request that arrives before the kernel's shell handler is listening.
     m_poll_timer.start(0ms, [this] { send_kernel_info_request(); }, kernel_info_resend);
@@ -168,7 +197,52 @@ void kernel_process::on_shell_message() {
     } else if (m_phase == phase::ready && msg->msg_type() == "execute_reply" &&
                msg->parent_msg_id() == m_code_msg_id) {
         on_execute_reply(*msg);
+    } else if (m_phase == phase::ready && msg->msg_type() == "kernel_info_reply" &&
+               !m_heartbeat_id.empty() && msg->parent_msg_id() == m_heartbeat_id) {
+        m_heartbeat_id.clear();
+        m_heartbeat_deadline.stop();
     }
+}
+
+void kernel_process::watch(bool on) {
+    if (!on || m_phase != phase::ready) {
+        m_heartbeat.stop();
+        m_heartbeat_deadline.stop();
+        m_heartbeat_id.clear();
+        if (!m_code_done) {
+            close_shell();
+        }
+        return;
+    }
+    if (m_setup.heartbeat_interval.count() > 0) {
+        m_heartbeat.start(m_setup.heartbeat_interval, [this] { send_heartbeat(); },
+                          m_setup.heartbeat_interval);
+    }
+}
+
+void kernel_process::send_heartbeat() {
+    if (!m_heartbeat_id.empty()) {
+        return; // the last beat is still within its deadline
+    }
+    try {
+        open_shell();
+    } catch (const zmq::error_t& e) {
+        logger("kernel")->warn("kernel {}: no heartbeat this time: {}", m_setup.id, e.what());
+        return;
+    }
+    auto msg = protocol::make_message("kernel_info_request", m_session);
+    m_heartbeat_id = msg.msg_id();
+    send_frames(*m_shell, protocol::serialize(msg, m_info.key));
+    m_heartbeat_deadline.start(m_setup.heartbeat_timeout, [this] {
+        m_heartbeat.stop();
+        m_heartbeat_id.clear();
+        const std::string reason = fmt::format(
+            "no kernel_info_reply to a heartbeat within {:.1f} s",
+            std::chrono::duration<double>(m_setup.heartbeat_timeout).count());
+        logger("kernel")->warn("kernel {} pool={} pid={}: {}", m_setup.id, m_setup.pool, pid(),
+                               reason);
+        m_events.kernel_unresponsive(m_setup.id, reason); // may stop this kernel
+    });
 }
 
 void kernel_process::run_code(const std::string& code, std::chrono::milliseconds timeout,
@@ -177,12 +251,13 @@ void kernel_process::run_code(const std::string& code, std::chrono::milliseconds
         done(error{errc::internal, "kernel " + m_setup.id + " cannot run code now"});
         return;
     }
-    m_code_done = std::move(done);
-    if (!m_shell) {
-        m_shell = make_dealer(m_zmq, m_info.endpoint(m_info.shell_port));
-        m_shell_watcher =
-            std::make_unique<zmq_watcher>(m_loop, *m_shell, [this] { on_shell_message(); });
+    try {
+        open_shell();
+    } catch (const zmq::error_t& e) {
+        done(error{errc::capacity, std::string("cannot connect to the kernel: ") + e.what()});
+        return;
     }
+    m_code_done = std::move(done);
     auto msg = protocol::make_message("execute_request", m_session,
                                       {{"code", code},
                                        {"silent", true},
@@ -215,10 +290,7 @@ void kernel_process::finish_code(const status& outcome) {
     }
     m_code_deadline.stop();
     m_code_msg_id.clear();
-    // The shell connection is not kept for a leased kernel (may run inside its own watcher's
-    // callback: the watcher is built for that).
-    m_shell_watcher.reset();
-    m_shell.reset();
+    close_shell(); // not kept for a leased kernel
     auto done = std::move(m_code_done);
     m_code_done = nullptr;
     done(outcome);
@@ -227,8 +299,7 @@ void kernel_process::finish_code(const status& outcome) {
 void kernel_process::become_ready() {
     m_ready_deadline.stop();
     m_poll_timer.stop();
-    m_shell_watcher.reset();
-    m_shell.reset();
+    close_shell(); // reopened by the heartbeat if the kernel is watched
     // The file clients get holds all nine fields, kernel_name included.
     if (auto st = write_private_file(m_connection_file, protocol::dump_json(to_json(m_info))); !st) {
         fail_start(st.err().message);
@@ -261,8 +332,8 @@ void kernel_process::stop() {
     m_phase = phase::stopping;
     m_ready_deadline.stop();
     m_poll_timer.stop();
-    m_shell_watcher.reset();
-    m_shell.reset();
+    watch(false);
+    close_shell();
     logger("kernel")->info("kernel stopping id={} pool={} pid={}", m_setup.id, m_setup.pool, pid());
     const auto grace = m_setup.shutdown_grace;
     auto kill_later = [this, grace] {
@@ -308,8 +379,8 @@ void kernel_process::on_exit(const exit_status& status) {
     m_ready_deadline.stop();
     m_poll_timer.stop();
     m_escalation.stop();
-    m_shell_watcher.reset();
-    m_shell.reset();
+    watch(false);
+    close_shell();
     m_control.reset();
     remove_kernel_files(m_connection_file, m_info);
     auto log = logger("kernel");

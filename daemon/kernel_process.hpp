@@ -37,6 +37,8 @@ public:
     // Start failed (timeout, bad connection file). The kernel is being stopped; kernel_exited
     // follows.
     virtual void kernel_start_failed(const std::string& id, const std::string& reason) = 0;
+    // A ready kernel missed a heartbeat (watch(true)). It keeps running until stopped.
+    virtual void kernel_unresponsive(const std::string& id, const std::string& reason) = 0;
     // The process is gone and its files removed. `output_tail` is its last stdout/stderr bytes.
     virtual void kernel_exited(const std::string& id, const exit_status& status,
                                const std::string& output_tail) = 0;
@@ -47,10 +49,15 @@ struct kernel_setup {
     std::string pool;
     kernelspec spec;
     std::string kernels_dir; // 0700 directory for the connection file and ipc sockets
+    std::string instance;    // this daemon run's id, given to the kernel as KPOOL_INSTANCE
+    std::string ipc_name;    // ipc: short and unique within kernels_dir (socket paths are short)
     std::string transport;   // "tcp" or "ipc"
     std::string ip;
     std::chrono::milliseconds ready_timeout{60000};
     std::chrono::milliseconds shutdown_grace{2000};
+    std::vector<resource_limit> limits;
+    std::chrono::milliseconds heartbeat_interval{0}; // 0: no heartbeat
+    std::chrono::milliseconds heartbeat_timeout{5000};
 };
 
 class kernel_process {
@@ -66,6 +73,11 @@ public:
 
     // Begins the graceful shutdown sequence; idempotent. kernel_exited follows.
     void stop();
+
+    // While on (and the kernel ready), sends a kernel_info_request every heartbeat_interval and
+    // reports kernel_unresponsive when one is not answered within heartbeat_timeout. Only for
+    // idle warm kernels: a kernel a client holds may be busy for hours, and is not ours to poke.
+    void watch(bool on);
 
     // Signal to the kernel's process group; 0 or -errno.
     int signal(int signum);
@@ -92,6 +104,9 @@ private:
     void check_connection_file();
     void begin_probe();
     void send_kernel_info_request();
+    void send_heartbeat();
+    void open_shell();
+    void close_shell();
     void on_shell_message();
     void on_execute_reply(const protocol::wire_message& msg);
     void finish_code(const status& outcome);
@@ -115,6 +130,7 @@ private:
     std::set<std::string> m_probe_ids;
     std::string m_output_tail;
     std::string m_code_msg_id; // the execute_request run_code is waiting on
+    std::string m_heartbeat_id; // the kernel_info_request of the beat in flight
     code_done m_code_done;
     std::chrono::steady_clock::time_point m_started_at;
 
@@ -127,6 +143,8 @@ private:
     uv_timer m_poll_timer;   // connection file polling, then kernel_info resends
     uv_timer m_escalation;   // SIGTERM, then SIGKILL, during stop
     uv_timer m_code_deadline;
+    uv_timer m_heartbeat;          // next beat
+    uv_timer m_heartbeat_deadline; // the beat in flight must be answered by then
 };
 
 } // namespace kpool::daemon

@@ -1,5 +1,5 @@
 // How a kernel process comes to exist. The daemon asks a launcher for a process and learns of its
-// output and exit through callbacks; spawn_launcher forks+execs with libuv. Other launchers (a
+// output and exit through callbacks; spawn_launcher vforks+execs from a helper thread. Other launchers (a
 // fork server that clones a pre-imported parent) implement the same interface.
 #pragma once
 
@@ -14,10 +14,17 @@
 
 namespace kpool::daemon {
 
+// One setrlimit applied in the child before exec (soft and hard limit alike).
+struct resource_limit {
+    int resource; // RLIMIT_AS, RLIMIT_CPU, RLIMIT_NOFILE, ...
+    std::uint64_t value;
+};
+
 struct launch_spec {
     std::vector<std::string> argv;
     std::vector<std::string> env; // complete environment, "NAME=value"
     std::string cwd;              // empty: the daemon's
+    std::vector<resource_limit> limits;
 };
 
 struct exit_status {

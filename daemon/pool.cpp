@@ -15,6 +15,8 @@ using json = nlohmann::json;
 // Consecutive start failures back off exponentially, so a broken kernelspec cannot fork-storm.
 constexpr auto backoff_base = 500ms;
 constexpr auto backoff_max = 30000ms;
+// After a start refused for want of resources, when to try again (exits also retry at once).
+constexpr auto resource_retry = 1000ms;
 
 double seconds_between(clock::time_point a, clock::time_point b) {
     return std::chrono::duration<double>(b - a).count();
@@ -47,8 +49,13 @@ int pool::count(kernel_state s) const {
 }
 
 void pool::set_state(kernel_entry& k, kernel_state s, clock::time_point now) {
+    const bool was_warm = k.state == kernel_state::warm;
+    const bool is_warm = s == kernel_state::warm;
     k.state = s;
     k.state_since = now;
+    if (was_warm != is_warm) {
+        m_driver.kernel_idle(k.id, is_warm);
+    }
 }
 
 kernel_entry* pool::oldest_warm() {
@@ -81,10 +88,17 @@ acquire_outcome pool::acquire(waiter_id who, std::chrono::milliseconds timeout,
         // replacement (a fork) never lands on this request's latency.
         return &lease(*k, lease_s, now);
     }
+    if (failing()) {
+        return unavailable_error(now);
+    }
     if (count(kernel_state::starting) == 0 && !m_budget.available() && m_budget.stopping == 0) {
         return error{errc::capacity, "no warm kernel in pool '" + m_cfg.name +
                                          "' and max_kernels (" + std::to_string(m_budget.max) +
                                          ") kernels already exist"};
+    }
+    if (count(kernel_state::starting) == 0 && !m_resource_shortage.empty()) {
+        return error{errc::capacity, "no warm kernel in pool '" + m_cfg.name +
+                                         "' and none can start now: " + m_resource_shortage};
     }
     if (timeout.count() == 0) {
         ++m_counters.timed_out;
@@ -180,6 +194,19 @@ void pool::record_failure(const std::string& reason, clock::time_point now) {
     logger("pool")->error("pool {} kernel failure #{} ({}); next start in {:.1f} s", m_cfg.name,
                           m_consecutive_failures, reason,
                           std::chrono::duration<double>(delay).count());
+    if (failing()) {
+        fail_waiters(unavailable_error(now)); // nobody should wait out a timeout for these
+    }
+}
+
+error pool::unavailable_error(clock::time_point now) const {
+    std::string retry;
+    if (m_backoff_until && *m_backoff_until > now) {
+        retry = fmt::format("; next attempt in {:.1f} s", seconds_between(now, *m_backoff_until));
+    }
+    return error{errc::unavailable,
+                 fmt::format("pool '{}' cannot start kernels ({} failures in a row{}); last error: {}",
+                             m_cfg.name, m_consecutive_failures, retry, m_counters.last_error)};
 }
 
 void pool::on_start_failed(const std::string& id, const std::string& reason, clock::time_point now) {
@@ -209,11 +236,28 @@ void pool::on_exited(const std::string& id, const std::string& reason, clock::ti
     } else if (k.state == kernel_state::leased) {
         logger("pool")->info("leased kernel {} exited: {}", id, reason);
     }
+    if (k.state == kernel_state::warm) {
+        m_driver.kernel_idle(id, false);
+    }
     if (k.state == kernel_state::stopping) {
         --m_budget.stopping;
     }
     m_kernels.erase(it);
     --m_budget.used;
+    refill(now);
+}
+
+void pool::on_unresponsive(const std::string& id, const std::string& reason, clock::time_point now) {
+    auto it = m_kernels.find(id);
+    if (it == m_kernels.end() || it->second.state != kernel_state::warm) {
+        return;
+    }
+    kernel_entry& k = it->second;
+    k.failed = true; // its exit is not counted again
+    ++m_counters.hung_warm;
+    m_counters.last_error = "warm kernel " + id + " stopped answering: " + reason;
+    logger("pool")->warn("{}; replacing it", m_counters.last_error);
+    stop(k, now);
     refill(now);
 }
 
@@ -282,23 +326,42 @@ void pool::refill(clock::time_point now) {
         if (auto st = m_driver.start_kernel(m_cfg.name, id); !st) {
             m_kernels.erase(id);
             --m_budget.used;
+            if (st.err().code == errc::capacity) {
+                // Out of resources: try again shortly, or as soon as a kernel exits.
+                if (m_resource_shortage.empty()) {
+                    logger("pool")->warn("pool {} cannot start a kernel: {}", m_cfg.name,
+                                         st.err().message);
+                }
+                m_resource_shortage = st.err().message;
+                m_backoff_until = now + resource_retry;
+                if (starting == 0) {
+                    fail_waiters({errc::capacity, "no kernel can start in pool '" + m_cfg.name +
+                                                      "' now: " + m_resource_shortage});
+                }
+                return;
+            }
             ++m_counters.spawn_failures;
             record_failure(st.err().message, now);
             return;
         }
+        m_resource_shortage.clear();
         ++starting;
         ++have;
+    }
+}
+
+void pool::fail_waiters(const error& err) {
+    while (!m_waiters.empty()) {
+        const waiter_id id = m_waiters.front().id;
+        m_waiters.pop_front();
+        m_waiter_sink.failed(id, err);
     }
 }
 
 void pool::shut_down() {
     m_shutting_down = true;
     m_backoff_until.reset();
-    while (!m_waiters.empty()) {
-        const waiter_id id = m_waiters.front().id;
-        m_waiters.pop_front();
-        m_waiter_sink.failed(id, {errc::shutting_down, "the daemon is shutting down"});
-    }
+    fail_waiters({errc::shutting_down, "the daemon is shutting down"});
     const auto now = clock::now();
     for (auto& [id, k] : m_kernels) {
         stop(k, now);
@@ -326,7 +389,8 @@ json pool::status_json(clock::time_point now) const {
                 {"leased", count(kernel_state::leased)},
                 {"stopping", count(kernel_state::stopping)},
                 {"waiting", m_waiters.size()},
-                {"failing", m_consecutive_failures > 0},
+                {"failing", failing()},
+                {"consecutive_failures", m_consecutive_failures},
                 {"counters",
                  {{"acquired", c.acquired},
                   {"served_warm", c.served_warm},
@@ -334,6 +398,7 @@ json pool::status_json(clock::time_point now) const {
                   {"timed_out", c.timed_out},
                   {"spawn_failures", c.spawn_failures},
                   {"died_warm", c.died_warm},
+                  {"hung_warm", c.hung_warm},
                   {"leases_expired", c.leases_expired}}},
                 {"last_error", c.last_error.empty() ? json(nullptr) : json(c.last_error)},
                 {"kernels", std::move(kernels)}};

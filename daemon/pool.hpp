@@ -50,6 +50,7 @@ struct pool_counters {
     std::uint64_t timed_out = 0;
     std::uint64_t spawn_failures = 0;
     std::uint64_t died_warm = 0;
+    std::uint64_t hung_warm = 0;      // warm kernels that stopped answering the heartbeat
     std::uint64_t leases_expired = 0;
     std::string last_error;
 };
@@ -71,6 +72,9 @@ public:
     virtual status start_kernel(const std::string& pool, const std::string& id) = 0;
     // Shut a kernel down; on_exited follows.
     virtual void stop_kernel(const std::string& id) = 0;
+    // A kernel became warm (idle in the pool: watch its health) or stopped being warm (handed
+    // out or stopping: hands off).
+    virtual void kernel_idle(const std::string& id, bool idle) = 0;
 };
 
 // Answers for acquires that waited.
@@ -110,6 +114,14 @@ public:
                  const std::string& connection_file, clock::time_point now);
     void on_start_failed(const std::string& id, const std::string& reason, clock::time_point now);
     void on_exited(const std::string& id, const std::string& reason, clock::time_point now);
+    // A warm kernel missed its heartbeat: stopped and replaced, never handed out.
+    void on_unresponsive(const std::string& id, const std::string& reason, clock::time_point now);
+
+    // Several start failures in a row: acquires that find no warm kernel fail at once with
+    // `unavailable` instead of waiting out their timeout. Starts keep being retried (with
+    // backoff), and the first kernel to become warm ends it.
+    bool failing() const { return m_consecutive_failures >= failing_after; }
+    static constexpr int failing_after = 3;
 
     // Times out waiters, expires leases, starts kernels whose backoff ended.
     void expire(clock::time_point now);
@@ -135,6 +147,8 @@ private:
     kernel_entry* oldest_warm();
     void serve_waiters(clock::time_point now);
     void record_failure(const std::string& reason, clock::time_point now);
+    error unavailable_error(clock::time_point now) const;
+    void fail_waiters(const error& err);
     void set_state(kernel_entry& k, kernel_state s, clock::time_point now);
     void stop(kernel_entry& k, clock::time_point now);
 
@@ -149,6 +163,9 @@ private:
     pool_counters m_counters;
     int m_consecutive_failures = 0;
     std::optional<clock::time_point> m_backoff_until;
+    // The driver could not start a kernel for want of resources (file descriptors): not the
+    // kernelspec's fault, so no failure is counted, but acquires get `capacity` meanwhile.
+    std::string m_resource_shortage;
     bool m_shutting_down = false;
 };
 

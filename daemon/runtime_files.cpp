@@ -17,28 +17,6 @@ error sys_error(const std::string& what, const std::string& path, int err) {
     return {errc::internal, what + " " + path + ": " + std::strerror(err)};
 }
 
-// Closes a file descriptor when it goes out of scope.
-class unique_fd {
-public:
-    explicit unique_fd(int fd) : m_fd(fd) {}
-    ~unique_fd() {
-        if (m_fd >= 0) {
-            ::close(m_fd);
-        }
-    }
-    unique_fd(const unique_fd&) = delete;
-    unique_fd& operator=(const unique_fd&) = delete;
-    int get() const { return m_fd; }
-    int release_and_close() {
-        const int rc = ::close(m_fd);
-        m_fd = -1;
-        return rc;
-    }
-
-private:
-    int m_fd;
-};
-
 } // namespace
 
 status ensure_private_dir(const std::string& dir) {
@@ -82,7 +60,7 @@ status write_private_file(const std::string& path, std::string_view contents) {
         }
         written += static_cast<std::size_t>(n);
     }
-    if (fd.release_and_close() != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    if (fd.close_checked() != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
         const int err = errno;
         ::unlink(tmp.c_str());
         return sys_error("cannot write", path, err);
@@ -115,54 +93,56 @@ result<std::string> read_small_file(const std::string& path, std::size_t max_byt
     }
 }
 
-result<endpoint_lock> endpoint_lock::acquire(const std::string& path) {
-    // A lock on a file that another daemon unlinked on its way out proves nothing: check that
-    // the locked file is still the one at `path`, else try again.
+result<file_lock> file_lock::acquire(const std::string& path, bool create, bool* held_elsewhere) {
+    if (held_elsewhere != nullptr) {
+        *held_elsewhere = false;
+    }
+    // A lock on a file that its holder unlinked on its way out proves nothing: check that the
+    // locked file is still the one at `path`, else try again.
     for (int attempt = 0; attempt < 10; ++attempt) {
-        const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (fd < 0) {
+        unique_fd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0),
+                            0600));
+        if (!fd) {
             return sys_error("cannot open lock file", path, errno);
         }
-        if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-            const int err = errno;
-            char pid[32] = {};
-            (void)!::pread(fd, pid, sizeof pid - 1, 0);
-            ::close(fd);
-            if (err == EWOULDBLOCK) {
-                std::string owner(pid);
-                while (!owner.empty() && (owner.back() == '\n' || owner.back() == ' ')) {
-                    owner.pop_back();
-                }
-                return error{errc::internal, "another kpoold (pid " + (owner.empty() ? "?" : owner) +
-                                                 ") holds " + path +
-                                                 ": it serves this control endpoint already"};
+        if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+            if (errno == EWOULDBLOCK && held_elsewhere != nullptr) {
+                *held_elsewhere = true;
             }
-            return sys_error("cannot lock", path, err);
+            return sys_error("cannot lock", path, errno);
         }
         struct stat held{};
         struct stat now{};
-        if (::fstat(fd, &held) == 0 && ::stat(path.c_str(), &now) == 0 &&
+        if (::fstat(fd.get(), &held) == 0 && ::stat(path.c_str(), &now) == 0 &&
             held.st_ino == now.st_ino && held.st_dev == now.st_dev) {
-            const std::string pid = std::to_string(::getpid()) + "\n";
-            if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
-                // The pid is informative only; the lock is what matters.
-            }
-            return endpoint_lock(path, fd);
+            return file_lock(path, std::move(fd));
         }
-        ::close(fd);
+        if (!create) {
+            return error{errc::internal, path + " went away"};
+        }
     }
     return error{errc::internal, "cannot lock " + path + ": it keeps being replaced"};
 }
 
-endpoint_lock::endpoint_lock(endpoint_lock&& other) noexcept
-    : m_path(std::move(other.m_path)), m_fd(other.m_fd) {
-    other.m_fd = -1;
+void file_lock::write_owner_pid() {
+    const std::string pid = std::to_string(::getpid()) + "\n";
+    if (::ftruncate(m_fd.get(), 0) != 0 || ::pwrite(m_fd.get(), pid.data(), pid.size(), 0) < 0) {
+        // The pid is informative only; the lock is what matters.
+    }
 }
 
-endpoint_lock::~endpoint_lock() {
-    if (m_fd >= 0) {
+std::string file_lock::owner_pid(const std::string& path) {
+    auto text = read_small_file(path, 64);
+    std::string owner = text ? *text : "";
+    while (!owner.empty() && (owner.back() == '\n' || owner.back() == ' ')) {
+        owner.pop_back();
+    }
+    return owner.empty() ? "?" : owner;
+}
+
+file_lock::~file_lock() {
+    if (m_fd) {
         ::unlink(m_path.c_str()); // while still locked: nobody can hold a lock on this inode
-        ::close(m_fd);
     }
 }
 

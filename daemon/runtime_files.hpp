@@ -2,6 +2,7 @@
 #pragma once
 
 #include "protocol/connection_info.hpp"
+#include "daemon/unique_fd.hpp"
 #include "protocol/result.hpp"
 
 #include <string>
@@ -20,23 +21,31 @@ status write_private_file(const std::string& path, std::string_view contents);
 // The whole file, or an error (missing, unreadable, larger than max_bytes).
 result<std::string> read_small_file(const std::string& path, std::size_t max_bytes = 64 * 1024);
 
-// An exclusive flock held for the daemon's life on a lock file next to its control socket, so a
-// second daemon on the same endpoint refuses to start instead of silently taking the socket over
-// (libzmq unlinks an existing ipc path when it binds). The file, holding the owner's pid, is
-// removed when the lock is released.
-class endpoint_lock {
+// An exclusive flock on a file, held for the object's life. The file is removed (while still
+// locked, so nobody can be holding a lock on a file that is about to vanish) on release.
+// kpoold holds one beside its control socket, so a second daemon on the same endpoint refuses
+// to start instead of silently taking the socket over (libzmq unlinks an existing ipc path when
+// it binds), and one per run for its kernel files (see instance_dir.hpp).
+class file_lock {
 public:
-    // Locks `path`; the error names the pid of the daemon that holds it.
-    static result<endpoint_lock> acquire(const std::string& path);
-    endpoint_lock(endpoint_lock&& other) noexcept;
-    endpoint_lock& operator=(endpoint_lock&&) = delete;
-    endpoint_lock(const endpoint_lock&) = delete;
-    ~endpoint_lock();
+    // Locks `path` without waiting (creating the file if `create`). When another process holds
+    // it, the error says so and *held_elsewhere is set.
+    static result<file_lock> acquire(const std::string& path, bool create,
+                                     bool* held_elsewhere = nullptr);
+    // What write_owner_pid left in the lock file at `path`, or "?".
+    static std::string owner_pid(const std::string& path);
+
+    file_lock(file_lock&&) noexcept = default;
+    file_lock& operator=(file_lock&&) = delete;
+    file_lock(const file_lock&) = delete;
+    ~file_lock();
+
+    void write_owner_pid();
 
 private:
-    endpoint_lock(std::string path, int fd) : m_path(std::move(path)), m_fd(fd) {}
+    file_lock(std::string path, unique_fd fd) : m_path(std::move(path)), m_fd(std::move(fd)) {}
     std::string m_path;
-    int m_fd;
+    unique_fd m_fd;
 };
 
 // Removes a kernel's connection file and, for ipc, its five socket files. Missing files are fine.

@@ -1,4 +1,4 @@
-// spawn_launcher: posix_spawn on a helper thread; output through pipes, exit through a pidfd.
+// spawn_launcher: vfork+exec on a helper thread; output through pipes, exit through a pidfd.
 //
 // Lifetime: everything libuv touches lives in a heap `process_state` that outlives the C++
 // handle object when needed. It is freed once its handles are closed, the spawner thread is done
@@ -9,7 +9,9 @@
 #include "daemon/logging.hpp"
 
 #include <fcntl.h>
-#include <spawn.h>
+#include <pthread.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -209,13 +211,14 @@ private:
     process_state* m_state;
 };
 
-// One posix_spawn, prepared on the loop thread, run on the spawner thread.
+// One spawn, prepared on the loop thread, run on the spawner thread.
 struct spawn_job {
     process_state* state;
     std::string file;
     std::vector<std::string> argv;
     std::vector<std::string> env;
     std::string cwd;
+    std::vector<resource_limit> limits;
     int out_w = -1;
     int err_w = -1;
     // results
@@ -223,6 +226,60 @@ struct spawn_job {
     int pidfd = -1;
     int error = 0;
 };
+
+// Everything the child needs, prepared before vfork: between vfork and exec the child may only
+// make system calls (it shares our memory and runs on our stack).
+struct exec_plan {
+    const char* file;
+    char* const* argv;
+    char* const* envp;
+    const char* cwd; // nullptr: stay
+    const resource_limit* limits;
+    std::size_t limit_count;
+    int null_fd;  // /dev/null, for stdin
+    int out_fd;   // stdout and stderr pipes
+    int err_fd;
+    int error_fd; // close-on-exec pipe: an errno written here means exec never happened
+    pid_t parent;
+};
+
+[[noreturn]] void exec_child(const exec_plan& plan) noexcept {
+    int failed_errno = 0;
+    // Die with the daemon: if kpoold is SIGKILLed, its kernels are killed by the kernel rather
+    // than left running with nobody to hand them out. The parent may have died before this
+    // line; then getppid() is no longer it.
+    if (::setsid() < 0 || ::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != plan.parent) {
+        failed_errno = errno != 0 ? errno : ESRCH;
+    }
+    // Default dispositions (kpoold ignores SIGPIPE; kernels must not), nothing blocked.
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG && failed_errno == 0; ++sig) {
+        ::sigaction(sig, &dfl, nullptr); // fails harmlessly for SIGKILL, SIGSTOP, RT signals
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    if (failed_errno == 0 && ::sigprocmask(SIG_SETMASK, &none, nullptr) != 0) {
+        failed_errno = errno;
+    }
+    for (std::size_t i = 0; i < plan.limit_count && failed_errno == 0; ++i) {
+        const rlimit limit{plan.limits[i].value, plan.limits[i].value};
+        if (::setrlimit(plan.limits[i].resource, &limit) != 0) {
+            failed_errno = errno;
+        }
+    }
+    if (failed_errno == 0 &&
+        (::dup2(plan.null_fd, 0) < 0 || ::dup2(plan.out_fd, 1) < 0 || ::dup2(plan.err_fd, 2) < 0 ||
+         (plan.cwd != nullptr && ::chdir(plan.cwd) != 0))) {
+        failed_errno = errno;
+    }
+    if (failed_errno == 0) {
+        ::execve(plan.file, plan.argv, plan.envp);
+        failed_errno = errno;
+    }
+    (void)!::write(plan.error_fd, &failed_errno, sizeof failed_errno);
+    ::_exit(127);
+}
 
 void run_spawn(spawn_job& job) {
     std::vector<char*> argv;
@@ -236,29 +293,42 @@ void run_spawn(spawn_job& job) {
     }
     envp.push_back(nullptr);
 
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t all;
-    sigset_t none;
-    sigfillset(&all);
-    sigemptyset(&none);
-    // Default dispositions (kpoold ignores SIGPIPE; kernels must not), nothing blocked, and a
-    // session of its own so signals reach the kernel's whole process group.
-    posix_spawnattr_setsigdefault(&attr, &all);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGDEF |
-                                        POSIX_SPAWN_SETSIGMASK);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&actions, job.out_w, 1);
-    posix_spawn_file_actions_adddup2(&actions, job.err_w, 2);
-    if (!job.cwd.empty()) {
-        posix_spawn_file_actions_addchdir_np(&actions, job.cwd.c_str());
+    const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int error_pipe[2] = {-1, -1};
+    if (null_fd < 0 || ::pipe2(error_pipe, O_CLOEXEC) != 0) {
+        job.error = errno;
+    } else {
+        const exec_plan plan{job.file.c_str(), argv.data(), envp.data(),
+                             job.cwd.empty() ? nullptr : job.cwd.c_str(),
+                             job.limits.data(), job.limits.size(), null_fd, job.out_w, job.err_w,
+                             error_pipe[1], ::getpid()};
+        // vfork: no page-table copy, and this thread waits only until the child has exec'd.
+        // This thread blocks every signal, so no handler can run in the child on our stack.
+        const pid_t pid = ::vfork();
+        if (pid == 0) {
+            exec_child(plan);
+        }
+        ::close(error_pipe[1]);
+        if (pid < 0) {
+            job.error = errno;
+        } else {
+            int child_errno = 0;
+            ssize_t n = 0;
+            do {
+                n = ::read(error_pipe[0], &child_errno, sizeof child_errno);
+            } while (n < 0 && errno == EINTR);
+            if (n == static_cast<ssize_t>(sizeof child_errno)) {
+                job.error = child_errno;
+                ::waitpid(pid, nullptr, 0); // it has _exit'ed already
+            } else {
+                job.pid = pid;
+            }
+        }
+        ::close(error_pipe[0]);
     }
-    job.error = posix_spawn(&job.pid, job.file.c_str(), &actions, &attr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
+    if (null_fd >= 0) {
+        ::close(null_fd);
+    }
     ::close(job.out_w); // the child has its copies
     ::close(job.err_w);
     if (job.error != 0) {
@@ -312,6 +382,10 @@ spawn_launcher::spawn_launcher(uv_loop_t* loop) : m_loop(loop), m_shared(new sha
     // Referenced only while a spawn is in flight; afterwards the processes keep the loop alive.
     uv_unref(reinterpret_cast<uv_handle_t*>(&m_shared->async));
     m_thread = std::thread([s = m_shared] {
+        // Signals go to the loop thread; and a handler must never run in a vforked child.
+        sigset_t all;
+        sigfillset(&all);
+        ::pthread_sigmask(SIG_BLOCK, &all, nullptr);
         for (;;) {
             std::unique_ptr<spawn_job> job;
             {
@@ -409,6 +483,7 @@ result<std::unique_ptr<launched_process>> spawn_launcher::launch(const launch_sp
     job->argv = spec.argv;
     job->env = spec.env;
     job->cwd = spec.cwd;
+    job->limits = spec.limits;
     job->out_w = out[1];
     job->err_w = err[1];
     {

@@ -1,10 +1,14 @@
-// Launches kernels with posix_spawn from a helper thread, so the event loop never waits on one.
+// Launches kernels with vfork+exec from a helper thread, so the event loop never waits on one.
 //
 // uv_spawn forks on the loop thread and then blocks it until the child has reached exec(). On a
 // 2-core VM under refill load that took 12 ms at the median and 34 ms at worst (fork alone:
 // 1.5 ms median, 30 ms worst), measured inside kpoold; every request queued behind it, and warm
 // acquires at concurrency 50 went from ~5 ms to ~100 ms. Here a spawner thread does the
-// posix_spawn (vfork-like: no page-table copy) and the loop only hears back through uv_async.
+// vfork (no page-table copy) and the loop only hears back through uv_async. The child sets
+// PR_SET_PDEATHSIG, which posix_spawn cannot, so kernels die with the daemon even when it is
+// SIGKILLed. The death signal is tied to the thread that forked, which lives as long as the
+// launcher; and the launcher outlives every kernel except on abnormal exits, where killing them
+// is the point.
 // Exits are learned through a pidfd (Linux 5.3+) polled by the loop, then reaped with
 // waitpid(pid). SIGCHLD is left alone: nothing here calls waitpid(-1).
 #pragma once

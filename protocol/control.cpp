@@ -236,6 +236,7 @@ const char* to_string(errc code) noexcept {
     case errc::unknown_kernel: return "unknown_kernel";
     case errc::timeout: return "timeout";
     case errc::capacity: return "capacity";
+    case errc::unavailable: return "unavailable";
     case errc::shutting_down: return "shutting_down";
     case errc::internal: return "internal";
     }

@@ -16,6 +16,7 @@ enum class errc {
     unknown_kernel,
     timeout,
     capacity,
+    unavailable,
     shutting_down,
     internal,
 };

@@ -53,6 +53,13 @@ lease_s = 0
 shutdown_grace_s = 1
 transport = "ipc"
 ip = "::1"
+heartbeat_s = 0
+heartbeat_timeout_s = 2
+
+[pools.py.limits]
+address_space_mb = 4096
+cpu_seconds = 600
+open_files = 256
 
 [pools.other]
 )",
@@ -72,13 +79,39 @@ ip = "::1"
         CHECK(py->shutdown_grace_s == 1);
         CHECK(py->transport == "ipc");
         CHECK(py->ip == "::1");
+        CHECK(py->heartbeat_s == 0);
+        CHECK(py->heartbeat_timeout_s == 2);
+        CHECK(py->limits.address_space_mb == 4096);
+        CHECK(py->limits.cpu_seconds == 600);
+        CHECK(py->limits.open_files == 256);
         const pool_config* other = cfg->find_pool("other");
         REQUIRE(other != nullptr);
         CHECK(other->kernelspec == "other"); // defaults to the pool's name
         CHECK(other->size == 2);
         CHECK(other->transport == "tcp");
         CHECK(other->ip == "127.0.0.1");
+        CHECK(other->heartbeat_s == 10);
+        CHECK(other->heartbeat_timeout_s == 5);
+        CHECK(other->limits.open_files == 0);
         CHECK(cfg->daemon.runtime_dir == "/tmp/k");
+    }
+
+    TEST_CASE("access control keys: uids/gids for ipc, CURVE for tcp") {
+        auto ipc = parse_config("[daemon]\nallowed_uids = [1000, 0]\nallowed_gids = [27]\n"
+                                "[pools.a]\n",
+                                "t.toml");
+        REQUIRE(ipc.ok());
+        CHECK(ipc->daemon.allowed_uids == std::vector<unsigned>{1000, 0});
+        CHECK(ipc->daemon.allowed_gids == std::vector<unsigned>{27});
+        CHECK(ipc->daemon.restricts_ipc_peers());
+        auto tcp = parse_config(
+            "[daemon]\ncontrol = \"tcp://0.0.0.0:5555\"\ncurve_secret_key_file = \"/etc/k\"\n"
+            "curve_allowed_keys = [\"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7\"]\n[pools.a]\n",
+            "t.toml");
+        REQUIRE(tcp.ok());
+        CHECK(tcp->daemon.is_tcp());
+        CHECK(tcp->daemon.curve_secret_key_file == "/etc/k");
+        CHECK(tcp->daemon.curve_allowed_keys.size() == 1);
     }
 
     TEST_CASE("control defaults to the runtime directory's socket") {
@@ -109,8 +142,30 @@ ip = "::1"
             {"[daemon]\nlog_level = \"loud\"\n[pools.a]\n",
              "t.toml:2:13: 'log_level' must be one of trace, debug, info, warn, error, critical, off"},
             {"[daemon]\ncontrol = \"tcp://127.0.0.1:5555\"\n[pools.a]\n",
-             "t.toml:2:11: 'control' must be an ipc:// endpoint (tcp needs CURVE authentication, "
-             "which kpoold does not offer yet)"},
+             "t.toml:2:11: a tcp:// control endpoint needs CURVE: set 'curve_secret_key_file' and "
+             "'curve_allowed_keys' (anyone who reaches the port could take kernels otherwise)"},
+            {"[daemon]\ncontrol = \"udp://x\"\n[pools.a]\n",
+             "t.toml:2:11: 'control' must be an ipc:// or tcp:// endpoint"},
+            {"[daemon]\nallowed_uids = [1, -2]\n[pools.a]\n",
+             "t.toml:2:20: 'allowed_uids' holds numeric ids from 0 to 4294967294"},
+            {"[daemon]\nallowed_gids = \"staff\"\n[pools.a]\n",
+             "t.toml:2:16: 'allowed_gids' must be an array of integers, not a string"},
+            {"[daemon]\ncontrol = \"tcp://127.0.0.1:5555\"\ncurve_secret_key_file = \"/k\"\n"
+             "curve_allowed_keys = [\"short\"]\n[pools.a]\n",
+             "t.toml:4:23: 'curve_allowed_keys' holds CURVE public keys: 40 characters of Z85 text "
+             "(`kpool keygen` makes them)"},
+            {"[daemon]\ncurve_allowed_keys = []\n[pools.a]\n",
+             "t.toml:2:22: 'curve_allowed_keys' applies to tcp:// endpoints only"},
+            {"[daemon]\ncontrol = \"tcp://127.0.0.1:5555\"\ncurve_secret_key_file = \"/k\"\n"
+             "curve_allowed_keys = [\"0000000000000000000000000000000000000000\"]\n"
+             "allowed_uids = [1]\n[pools.a]\n",
+             "t.toml:5:16: 'allowed_uids' applies to ipc:// endpoints only; tcp clients are "
+             "authenticated by 'curve_allowed_keys'"},
+            {"[pools.a]\nheartbeat_timeout_s = 0\n",
+             "t.toml:2:23: 'heartbeat_timeout_s' must be above 0 and at most 3600 seconds"},
+            {"[pools.a.limits]\nopen_files = 3\n",
+             "t.toml:2:14: 'open_files' must be from 16 to 1048576, not 3"},
+            {"[pools.a.limits]\nstack = 3\n", "t.toml:2:1: unknown key 'stack' in [pools.a.limits]"},
             {"[daemon]\nruntime_dir = \"relative\"\n[pools.a]\n",
              "t.toml:2:15: 'runtime_dir' must be an absolute path"},
             {"[daemon]\n", "t.toml:1:1: no pools configured: add a [pools.NAME] table"},

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <set>
 
 using namespace kpool::daemon;
 using namespace std::chrono_literals;
@@ -18,12 +19,23 @@ struct fake_driver final : kernel_driver {
     kpool::status start_kernel(const std::string&, const std::string& id) override {
         if (fail_next_start) {
             fail_next_start = false;
-            return kpool::error{errc::internal, "kernelspec 'x': not found"};
+            return kpool::error{fail_code, fail_code == errc::capacity
+                                               ? "out of file descriptors"
+                                               : "kernelspec 'x': not found"};
         }
         started.push_back(id);
         return kpool::ok_status();
     }
     void stop_kernel(const std::string& id) override { stopped.push_back(id); }
+    std::set<std::string> idle; // kernels the daemon would watch with heartbeats
+    void kernel_idle(const std::string& id, bool is_idle) override {
+        if (is_idle) {
+            idle.insert(id);
+        } else {
+            idle.erase(id);
+        }
+    }
+    kpool::errc fail_code = errc::internal;
 };
 
 struct fake_sink final : waiter_sink {
@@ -174,11 +186,81 @@ TEST_SUITE("pool") {
         f.p->on_exited("k2", "exit code 1", f.now); // died while starting: failure #2
         CHECK(f.p->counters().spawn_failures == 2);
         CHECK(f.p->next_deadline() == f.now + 1000ms);
-        CHECK(f.p->status_json(f.now)["failing"] == true);
+        CHECK(f.p->status_json(f.now)["consecutive_failures"] == 2);
+        CHECK(f.p->status_json(f.now)["failing"] == false); // not yet: see the next case
         f.advance(1000ms);
         f.warm("k3");
-        CHECK(f.p->status_json(f.now)["failing"] == false);
+        CHECK(f.p->status_json(f.now)["consecutive_failures"] == 0);
         CHECK_FALSE(f.p->next_deadline().has_value());
+    }
+
+    TEST_CASE("a pool failing to start kernels fails acquires fast, waiters too, until one works") {
+        fixture f(1, 1);
+        f.p->refill(f.now);
+        CHECK(std::holds_alternative<acquire_queued>(f.p->acquire(1, 60s, std::nullopt, f.now)));
+        f.p->on_exited("k1", "exit code 1", f.now); // failure #1
+        f.advance(500ms);
+        f.p->on_exited("k2", "exit code 1", f.now); // failure #2
+        CHECK(f.sink.failures.empty());             // two could be bad luck: keep waiting
+        f.advance(1000ms);
+        f.p->on_exited("k3", "exit code 1; output: ImportError", f.now); // #3: failing
+        REQUIRE(f.sink.failures.size() == 1);
+        CHECK(f.sink.failures[0] == std::pair<waiter_id, errc>{1, errc::unavailable});
+        CHECK(f.p->failing());
+        auto fast = f.p->acquire(2, 60s, std::nullopt, f.now);
+        REQUIRE(std::holds_alternative<kpool::error>(fast));
+        const auto& err = std::get<kpool::error>(fast);
+        CHECK(err.code == errc::unavailable);
+        CHECK(err.message ==
+              "pool 'py' cannot start kernels (3 failures in a row; next attempt in 2.0 s); last "
+              "error: kernel k3 exited while starting: exit code 1; output: ImportError");
+        CHECK(f.p->status_json(f.now)["failing"] == true);
+        f.advance(2000ms); // retried all the same
+        REQUIRE(f.driver.started.size() == 4);
+        f.warm("k4");
+        CHECK_FALSE(f.p->failing());
+        CHECK(granted(f.p->acquire(3, 60s, std::nullopt, f.now)) != nullptr);
+    }
+
+    TEST_CASE("warm kernels are watched; one that stops answering is replaced, never handed out") {
+        fixture f(2, 2);
+        f.p->refill(f.now);
+        f.warm("k1");
+        f.warm("k2");
+        CHECK(f.driver.idle == std::set<std::string>{"k1", "k2"});
+        f.p->on_unresponsive("k1", "no kernel_info_reply to a heartbeat within 5.0 s", f.now);
+        CHECK(f.driver.stopped == std::vector<std::string>{"k1"});
+        CHECK(f.driver.idle == std::set<std::string>{"k2"});
+        CHECK(f.p->counters().hung_warm == 1);
+        CHECK(f.driver.started.size() == 3); // replacement on its way
+        const kernel_entry* k = granted(f.p->acquire(1, 5s, std::nullopt, f.now));
+        REQUIRE(k != nullptr);
+        CHECK(k->id == "k2");
+        CHECK(f.driver.idle.empty()); // leased: hands off
+        f.p->on_unresponsive("k2", "late", f.now); // a beat in flight at lease time: ignored
+        CHECK(f.p->counters().hung_warm == 1);
+        f.p->on_exited("k1", "killed by signal 9", f.now);
+        CHECK(f.p->counters().died_warm == 0); // counted once, as hung
+        f.p->return_unseen("k2", f.now);
+        CHECK(f.driver.idle == std::set<std::string>{"k2"});
+    }
+
+    TEST_CASE("a start refused for want of resources is capacity, not a failure, and retried") {
+        fixture f(1, 1);
+        f.driver.fail_next_start = true;
+        f.driver.fail_code = errc::capacity;
+        f.p->refill(f.now);
+        CHECK(f.p->counters().spawn_failures == 0);
+        CHECK(f.p->status_json(f.now)["consecutive_failures"] == 0);
+        auto out = f.p->acquire(1, 5s, std::nullopt, f.now);
+        REQUIRE(std::holds_alternative<kpool::error>(out));
+        CHECK(std::get<kpool::error>(out).code == errc::capacity);
+        CHECK(std::get<kpool::error>(out).message ==
+              "no warm kernel in pool 'py' and none can start now: out of file descriptors");
+        CHECK(f.p->next_deadline() == f.now + 1000ms);
+        f.advance(1000ms);
+        CHECK(f.driver.started.size() == 1);
+        CHECK(std::holds_alternative<acquire_queued>(f.p->acquire(2, 5s, std::nullopt, f.now)));
     }
 
     TEST_CASE("a driver that cannot start anything backs off too") {

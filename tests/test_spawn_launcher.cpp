@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include <sys/resource.h>
+
 #include <csignal>
 #include <functional>
 #include <optional>
@@ -20,14 +22,13 @@ struct outcome {
 };
 
 // Runs one process to its end on a fresh loop; `before_run` may act on the handle first.
-outcome run(const std::vector<std::string>& argv,
-            const std::function<void(launched_process&)>& before_run = {}) {
+outcome run(const launch_spec& spec, const std::function<void(launched_process&)>& before_run = {}) {
     uv_loop_t loop;
     uv_loop_init(&loop);
     outcome out;
     {
         spawn_launcher launcher(&loop);
-        auto proc = launcher.launch({argv, {"PATH=/usr/bin:/bin"}, ""},
+        auto proc = launcher.launch(spec,
                                     {[&](int pid) { out.pid = pid; },
                                      [&](std::string_view s) { out.output += s; },
                                      [&](exit_status st) { out.exit = st; }});
@@ -40,6 +41,11 @@ outcome run(const std::vector<std::string>& argv,
     uv_run(&loop, UV_RUN_DEFAULT); // the launcher's own handle closes
     CHECK(uv_loop_close(&loop) == 0);
     return out;
+}
+
+outcome run(const std::vector<std::string>& argv,
+            const std::function<void(launched_process&)>& before_run = {}) {
+    return run(launch_spec{argv, {"PATH=/usr/bin:/bin"}, "", {}}, before_run);
 }
 
 } // namespace
@@ -78,6 +84,26 @@ TEST_SUITE("spawn_launcher") {
         CHECK(out.exit->describe().rfind("killed by signal 15", 0) == 0);
     }
 
+    TEST_CASE("resource limits are applied in the child, soft and hard alike") {
+        auto out = run(launch_spec{{"sh", "-c", "ulimit -Sn; ulimit -Hn; ulimit -St"},
+                                   {"PATH=/usr/bin:/bin"},
+                                   "",
+                                   {{RLIMIT_NOFILE, 77}, {RLIMIT_CPU, 50}}});
+        REQUIRE(out.exit.has_value());
+        CHECK(out.exit->code == 0);
+        CHECK(out.output == "77\n77\n50\n");
+    }
+
+    TEST_CASE("the child is killed when the daemon dies (parent-death signal is SIGKILL)") {
+        // PR_GET_PDEATHSIG = 2 stores the signal in an int.
+        auto out = run({"/usr/bin/python3", "-c",
+                        "import ctypes; s = ctypes.c_int(); "
+                        "ctypes.CDLL(None).prctl(2, ctypes.byref(s)); print(s.value)"});
+        REQUIRE(out.exit.has_value());
+        CHECK(out.exit->code == 0);
+        CHECK(out.output == std::to_string(SIGKILL) + "\n");
+    }
+
     TEST_CASE("a missing executable is an error at once; PATH is searched like execvp") {
         CHECK(resolve_executable("/nonexistent/x", "").err().message ==
               "cannot start /nonexistent/x: no such file or directory");
@@ -93,7 +119,7 @@ TEST_SUITE("spawn_launcher") {
         std::string output;
         {
             spawn_launcher launcher(&loop);
-            auto proc = launcher.launch({{"/bin/true"}, {}, "/nonexistent/dir"},
+            auto proc = launcher.launch({{"/bin/true"}, {}, "/nonexistent/dir", {}},
                                         {nullptr, [&](std::string_view s) { output += s; },
                                          [&](exit_status st) { exit = st; }});
             REQUIRE(proc.ok());

@@ -6,6 +6,7 @@ from typing import Any, Dict, Optional
 
 import zmq
 import zmq.asyncio
+from zmq.utils.monitor import parse_monitor_message, recv_monitor_message
 
 DEFAULT_TIMEOUT_MS = 5000
 # An acquire may wait for a kernel this long on the daemon's side when no timeout is given.
@@ -13,7 +14,8 @@ DAEMON_DEFAULT_ACQUIRE_MS = 30000
 
 
 class Error(Exception):
-    """A request kpoold refused (code from the protocol), or "unreachable"."""
+    """A request kpoold refused (code from the protocol); client-side: "unreachable" (no
+    answer), "refused" (the daemon would not let this client in: uid or CURVE key), "usage"."""
 
     def __init__(self, code: str, message: str):
         super().__init__("%s: %s" % (code, message))
@@ -53,6 +55,49 @@ def default_endpoint() -> str:
     return "ipc://%s/control" % runtime
 
 
+# Handshake failures the monitor socket reports: the daemon refused us.
+_REFUSALS = {
+    zmq.EVENT_HANDSHAKE_FAILED_AUTH: "not an allowed uid or CURVE key",
+    zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: "CURVE on one side only, or a wrong server key?",
+    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "the security handshake failed",
+}
+_REFUSAL_EVENTS = (zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                   | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+
+
+def _curve_keys(server_key: Optional[str], client_key_file: Optional[str]):
+    """(server public, client public, client secret) as bytes, or None without CURVE.
+    Defaults: $KPOOL_SERVER_KEY and $KPOOL_CLIENT_KEY_FILE (a file holding a Z85 secret key,
+    as `kpool keygen` writes)."""
+    server_key = server_key or os.environ.get("KPOOL_SERVER_KEY")
+    client_key_file = client_key_file or os.environ.get("KPOOL_CLIENT_KEY_FILE")
+    if not server_key and not client_key_file:
+        return None
+    if not server_key or not client_key_file:
+        raise Error("usage", "CURVE needs both server_key ($KPOOL_SERVER_KEY) and "
+                    "client_key_file ($KPOOL_CLIENT_KEY_FILE)")
+    with open(client_key_file, "rb") as f:
+        secret = f.read().strip()
+    return server_key.strip().encode(), zmq.curve_public(secret), secret
+
+
+def _new_socket(ctx, keys):
+    sock = ctx.socket(zmq.REQ)
+    sock.linger = 0
+    if keys is not None:
+        sock.curve_serverkey, sock.curve_publickey, sock.curve_secretkey = keys
+    return sock
+
+
+def _refused(endpoint: str, event: Dict[str, Any]) -> Error:
+    return Error("refused", "kpoold at %s refused this client: %s"
+                 % (endpoint, _REFUSALS.get(event["event"], "handshake failed")))
+
+
+def _timed_out(endpoint: str, timeout_ms: int) -> Error:
+    return Error("unreachable", "no reply from kpoold at %s within %d ms" % (endpoint, timeout_ms))
+
+
 def _check_reachable(endpoint: str) -> None:
     if endpoint.startswith("ipc://") and not os.path.exists(endpoint[len("ipc://"):]):
         raise Error("unreachable", "no kpoold socket at %s (is kpoold running?)" % endpoint)
@@ -88,24 +133,34 @@ class Client:
     """Blocking client. Each request uses its own REQ socket, so a timeout never leaves the
     client stuck waiting for a stale reply."""
 
-    def __init__(self, endpoint: Optional[str] = None, timeout_ms: int = DEFAULT_TIMEOUT_MS):
+    def __init__(self, endpoint: Optional[str] = None, timeout_ms: int = DEFAULT_TIMEOUT_MS,
+                 server_key: Optional[str] = None, client_key_file: Optional[str] = None):
         self.endpoint = endpoint or default_endpoint()
         self.timeout_ms = timeout_ms
+        self._keys = _curve_keys(server_key, client_key_file)
         self._ctx = zmq.Context.instance()
 
     def request(self, req: Dict[str, Any], timeout_ms: Optional[int] = None) -> Dict[str, Any]:
         """Sends one request; returns the reply if ok, else raises Error."""
         _check_reachable(self.endpoint)
-        sock = self._ctx.socket(zmq.REQ)
-        sock.linger = 0
+        timeout_ms = timeout_ms or self.timeout_ms
+        sock = _new_socket(self._ctx, self._keys)
+        monitor = sock.get_monitor_socket(_REFUSAL_EVENTS)
         try:
             sock.connect(self.endpoint)
             sock.send(json.dumps(req).encode())
-            if not sock.poll(timeout_ms or self.timeout_ms):
-                raise Error("unreachable", "no reply from kpoold at %s within %d ms"
-                            % (self.endpoint, timeout_ms or self.timeout_ms))
-            return _result(json.loads(sock.recv()))
+            poller = zmq.Poller()
+            poller.register(sock, zmq.POLLIN)
+            poller.register(monitor, zmq.POLLIN)
+            ready = dict(poller.poll(timeout_ms))
+            if sock in ready:
+                return _result(json.loads(sock.recv()))
+            if monitor in ready:
+                raise _refused(self.endpoint, recv_monitor_message(monitor))
+            raise _timed_out(self.endpoint, timeout_ms)
         finally:
+            sock.disable_monitor()
+            monitor.close()
             sock.close()
 
     def ping(self) -> Dict[str, Any]:
@@ -137,23 +192,33 @@ class Client:
 class AsyncClient:
     """The same as Client, with coroutines (zmq.asyncio), for servers."""
 
-    def __init__(self, endpoint: Optional[str] = None, timeout_ms: int = DEFAULT_TIMEOUT_MS):
+    def __init__(self, endpoint: Optional[str] = None, timeout_ms: int = DEFAULT_TIMEOUT_MS,
+                 server_key: Optional[str] = None, client_key_file: Optional[str] = None):
         self.endpoint = endpoint or default_endpoint()
         self.timeout_ms = timeout_ms
+        self._keys = _curve_keys(server_key, client_key_file)
         self._ctx = zmq.asyncio.Context.instance()
 
     async def request(self, req: Dict[str, Any], timeout_ms: Optional[int] = None) -> Dict[str, Any]:
         _check_reachable(self.endpoint)
-        sock = self._ctx.socket(zmq.REQ)
-        sock.linger = 0
+        timeout_ms = timeout_ms or self.timeout_ms
+        sock = _new_socket(self._ctx, self._keys)
+        monitor = sock.get_monitor_socket(_REFUSAL_EVENTS)
         try:
             sock.connect(self.endpoint)
             await sock.send(json.dumps(req).encode())
-            if not await sock.poll(timeout_ms or self.timeout_ms):
-                raise Error("unreachable", "no reply from kpoold at %s within %d ms"
-                            % (self.endpoint, timeout_ms or self.timeout_ms))
-            return _result(json.loads(await sock.recv()))
+            poller = zmq.asyncio.Poller()
+            poller.register(sock, zmq.POLLIN)
+            poller.register(monitor, zmq.POLLIN)
+            ready = dict(await poller.poll(timeout_ms))
+            if sock in ready:
+                return _result(json.loads(await sock.recv()))
+            if monitor in ready:
+                raise _refused(self.endpoint, parse_monitor_message(await monitor.recv_multipart()))
+            raise _timed_out(self.endpoint, timeout_ms)
         finally:
+            sock.disable_monitor()
+            monitor.close()
             sock.close()
 
     async def ping(self) -> Dict[str, Any]:

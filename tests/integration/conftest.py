@@ -13,6 +13,7 @@ import time
 
 import pytest
 import zmq
+from jupyter_client import BlockingKernelClient
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 KPOOLD = os.environ.get("KPOOLD") or os.path.join(HERE, "..", "..", "build", "kpoold")
@@ -75,6 +76,23 @@ def alive(pid):
         return False
 
 
+def run_code(connection_file, code):
+    """Connects like any Jupyter client would and returns the stdout of `code`."""
+    kc = BlockingKernelClient()
+    kc.load_connection_file(connection_file)
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=30)
+        out = []
+        reply = kc.execute_interactive(
+            code, timeout=30,
+            output_hook=lambda m: out.append(m["content"].get("text", "")) if m["msg_type"] == "stream" else None)
+        assert reply["content"]["status"] == "ok", reply["content"]
+        return "".join(out)
+    finally:
+        kc.stop_channels()
+
+
 def wait_until(predicate, timeout=10.0, interval=0.05, what="condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -88,10 +106,16 @@ def wait_until(predicate, timeout=10.0, interval=0.05, what="condition"):
 class Daemon:
     """One kpoold process and a client for its control socket."""
 
-    def __init__(self, workdir, pools_toml, daemon_toml="", env=None, args=None, runtime_dir=None):
+    def __init__(self, workdir, pools_toml, daemon_toml="", env=None, args=None, runtime_dir=None,
+                 wrapper=(), control=None, curve=None):
         self.workdir = workdir
         self.runtime_dir = runtime_dir or os.path.join(workdir, "run")
-        self.endpoint = "ipc://" + os.path.join(self.runtime_dir, "control")
+        self.endpoint = control or "ipc://" + os.path.join(self.runtime_dir, "control")
+        if control:
+            daemon_toml = 'control = "%s"\n%s' % (control, textwrap.dedent(daemon_toml))
+        self.wrapper = list(wrapper)  # e.g. prlimit: a command that execs kpoold
+        self.expected_exit = 0  # a test that SIGKILLs the daemon says so
+        self.curve = curve  # (server public, client public, client secret) for tcp endpoints
         self.config_path = os.path.join(workdir, "kpool.toml")
         with open(self.config_path, "w") as f:
             f.write('[daemon]\nruntime_dir = "%s"\nlog_level = "debug"\n%s\n%s\n' % (
@@ -105,8 +129,8 @@ class Daemon:
 
     def start(self):
         self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen([KPOOLD] + self.args, stdout=self.log, stderr=subprocess.STDOUT,
-                                     env=self.env)
+        self.proc = subprocess.Popen(self.wrapper + [KPOOLD] + self.args, stdout=self.log,
+                                     stderr=subprocess.STDOUT, env=self.env)
         wait_until(lambda: self.proc.poll() is not None or self._pings(), timeout=10,
                    what="the daemon to answer ping")
         assert self.proc.poll() is None, "kpoold exited:\n" + self.log_text()
@@ -122,6 +146,8 @@ class Daemon:
         sock = self.ctx.socket(zmq.REQ)
         sock.linger = 0
         sock.rcvtimeo = timeout
+        if self.curve:
+            sock.curve_serverkey, sock.curve_publickey, sock.curve_secretkey = self.curve
         try:
             sock.connect(self.endpoint)
             sock.send_json(request)
@@ -176,8 +202,10 @@ class Daemon:
         kernels_dir = os.path.join(self.runtime_dir, "kernels")
         left = os.listdir(kernels_dir) if os.path.isdir(kernels_dir) else []
         assert not left, "files left in %s: %s" % (kernels_dir, left)
-        assert not os.path.exists(os.path.join(self.runtime_dir, "control")), "ipc socket left"
-        assert not os.path.exists(os.path.join(self.runtime_dir, "control.lock")), "lock file left"
+        if self.endpoint.startswith("ipc://"):
+            path = self.endpoint[len("ipc://"):]
+            assert not os.path.exists(path), "ipc socket left"
+            assert not os.path.exists(path + ".lock"), "lock file left"
 
 
 @pytest.fixture(scope="session")
@@ -198,16 +226,20 @@ def kpoold(tmp_path, kernelspec_path):
     for leaks (exit code 0, no kernel process, no file) at the end of the test."""
     daemons = []
 
-    def start(pools_toml, daemon_toml="", env=None, args=None, runtime_dir=None):
+    def start(pools_toml, daemon_toml="", env=None, args=None, runtime_dir=None, wrapper=(),
+              control=None, curve=None):
         workdir = str(tmp_path / ("d%d" % len(daemons)))
         os.makedirs(workdir)
         env = dict(env or {}, JUPYTER_PATH=kernelspec_path)
-        d = Daemon(workdir, pools_toml, daemon_toml, env, args, runtime_dir)
+        d = Daemon(workdir, pools_toml, daemon_toml, env, args, runtime_dir, wrapper, control, curve)
         daemons.append(d)
         return d.start()
 
     yield start
+    # All stopped first (newest first), then checked: daemons may share a runtime directory.
+    codes = {id(d): d.stop() for d in reversed(daemons)}
     for d in daemons:
-        code = d.stop()
-        assert code == 0, "kpoold exited with %s:\n%s" % (code, d.log_text())
-        d.assert_no_leaks()
+        code = codes[id(d)]
+        assert code == d.expected_exit, "kpoold exited with %s:\n%s" % (code, d.log_text())
+        if d.expected_exit == 0:
+            d.assert_no_leaks()

@@ -4,9 +4,7 @@ import signal
 import stat
 import time
 
-from jupyter_client import BlockingKernelClient
-
-from conftest import alive, wait_until
+from conftest import alive, run_code, wait_until
 
 PYTHON3_POOL = """
 [pools.python3]
@@ -14,23 +12,6 @@ kernelspec = "python3"
 size = %d
 ready_timeout_s = 60
 """
-
-
-def run_code(connection_file, code):
-    """Connects like any Jupyter client would and returns the stdout of `code`."""
-    kc = BlockingKernelClient()
-    kc.load_connection_file(connection_file)
-    kc.start_channels()
-    try:
-        kc.wait_for_ready(timeout=30)
-        out = []
-        reply = kc.execute_interactive(
-            code, timeout=30,
-            output_hook=lambda m: out.append(m["content"].get("text", "")) if m["msg_type"] == "stream" else None)
-        assert reply["content"]["status"] == "ok", reply["content"]
-        return "".join(out)
-    finally:
-        kc.stop_channels()
 
 
 def test_acquire_then_run_code_with_blocking_kernel_client(kpoold):

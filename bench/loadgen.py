@@ -1,0 +1,152 @@
+"""A mixed, misbehaving client population for kpoold, shared by the load test
+(tests/integration/test_load.py) and the soak scenario of bench/run.py (scenario 7).
+
+Each client thread loops until the time is up, against a random pool each time:
+  88%  acquire, hold the kernel a few milliseconds, release it;
+   6%  acquire with a 1 s lease and never release (the lease must expire);
+   6%  send an acquire and hang up before the reply (the kernel must go back to warm).
+Afterwards `settle` waits for the pools to refill and `audit` checks that nothing leaked."""
+import collections
+import json
+import os
+import random
+import threading
+import time
+
+import zmq
+
+
+def _rpc(ctx, endpoint, request, timeout_ms):
+    sock = ctx.socket(zmq.REQ)
+    sock.linger = 0
+    try:
+        sock.connect(endpoint)
+        sock.send(json.dumps(request).encode())
+        if not sock.poll(timeout_ms):
+            return {"ok": False, "error": {"code": "no_reply", "message": "no reply"}}
+        return json.loads(sock.recv())
+    finally:
+        sock.close()
+
+
+def run_load(endpoint, pools, clients=50, duration=60.0, seed=1):
+    """Runs the client population; returns outcome counts and acquire latencies (ms)."""
+    ctx = zmq.Context.instance()
+    end = time.monotonic() + duration
+    lock = threading.Lock()
+    outcomes = collections.Counter()
+    latencies = []
+
+    def count(what, latency=None):
+        with lock:
+            outcomes[what] += 1
+            if latency is not None:
+                latencies.append(latency)
+
+    def client(i):
+        rnd = random.Random(seed * 1000 + i)
+        while time.monotonic() < end:
+            pool = rnd.choice(pools)
+            dice = rnd.random()
+            if dice < 0.06:
+                sock = ctx.socket(zmq.DEALER)
+                sock.linger = 0
+                sock.connect(endpoint)
+                sock.send_multipart([b"", json.dumps(
+                    {"op": "acquire", "pool": pool, "timeout_ms": 2000}).encode()])
+                time.sleep(rnd.uniform(0, 0.005))
+                sock.close()
+                count("hung_up")
+                continue
+            request = {"op": "acquire", "pool": pool, "timeout_ms": 10000}
+            if dice < 0.12:
+                request["lease_s"] = 1.0
+            start = time.perf_counter()
+            reply = _rpc(ctx, endpoint, request, 20000)
+            if not reply.get("ok"):
+                count("error:" + reply["error"]["code"])
+                continue
+            count("acquired", (time.perf_counter() - start) * 1000)
+            if "lease_s" in request:
+                count("abandoned")
+                continue
+            time.sleep(rnd.uniform(0, 0.02))
+            released = _rpc(ctx, endpoint, {"op": "release", "kernel_id": reply["kernel_id"]}, 20000)
+            count("released" if released.get("ok") else "error:release_" + released["error"]["code"])
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return {"outcomes": dict(outcomes), "acquire_ms": sorted(latencies)}
+
+
+def status(endpoint):
+    reply = _rpc(zmq.Context.instance(), endpoint, {"op": "status"}, 10000)
+    assert reply.get("ok"), reply
+    return reply
+
+
+def settle(endpoint, timeout=180.0):
+    """Waits until every pool is full and quiet: nothing leased, starting, stopping or waiting."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        st = status(endpoint)
+        if all(p["warm"] == p["size"] and p["leased"] == p["starting"] == p["stopping"] ==
+               p["waiting"] == 0 for p in st["pools"]):
+            return st
+        time.sleep(0.2)
+    raise AssertionError("the pools did not settle: %r" % status(endpoint)["pools"])
+
+
+def fd_count(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def child_pids(pid):
+    """Live (non-zombie) children of pid: the kernels, which kpoold starts directly."""
+    children = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            children.append(int(entry))
+    return children
+
+
+def audit(pid, endpoint, kernels_dir, ipc_pools=()):
+    """After settle(): every kernel status counts is a live process and vice versa, and the
+    only files left are those of the warm kernels. Returns a list of problems (empty: none)."""
+    problems = []
+    st = status(endpoint)
+    counted = sum(p["warm"] + p["starting"] + p["leased"] + p["stopping"] for p in st["pools"])
+    live = child_pids(pid)
+    if counted != len(live) or sorted(live) != sorted(k["pid"] for k in st["kernels"]):
+        problems.append("status counts %d kernels %s, live children %s"
+                        % (counted, sorted(k["pid"] for k in st["kernels"]), sorted(live)))
+    files = []
+    for root, _, names in os.walk(kernels_dir):
+        files += [os.path.join(root, n) for n in names]
+    json_files = sorted(os.path.basename(f) for f in files if f.endswith(".json"))
+    expected = sorted("kernel-%s.json" % k["id"] for k in st["kernels"])
+    if json_files != expected:
+        problems.append("connection files %s, expected %s" % (json_files, expected))
+    ipc_kernels = sum(1 for k in st["kernels"] if k["pool"] in ipc_pools)
+    sockets = [f for f in files if not f.endswith(".json") and not f.endswith(".lock")]
+    if len(sockets) != 5 * ipc_kernels:
+        problems.append("%d ipc socket files for %d ipc kernels: %s" % (len(sockets), ipc_kernels, sockets))
+    return problems
