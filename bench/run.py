@@ -22,6 +22,7 @@ import time
 import nbformat
 from jupyter_client import BlockingKernelClient, KernelManager
 
+import loadgen
 from benchlib import (PYTHON, ROOT, Daemon, cpu_seconds, install_python_package, percentile,
                       rss_mib, summary)
 
@@ -314,6 +315,42 @@ class Bench:
                 "", "Ratio (p50): **%.2fx** faster with kpool." % (plain / pooled), "")
         self.results["jupyter_execute"] = {"plain_s": times["python3"], "pooled_s": times["python3-pooled"]}
 
+    # 7 -------------------------------------------------------------------------------------
+    def soak(self):
+        """The load test's client population (bench/loadgen.py) for a long time: does anything
+        leak or drift? Not in the default set: run it with --only 7 [--duration S]."""
+        duration = self.args.duration or (60 if self.args.quick else 600)
+        d = Daemon(self.kpoold, '[pools.python3]\nsize = 2\n'
+                                '[pools.fake]\nkernelspec = "fake"\nsize = 4\nmax_starting = 4\n'
+                                'transport = "ipc"\n', max_kernels=24)
+        try:
+            d.wait_warm("python3", 2)
+            d.wait_warm("fake", 4)
+            loadgen.run_load(d.endpoint, ["fake"], clients=4, duration=1)
+            loadgen.settle(d.endpoint)
+            pid = d.proc.pid
+            before = (loadgen.fd_count(pid), loadgen.rss_kib(pid) / 1024.0, cpu_seconds(pid))
+            result = loadgen.run_load(d.endpoint, ["python3", "fake", "fake"], clients=50,
+                                      duration=duration)
+            loadgen.settle(d.endpoint)
+            time.sleep(2)  # libzmq closes departed clients' connections on its own thread
+            after = (loadgen.fd_count(pid), loadgen.rss_kib(pid) / 1024.0, cpu_seconds(pid))
+            problems = loadgen.audit(pid, d.endpoint, os.path.join(d.dir, "run", "kernels"),
+                                     ipc_pools={"fake"})
+        finally:
+            d.close()
+        lat = result["acquire_ms"]
+        self.md("## 7. Soak: 50 misbehaving clients for %d s" % duration, "",
+                "Outcomes: %s" % ", ".join("%s %d" % kv for kv in sorted(result["outcomes"].items())), "",
+                "| | fds | RSS MiB |", "| --- | --- | --- |",
+                "| before | %d | %.1f |" % before[:2], "| after | %d | %.1f |" % after[:2], "",
+                "Acquire latency (ms, answered with a kernel): %s" % (
+                    "p50 %.1f, p99 %.1f" % (percentile(lat, 50), percentile(lat, 99)) if lat else "none"),
+                "", "Audit after settling: %s" % ("clean" if not problems else "; ".join(problems)), "")
+        self.results["soak"] = {"duration_s": duration, "outcomes": result["outcomes"],
+                                "fds": [before[0], after[0]], "rss_mib": [before[1], after[1]],
+                                "cpu_s": after[2] - before[2], "problems": problems}
+
     def plot(self, path):
         try:
             import matplotlib
@@ -345,7 +382,8 @@ class Bench:
         import kpool
         self.kpool = kpool
         scenarios = {"1": self.warm_acquire, "2": self.usable_kernel, "3": self.sustained,
-                     "4": self.refill, "5": self.control_plane, "6": self.jupyter_execute}
+                     "4": self.refill, "5": self.control_plane, "6": self.jupyter_execute,
+                     "7": self.soak}
         self.md("# kpool benchmark, %s" % datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "",
                 "Machine: %d cores; %s" % (os.cpu_count(), "quick mode" if self.args.quick else "full mode"), "")
         for key in self.args.only.split(","):
@@ -363,9 +401,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--quick", action="store_true", help="fewer requests, shorter runs")
-    parser.add_argument("--only", default="1,2,3,4,5,6", help="scenarios to run, e.g. 1,5")
+    parser.add_argument("--only", default="1,2,3,4,5,6",
+                        help="scenarios to run, e.g. 1,5; 7 (the soak) only when asked")
     parser.add_argument("--rate", type=float, default=2.0, help="scenario 3: kernel requests/s")
-    parser.add_argument("--duration", type=int, default=0, help="scenario 3: seconds (default 60, 15 quick)")
+    parser.add_argument("--duration", type=int, default=0,
+                        help="scenario 3: seconds (default 60, 15 quick); scenario 7: (600, 60 quick)")
     parser.add_argument("--out", default=os.path.join(
         ROOT, "bench", "results", datetime.datetime.now().strftime("%Y%m%d-%H%M%S")))
     Bench(parser.parse_args()).run()

@@ -54,5 +54,6 @@ def test_fifty_clients_for_a_minute_leave_nothing_behind(kpoold):
                what="the fd count to return to %d (now %d)" % (fds_before, loadgen.fd_count(pid)))
     fds_after = loadgen.fd_count(pid)
     rss_after = loadgen.rss_kib(pid)
-    assert rss_after <= rss_before + RSS_SLACK_KIB, (rss_before, rss_after)
+    if os.environ.get("KPOOL_SANITIZED") != "1":  # ASan's quarantine holds freed memory
+        assert rss_after <= rss_before + RSS_SLACK_KIB, (rss_before, rss_after)
     print("fds %d -> %d, rss %d -> %d KiB" % (fds_before, fds_after, rss_before, rss_after))
