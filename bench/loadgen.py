@@ -104,6 +104,15 @@ def fd_count(pid):
     return len(os.listdir("/proc/%d/fd" % pid))
 
 
+def wait_fds(pid, at_most, timeout=10.0):
+    """The fd count once it is at most `at_most`, or when the timeout ends: libzmq closes a
+    departed client's connection on its own thread, a moment after the client left."""
+    end = time.monotonic() + timeout
+    while fd_count(pid) > at_most and time.monotonic() < end:
+        time.sleep(0.1)
+    return fd_count(pid)
+
+
 def rss_kib(pid):
     with open("/proc/%d/status" % pid) as f:
         for line in f:

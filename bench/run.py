@@ -333,8 +333,7 @@ class Bench:
             result = loadgen.run_load(d.endpoint, ["python3", "fake", "fake"], clients=50,
                                       duration=duration)
             loadgen.settle(d.endpoint)
-            time.sleep(2)  # libzmq closes departed clients' connections on its own thread
-            after = (loadgen.fd_count(pid), loadgen.rss_kib(pid) / 1024.0, cpu_seconds(pid))
+            after = (loadgen.wait_fds(pid, before[0]), loadgen.rss_kib(pid) / 1024.0, cpu_seconds(pid))
             problems = loadgen.audit(pid, d.endpoint, os.path.join(d.dir, "run", "kernels"),
                                      ipc_pools={"fake"})
         finally:

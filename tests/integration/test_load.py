@@ -5,7 +5,7 @@ were. bench/run.py --only 7 runs the same population for longer (the soak)."""
 import os
 import sys
 
-from conftest import SOURCE_DIR, wait_until
+from conftest import SOURCE_DIR
 
 sys.path.insert(0, os.path.join(SOURCE_DIR, "bench"))
 import loadgen  # noqa: E402
@@ -49,10 +49,8 @@ def test_fifty_clients_for_a_minute_leave_nothing_behind(kpoold):
     loadgen.settle(d.endpoint)
     assert loadgen.audit(pid, d.endpoint, kernels_dir, ipc_pools={"fake"}) == []
     assert d.rpc(op="ping")["ok"]
-    # libzmq closes a departed client's connection on its own thread: give it a moment.
-    wait_until(lambda: loadgen.fd_count(pid) <= fds_before, timeout=10,
-               what="the fd count to return to %d (now %d)" % (fds_before, loadgen.fd_count(pid)))
-    fds_after = loadgen.fd_count(pid)
+    fds_after = loadgen.wait_fds(pid, fds_before)
+    assert fds_after <= fds_before, (fds_before, fds_after)
     rss_after = loadgen.rss_kib(pid)
     if os.environ.get("KPOOL_SANITIZED") != "1":  # ASan's quarantine holds freed memory
         assert rss_after <= rss_before + RSS_SLACK_KIB, (rss_before, rss_after)
