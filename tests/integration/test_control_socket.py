@@ -65,11 +65,20 @@ def test_request_errors_by_code(kpoold):
         ({"op": "acquire"}, "bad_request"),
         ({"op": "acquire", "pool": "fake", "timeout_ms": "soon"}, "bad_request"),
         ({"op": "ping", "extra": 1}, "bad_request"),
+        ({"op": "acquire", "pool": "fake", "timeout_ms": 10 ** 30}, "bad_request"),
+        ({"op": "acquire", "pool": "fake", "lease_s": -1}, "bad_request"),
+        ({"op": "acquire", "pool": "fake", "env": {"A": 1}}, "bad_request"),
+        ({"op": "acquire", "pool": "fake", "cwd": "relative"}, "bad_request"),
+        ({"op": "signal", "kernel_id": "k", "signum": 10 ** 12}, "bad_request"),
+        ({"op": "release", "kernel_id": ["k"]}, "bad_request"),
+        ({"op": "acquire", "pool": "p" * 20000}, "unknown_pool"),
+        ({"op": 5}, "bad_request"),
     ]
     for request, code in cases:
         reply = d.rpc(req_id=7, **request)
         assert reply["ok"] is False and reply["error"]["code"] == code, (request, reply)
         assert reply["req_id"] == 7 and reply["error"]["message"]
+        assert len(reply["error"]["message"]) < 400  # user input echoed at most ~128 bytes
 
 
 def test_bad_frames_and_bytes_each_get_one_reply(kpoold):
