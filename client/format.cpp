@@ -27,6 +27,16 @@ std::string text(const json& j) {
     return j.dump();
 }
 
+// A number with `digits` decimals ("-" when absent): sub-millisecond latencies stay readable.
+std::string fixed(const json& j, int digits) {
+    if (!j.is_number()) {
+        return "-";
+    }
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.*f", digits, j.get<double>());
+    return buf;
+}
+
 std::string table(const std::vector<row>& rows) {
     std::vector<std::size_t> width;
     for (const row& r : rows) {
@@ -49,6 +59,16 @@ std::string table(const std::vector<row>& rows) {
     return out.str();
 }
 
+std::string pool_state(const json& p) {
+    if (p.value("removed", false)) {
+        return "removed";
+    }
+    if (p.value("drained", false)) {
+        return "drained";
+    }
+    return p.value("failing", false) ? "failing" : "ok";
+}
+
 } // namespace
 
 std::string format_status(const json& st) {
@@ -59,17 +79,21 @@ std::string format_status(const json& st) {
         << (st.value("shutting_down", false) ? "  SHUTTING DOWN" : "") << "\n\n";
     std::vector<row> pools = {{"POOL", "KERNELSPEC", "SIZE", "WARM", "STARTING", "LEASED",
                                "WAITING", "ACQUIRED", "SERVED_WARM", "WAITED", "TIMED_OUT",
-                               "SPAWN_FAILURES", "DIED_WARM", "STATE"}};
+                               "SPAWN_FAILURES", "DIED_WARM", "HUNG_WARM", "ACQUIRE_P50_MS",
+                               "ACQUIRE_P99_MS", "TO_WARM_P50_S", "STATE"}};
     std::vector<std::string> errors;
     for (const json& p : st.value("pools", json::array())) {
         const json& c = p.value("counters", json::object());
+        const json& recent = p.value("recent", json::object());
         pools.push_back({text(p["name"]), text(p["kernelspec"]), text(p["size"]), text(p["warm"]),
                          text(p["starting"]), text(p["leased"]), text(p["waiting"]),
                          text(c.value("acquired", json())), text(c.value("served_warm", json())),
                          text(c.value("waited", json())), text(c.value("timed_out", json())),
                          text(c.value("spawn_failures", json())),
-                         text(c.value("died_warm", json())),
-                         p.value("failing", false) ? "failing" : "ok"});
+                         text(c.value("died_warm", json())), text(c.value("hung_warm", json())),
+                         fixed(recent.value("acquire_ms_p50", json()), 3),
+                         fixed(recent.value("acquire_ms_p99", json()), 3),
+                         fixed(recent.value("time_to_warm_s_p50", json()), 2), pool_state(p)});
         if (p.contains("last_error") && p["last_error"].is_string()) {
             errors.push_back(text(p["name"]) + ": " + text(p["last_error"]));
         }

@@ -35,6 +35,8 @@ constexpr const char* usage_text = R"usage(usage: kpool [--endpoint E] [--server
   release KERNEL_ID             shut an acquired kernel down
   signal KERNEL_ID SIGNAL       send a signal (INT, TERM, KILL, ... or a number)
   poll KERNEL_ID [--json]       is an acquired kernel still running?
+  resize POOL SIZE              keep SIZE warm kernels in POOL from now on (until a reload)
+  drain POOL                    stop POOL's idle kernels and refuse acquires until a resize
   keygen SECRET_KEY_FILE        make a CURVE key pair: writes the secret key (mode 0600)
                                 and prints the public key
 
@@ -250,6 +252,24 @@ int run(const options& opt) {
                             std::printf("exited %lld\n", r.value("exit_code", 0LL));
                         }
                     });
+    }
+    if (cmd == "resize") {
+        expect_args(opt, 2, "resize POOL SIZE");
+        return call(opt,
+                    {{"op", "resize"},
+                     {"pool", opt.positional[1]},
+                     {"size", number<std::int64_t>(opt.positional[2], "SIZE")}},
+                    quick, [](const json& r) {
+                        std::printf("%s: size %lld (was %lld)\n", r.value("pool", "").c_str(),
+                                    r.value("size", 0LL), r.value("previous_size", 0LL));
+                    });
+    }
+    if (cmd == "drain") {
+        expect_args(opt, 1, "drain POOL");
+        return call(opt, {{"op", "drain"}, {"pool", opt.positional[1]}}, quick, [](const json& r) {
+            std::printf("%s: drained (size was %lld)\n", r.value("pool", "").c_str(),
+                        r.value("previous_size", 0LL));
+        });
     }
     if (cmd == "keygen") {
         expect_args(opt, 1, "keygen SECRET_KEY_FILE");

@@ -185,6 +185,24 @@ std::vector<std::string> read_keys(const toml::table& table, std::string_view ke
     return keys;
 }
 
+// "127.0.0.1:9464", "[::1]:9464" or ":9464" (all addresses), as prometheus-cpp takes it.
+bool valid_host_port(const std::string& text) {
+    const auto colon = text.rfind(':');
+    if (colon == std::string::npos || colon + 1 == text.size()) {
+        return false;
+    }
+    const std::string port = text.substr(colon + 1);
+    if (port.size() > 5 || !std::all_of(port.begin(), port.end(), ::isdigit) ||
+        std::stoi(port) > 65535) {
+        return false;
+    }
+    std::string host = text.substr(0, colon);
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+        host = host.substr(1, host.size() - 2);
+    }
+    return host.empty() || valid_ip(host);
+}
+
 daemon_config read_daemon(const toml::table& root) {
     daemon_config d;
     const toml::table* t = sub_table(root, "daemon");
@@ -192,7 +210,7 @@ daemon_config read_daemon(const toml::table& root) {
     const toml::table& table = t != nullptr ? *t : empty;
     check_known_keys(table, "[daemon]",
                      {"control", "runtime_dir", "log_level", "max_kernels", "allowed_uids",
-                      "allowed_gids", "curve_secret_key_file", "curve_allowed_keys"});
+                      "allowed_gids", "curve_secret_key_file", "curve_allowed_keys", "metrics"});
 
     d.runtime_dir = read_string(table, "runtime_dir", default_runtime_dir());
     check_value(table, "runtime_dir", [&] { return !d.runtime_dir.empty() && d.runtime_dir[0] == '/'; },
@@ -235,6 +253,9 @@ daemon_config read_daemon(const toml::table& root) {
                 [&] { return std::find(levels.begin(), levels.end(), d.log_level) != levels.end(); },
                 "'log_level' must be one of trace, debug, info, warn, error, critical, off");
     d.max_kernels = read_int(table, "max_kernels", d.max_kernels, 1, 4096);
+    d.metrics = read_string(table, "metrics", "");
+    check_value(table, "metrics", [&] { return valid_host_port(d.metrics); },
+                "'metrics' must be HOST:PORT, e.g. \"127.0.0.1:9464\"");
     return d;
 }
 

@@ -17,6 +17,7 @@ struct kernel_limits {
     int address_space_mb = 0; // RLIMIT_AS
     int cpu_seconds = 0;      // RLIMIT_CPU: the kernel is killed after this much CPU time
     int open_files = 0;       // RLIMIT_NOFILE
+    bool operator==(const kernel_limits&) const = default;
 };
 
 struct pool_config {
@@ -37,6 +38,7 @@ struct pool_config {
     double heartbeat_s = 10;
     double heartbeat_timeout_s = 5;
     kernel_limits limits;
+    bool operator==(const pool_config&) const = default;
 };
 
 struct daemon_config {
@@ -52,6 +54,8 @@ struct daemon_config {
     // and the Z85 public keys of the clients allowed in.
     std::string curve_secret_key_file;
     std::vector<std::string> curve_allowed_keys;
+    // host:port of the Prometheus endpoint; empty: none.
+    std::string metrics;
 
     bool is_tcp() const { return control.starts_with("tcp://"); }
     bool restricts_ipc_peers() const { return !allowed_uids.empty() || !allowed_gids.empty(); }

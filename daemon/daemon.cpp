@@ -1,6 +1,7 @@
 // daemon: startup, kernels, deadlines, signals and orderly shutdown.
 #include "daemon/daemon.hpp"
 
+#include "config/paths.hpp"
 #include "daemon/instance_dir.hpp"
 #include "daemon/logging.hpp"
 #include "daemon/runtime_files.hpp"
@@ -28,14 +29,6 @@ std::chrono::milliseconds to_ms(double seconds) {
     return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
 }
 
-// A UUID-4 shaped id, like jupyter_server's kernel ids.
-std::string make_kernel_id() {
-    std::string hex = protocol::random_hex(16);
-    hex[12] = '4';
-    hex[16] = "89ab"[hex[16] % 4];
-    return hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-" +
-           hex.substr(16, 4) + "-" + hex.substr(20);
-}
 
 std::vector<resource_limit> resource_limits(const config::kernel_limits& limits) {
     std::vector<resource_limit> out;
@@ -115,7 +108,23 @@ result<std::string> read_curve_secret_key(const std::string& path) {
 
 } // namespace
 
-daemon::daemon(config::config cfg) : m_cfg(std::move(cfg)) {
+// A UUID-4 shaped id, like jupyter_server's kernel ids.
+std::string make_kernel_id() {
+    std::string hex = protocol::random_hex(16);
+    hex[12] = '4';
+    hex[16] = "89ab"[hex[16] % 4];
+    return hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-" +
+           hex.substr(16, 4) + "-" + hex.substr(20);
+}
+
+std::unique_ptr<pool> daemon::make_pool(const config::pool_config& pc) {
+    return std::make_unique<pool>(pc, m_budget, static_cast<kernel_driver&>(*this),
+                                  static_cast<waiter_sink&>(*this), make_kernel_id);
+}
+
+daemon::daemon(config::config cfg, std::string config_path)
+    : m_cfg(std::move(cfg)), m_config_path(std::move(config_path)),
+      m_notify(sd_notifier::from_environment()) {
     if (int rc = uv_loop_init(&m_loop); rc != 0) {
         throw std::runtime_error(std::string("uv_loop_init: ") + uv_strerror(rc));
     }
@@ -123,8 +132,7 @@ daemon::daemon(config::config cfg) : m_cfg(std::move(cfg)) {
     m_launcher = std::make_unique<spawn_launcher>(&m_loop);
     m_budget.max = m_cfg.daemon.max_kernels;
     for (const auto& pc : m_cfg.pools) {
-        m_pools.emplace(pc.name, std::make_unique<pool>(pc, m_budget, static_cast<kernel_driver&>(*this),
-                                                     static_cast<waiter_sink&>(*this), make_kernel_id));
+        m_pools.emplace(pc.name, make_pool(pc));
     }
     m_deadline_timer = std::make_unique<uv_timer>(&m_loop);
 }
@@ -135,7 +143,9 @@ daemon::~daemon() {
     m_zap.reset();
     m_kernels.clear();
     m_pools.clear();
+    m_removed_pools.clear();
     m_deadline_timer.reset();
+    m_watchdog_timer.reset();
     m_signals.clear();
     m_launcher.reset(); // joins the spawner thread and closes its async handle
     uv_walk(
@@ -164,6 +174,15 @@ int daemon::run() {
         }
     }
     const std::string_view ipc = "ipc://";
+    if (m_cfg.daemon.restricts_ipc_peers() &&
+        m_cfg.daemon.control == config::default_control_endpoint(m_cfg.daemon.runtime_dir)) {
+        // Other users must reach the socket inside it: searchable, not listable. The kernels/
+        // directory below stays 0700.
+        if (::chmod(m_cfg.daemon.runtime_dir.c_str(), 0711) != 0) {
+            log->warn("cannot open {} to allowed users: {}", m_cfg.daemon.runtime_dir,
+                      std::strerror(errno));
+        }
+    }
     if (m_cfg.daemon.control.starts_with(ipc)) {
         const std::string path = m_cfg.daemon.control.substr(ipc.size()) + ".lock";
         bool held_elsewhere = false;
@@ -189,7 +208,16 @@ int daemon::run() {
         log->critical("{}", st.err().message);
         return 1;
     }
-    for (int signum : {SIGINT, SIGTERM}) {
+    if (!m_cfg.daemon.metrics.empty()) {
+        try {
+            m_metrics = std::make_unique<metrics>(m_cfg.daemon.metrics);
+        } catch (const std::exception& e) {
+            log->critical("cannot serve metrics at {}: {}", m_cfg.daemon.metrics, e.what());
+            return 1;
+        }
+        log->info("metrics at http://{}/metrics", m_cfg.daemon.metrics);
+    }
+    for (int signum : {SIGINT, SIGTERM, SIGHUP}) {
         watch_signal(signum);
     }
     log->info("kpoold {} started pid={} pools={} max_kernels={}", kpool::version, ::getpid(),
@@ -198,6 +226,10 @@ int daemon::run() {
         p->refill(clock::now());
     }
     reschedule();
+    // Ready: the config is loaded and the control socket bound, so clients can connect (and
+    // wait for warm kernels) from now on.
+    m_notify.send("READY=1\nMAINPID=" + std::to_string(::getpid()));
+    start_watchdog();
     uv_run(&m_loop, UV_RUN_DEFAULT);
     log->info("kpoold stopped");
     return m_exit_code;
@@ -238,17 +270,17 @@ status daemon::bind_control() {
     return ok_status();
 }
 
-status daemon::start_kernel(const std::string& pool_name, const std::string& id) {
+status daemon::start_kernel(pool& owner, const std::string& id) {
     if (auto st = check_fd_headroom(); !st) {
         return st;
     }
-    const config::pool_config& pc = m_pools.at(pool_name)->config();
+    const config::pool_config& pc = owner.config();
     auto spec = find_kernelspec(pc.kernelspec);
     if (!spec) {
         return spec.err();
     }
     kernel_setup setup{.id = id,
-                       .pool = pool_name,
+                       .pool = pc.name,
                        .spec = std::move(*spec),
                        .kernels_dir = m_instance->path(),
                        .instance = m_instance->id(),
@@ -266,7 +298,7 @@ status daemon::start_kernel(const std::string& pool_name, const std::string& id)
         return st;
     }
     m_kernels.emplace(id, std::move(kernel));
-    m_kernel_pool.emplace(id, pool_name);
+    m_kernel_pool.emplace(id, &owner);
     return ok_status();
 }
 
@@ -297,12 +329,17 @@ void daemon::stop_kernel(const std::string& id) {
 
 pool* daemon::pool_of_kernel(const std::string& id) {
     auto it = m_kernel_pool.find(id);
-    return it == m_kernel_pool.end() ? nullptr : m_pools.at(it->second).get();
+    return it == m_kernel_pool.end() ? nullptr : it->second;
 }
 
 void daemon::kernel_warm(const std::string& id) {
     if (pool* p = pool_of_kernel(id)) {
         const kernel_process& k = *m_kernels.at(id);
+        if (m_metrics) {
+            m_metrics->observe_time_to_warm(
+                p->config().name,
+                std::chrono::duration<double>(clock::now() - k.started_at()).count());
+        }
         p->on_warm(id, k.connection(), k.connection_file(), clock::now());
     }
     reschedule();
@@ -342,6 +379,16 @@ void daemon::kernel_exited(const std::string& kernel_id, const exit_status& stat
     if (p != nullptr) {
         p->on_exited(id, reason, clock::now());
     }
+    // A removed pool goes once its last kernel has.
+    std::erase_if(m_removed_pools, [this](const std::unique_ptr<pool>& removed) {
+        if (!removed->empty()) {
+            return false;
+        }
+        if (m_metrics) {
+            m_metrics->forget(removed->config().name);
+        }
+        return true;
+    });
     // The room this kernel took under max_kernels may let another pool refill or serve.
     for (auto& [name, other] : m_pools) {
         other->refill(clock::now());
@@ -370,13 +417,14 @@ void daemon::failed(waiter_id waiter, const error& err) {
 }
 
 void daemon::reschedule() {
+    publish_state();
     std::optional<clock::time_point> next;
-    for (const auto& [name, p] : m_pools) {
-        auto d = p->next_deadline();
+    for_each_pool([&next](pool& p) {
+        auto d = p.next_deadline();
         if (d && (!next || *d < *next)) {
             next = d;
         }
-    }
+    });
     if (!next) {
         m_deadline_timer->stop();
         return;
@@ -386,9 +434,7 @@ void daemon::reschedule() {
     const auto delay = std::chrono::ceil<std::chrono::milliseconds>(*next - clock::now());
     m_deadline_timer->start(std::max(delay, 1ms), [this] {
         const auto now = clock::now();
-        for (auto& [name, p] : m_pools) {
-            p->expire(now);
-        }
+        for_each_pool([now](pool& p) { p.expire(now); });
         reschedule();
     });
 }
@@ -407,6 +453,12 @@ void daemon::watch_signal(int signum) {
 
 void daemon::on_signal(int signum) {
     auto log = logger("daemon");
+    if (signum == SIGHUP) {
+        if (!m_shutting_down) {
+            reload();
+        }
+        return;
+    }
     if (!m_shutting_down) {
         log->info("received {}: shutting down", strsignal(signum));
         begin_shutdown();
@@ -420,9 +472,8 @@ void daemon::on_signal(int signum) {
 
 void daemon::begin_shutdown() {
     m_shutting_down = true;
-    for (auto& [name, p] : m_pools) {
-        p->shut_down();
-    }
+    m_notify.send("STOPPING=1");
+    for_each_pool([](pool& p) { p.shut_down(); });
     reschedule();
     finish_if_done();
 }
@@ -435,7 +486,36 @@ void daemon::finish_if_done() {
     m_control.reset();
     m_zap.reset();
     m_deadline_timer->stop();
+    m_watchdog_timer.reset();
     m_signals.clear();
+}
+
+void daemon::start_watchdog() {
+    const auto interval = m_notify.watchdog_interval();
+    if (!interval) {
+        return;
+    }
+    // Pinged from the loop itself: a loop stuck anywhere stops the pings, and systemd restarts
+    // the service.
+    m_watchdog_timer = std::make_unique<uv_timer>(&m_loop);
+    m_watchdog_timer->start(*interval, [this] { m_notify.send("WATCHDOG=1"); }, *interval);
+    m_watchdog_timer->unref(); // never what keeps the loop running
+}
+
+void daemon::publish_state() {
+    if (m_notify.enabled()) {
+        std::string line;
+        for (const auto& [name, p] : m_pools) {
+            line += fmt::format("{}{}: {} warm, {} starting, {} leased{}", line.empty() ? "" : "; ",
+                                name, p->count(kernel_state::warm), p->count(kernel_state::starting),
+                                p->count(kernel_state::leased),
+                                p->failing() ? " (failing)" : p->drained() ? " (drained)" : "");
+        }
+        m_notify.status(m_shutting_down ? "shutting down: " + line : line);
+    }
+    if (m_metrics) {
+        for_each_pool([this](pool& p) { m_metrics->update(p); });
+    }
 }
 
 } // namespace kpool::daemon

@@ -9,32 +9,38 @@
 
 #include "config/config.hpp"
 #include "daemon/control_server.hpp"
-#include "daemon/zap_handler.hpp"
 #include "daemon/instance_dir.hpp"
 #include "daemon/kernel_process.hpp"
 #include "daemon/launcher.hpp"
+#include "daemon/metrics.hpp"
 #include "daemon/pool.hpp"
 #include "daemon/runtime_files.hpp"
+#include "daemon/sd_notify.hpp"
 #include "daemon/uv_handle.hpp"
 #include "daemon/uv_timer.hpp"
+#include "daemon/zap_handler.hpp"
 #include "protocol/control.hpp"
 
 #include <uv.h>
 #include <zmq.hpp>
 
+#include <deque>
 #include <map>
 #include <memory>
-#include <string>
-#include <deque>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 
 namespace kpool::daemon {
 
+// A UUID-4 shaped id, like jupyter_server's kernel ids.
+std::string make_kernel_id();
+
 class daemon final : private kernel_driver, private waiter_sink, private kernel_events {
 public:
-    explicit daemon(config::config cfg);
+    // `config_path` is what SIGHUP re-reads; empty: the embedded default, nothing to re-read.
+    daemon(config::config cfg, std::string config_path);
     ~daemon() override;
     daemon(const daemon&) = delete;
     daemon& operator=(const daemon&) = delete;
@@ -58,7 +64,7 @@ private:
     };
 
     // kernel_driver
-    status start_kernel(const std::string& pool, const std::string& id) override;
+    status start_kernel(pool& owner, const std::string& id) override;
     void stop_kernel(const std::string& id) override;
     void kernel_idle(const std::string& id, bool idle) override;
     // waiter_sink
@@ -80,6 +86,8 @@ private:
     std::string op_release(const protocol::control_request& req);
     std::string op_signal(const protocol::control_request& req);
     std::string op_poll(const protocol::control_request& req);
+    std::string op_resize(const protocol::control_request& req);
+    std::string op_drain(const protocol::control_request& req);
     // Empty when the answer comes later (the acquire waits for a kernel, or for its cwd/env).
     std::string op_acquire(const envelope& env, const protocol::control_request& req);
     // Gives a leased kernel to the client: applies cwd/env first if asked, then replies.
@@ -96,6 +104,24 @@ private:
 
     // Binds the control socket, with its ZAP handler and CURVE key when the config asks.
     status bind_control();
+    // SIGHUP: re-reads the config file and applies it without dropping a kernel; an invalid
+    // file is logged with its diagnostic and changes nothing.
+    void reload();
+    // Why `next` cannot be applied without a restart, if it cannot.
+    std::optional<std::string> needs_restart(const config::daemon_config& next) const;
+    // Systemd's STATUS line and the metrics, brought up to date after every event.
+    void publish_state();
+    // Every pool, removed ones (still holding leased kernels) included.
+    template <class Fn> void for_each_pool(Fn&& fn) {
+        for (auto& [name, p] : m_pools) {
+            fn(*p);
+        }
+        for (auto& p : m_removed_pools) {
+            fn(*p);
+        }
+    }
+    std::unique_ptr<pool> make_pool(const config::pool_config& pc);
+    void start_watchdog();
     void watch_signal(int signum);
     void on_signal(int signum);
     void begin_shutdown();
@@ -104,6 +130,7 @@ private:
     pool* pool_of_kernel(const std::string& id);
 
     config::config m_cfg;
+    std::string m_config_path;
     std::string m_kernels_dir; // runtime_dir/kernels: every run's instance directory
     std::optional<instance_dir> m_instance; // this run's; after the kernels in destruction order
     uv_loop_t m_loop{};
@@ -111,8 +138,10 @@ private:
     std::unique_ptr<launcher> m_launcher;
     kernel_budget m_budget;
     std::map<std::string, std::unique_ptr<pool>> m_pools;
+    // Pools removed by a reload, alive until their last leased kernel is gone.
+    std::vector<std::unique_ptr<pool>> m_removed_pools;
     std::unordered_map<std::string, std::unique_ptr<kernel_process>> m_kernels;
-    std::unordered_map<std::string, std::string> m_kernel_pool; // kernel id -> pool name
+    std::unordered_map<std::string, pool*> m_kernel_pool; // kernel id -> its pool
     std::unordered_map<waiter_id, pending_acquire> m_pending;
     std::unordered_set<std::string> m_handed_out;
     // How handed-out kernels ended, for poll after the fact (bounded, oldest forgotten first).
@@ -124,6 +153,9 @@ private:
     std::unique_ptr<zap_handler> m_zap; // outlives m_control: asked about its connections
     std::unique_ptr<control_server> m_control;
     std::unique_ptr<uv_timer> m_deadline_timer;
+    sd_notifier m_notify;
+    std::unique_ptr<uv_timer> m_watchdog_timer;
+    std::unique_ptr<metrics> m_metrics;
     std::vector<uv_ptr<signal_watch>> m_signals;
     clock::time_point m_started_at;
     bool m_shutting_down = false;

@@ -19,7 +19,7 @@ constexpr const char* usage = R"(usage: kpoold [--config FILE]     run (without 
        kpoold --version | --help
 )";
 
-int run_daemon(kpool::result<kpool::config::config> cfg) {
+int run_daemon(kpool::result<kpool::config::config> cfg, std::string config_path) {
     if (!cfg) {
         std::fprintf(stderr, "%s\n", cfg.err().message.c_str());
         return 2;
@@ -27,7 +27,7 @@ int run_daemon(kpool::result<kpool::config::config> cfg) {
     kpool::daemon::set_log_level(cfg->daemon.log_level);
     // A client vanishing mid-write must not kill the daemon; libuv and libzmq report EPIPE.
     std::signal(SIGPIPE, SIG_IGN);
-    kpool::daemon::daemon d(std::move(cfg).value());
+    kpool::daemon::daemon d(std::move(cfg).value(), std::move(config_path));
     return d.run();
 }
 
@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
     try {
         const std::string_view arg1 = argc > 1 ? argv[1] : "";
         if (argc == 1) {
-            return run_daemon(kpool::config::default_config());
+            return run_daemon(kpool::config::default_config(), {});
         }
         if (argc == 2 && (arg1 == "--help" || arg1 == "-h")) {
             std::fputs(usage, stdout);
@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
             return 0;
         }
         if (argc == 3 && arg1 == "--config") {
-            return run_daemon(kpool::config::load_config_file(argv[2]));
+            return run_daemon(kpool::config::load_config_file(argv[2]), argv[2]);
         }
         std::fputs(usage, stderr);
         return 2;

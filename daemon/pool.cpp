@@ -28,6 +28,25 @@ clock::duration seconds(double s) {
 
 } // namespace
 
+void recent_samples::add(double v) {
+    if (m_values.size() < capacity) {
+        m_values.push_back(v);
+    } else {
+        m_values[m_next] = v;
+    }
+    m_next = (m_next + 1) % capacity;
+}
+
+std::optional<double> recent_samples::percentile(double p) const {
+    if (m_values.empty()) {
+        return std::nullopt;
+    }
+    std::vector<double> sorted = m_values;
+    const auto rank = static_cast<std::size_t>(std::lround(p / 100.0 * static_cast<double>(sorted.size() - 1)));
+    std::nth_element(sorted.begin(), sorted.begin() + static_cast<long>(rank), sorted.end());
+    return sorted[rank];
+}
+
 const char* to_string(kernel_state s) noexcept {
     switch (s) {
     case kernel_state::starting: return "starting";
@@ -81,6 +100,12 @@ acquire_outcome pool::acquire(waiter_id who, std::chrono::milliseconds timeout,
                               std::optional<double> lease_s, clock::time_point now) {
     if (m_shutting_down) {
         return error{errc::shutting_down, "the daemon is shutting down"};
+    }
+    if (m_retired) {
+        return error{errc::unknown_pool, "pool '" + m_cfg.name + "' was removed from the config"};
+    }
+    if (m_drained) {
+        return error{errc::unavailable, "pool '" + m_cfg.name + "' is drained (resize it to serve again)"};
     }
     if (kernel_entry* k = oldest_warm()) {
         ++m_counters.served_warm;
@@ -158,6 +183,7 @@ void pool::on_warm(const std::string& id, const protocol::connection_info& info,
     k.connection = info;
     k.connection_file = connection_file;
     set_state(k, kernel_state::warm, now);
+    m_warm_seconds.add(seconds_between(k.created, now));
     m_consecutive_failures = 0;
     m_backoff_until.reset();
     logger("pool")->info("kernel warm id={} pool={} pid={} startup_ms={:.0f}", id, m_cfg.name,
@@ -307,7 +333,7 @@ std::optional<clock::time_point> pool::next_deadline() const {
 }
 
 void pool::refill(clock::time_point now) {
-    if (m_shutting_down || (m_backoff_until && now < *m_backoff_until)) {
+    if (m_shutting_down || m_retired || (m_backoff_until && now < *m_backoff_until)) {
         return;
     }
     m_backoff_until.reset(); // over; m_consecutive_failures still sets the next one's length
@@ -323,7 +349,7 @@ void pool::refill(clock::time_point now) {
         k.state_since = now;
         m_kernels.emplace(id, std::move(k));
         ++m_budget.used;
-        if (auto st = m_driver.start_kernel(m_cfg.name, id); !st) {
+        if (auto st = m_driver.start_kernel(*this, id); !st) {
             m_kernels.erase(id);
             --m_budget.used;
             if (st.err().code == errc::capacity) {
@@ -368,6 +394,56 @@ void pool::shut_down() {
     }
 }
 
+void pool::stop_surplus(int keep, clock::time_point now) {
+    for (kernel_state victim : {kernel_state::starting, kernel_state::warm}) {
+        for (auto& [id, k] : m_kernels) {
+            if (count(kernel_state::warm) + count(kernel_state::starting) <= keep) {
+                return;
+            }
+            if (k.state == victim) {
+                stop(k, now);
+            }
+        }
+    }
+}
+
+void pool::reconfigure(config::pool_config cfg, bool replace_warm, clock::time_point now) {
+    logger("pool")->info("pool {} reconfigured: size {} -> {}{}", m_cfg.name, m_cfg.size, cfg.size,
+                         replace_warm ? "; warm kernels replaced" : "");
+    m_cfg = std::move(cfg);
+    m_drained = false;
+    // A reload is the operator asking to try again (say, after fixing a kernelspec): a fresh
+    // start, without the backoff earned before.
+    m_consecutive_failures = 0;
+    m_backoff_until.reset();
+    stop_surplus(replace_warm ? 0 : m_cfg.size + static_cast<int>(m_waiters.size()), now);
+    refill(now);
+}
+
+void pool::resize(int size, clock::time_point now) {
+    logger("pool")->info("pool {} resized: {} -> {}", m_cfg.name, m_cfg.size, size);
+    m_cfg.size = size;
+    m_drained = false;
+    stop_surplus(m_cfg.size + static_cast<int>(m_waiters.size()), now);
+    refill(now);
+}
+
+void pool::drain(clock::time_point now) {
+    logger("pool")->info("pool {} drained", m_cfg.name);
+    m_cfg.size = 0;
+    m_drained = true;
+    fail_waiters({errc::unavailable, "pool '" + m_cfg.name + "' was drained"});
+    stop_surplus(0, now);
+}
+
+void pool::retire(clock::time_point now) {
+    logger("pool")->info("pool {} removed from the config; {} leased kernel(s) run on", m_cfg.name,
+                         count(kernel_state::leased));
+    m_retired = true;
+    fail_waiters({errc::unknown_pool, "pool '" + m_cfg.name + "' was removed from the config"});
+    stop_surplus(0, now);
+}
+
 json pool::status_json(clock::time_point now) const {
     json kernels = json::array();
     for (const auto& [id, k] : m_kernels) {
@@ -381,6 +457,9 @@ json pool::status_json(clock::time_point now) const {
         kernels.push_back(std::move(entry));
     }
     const pool_counters& c = m_counters;
+    auto rounded = [](std::optional<double> v, double scale) {
+        return v ? json(std::round(*v * scale * 1000) / 1000) : json(nullptr);
+    };
     return json{{"name", m_cfg.name},
                 {"kernelspec", m_cfg.kernelspec},
                 {"size", m_cfg.size},
@@ -390,6 +469,8 @@ json pool::status_json(clock::time_point now) const {
                 {"stopping", count(kernel_state::stopping)},
                 {"waiting", m_waiters.size()},
                 {"failing", failing()},
+                {"drained", m_drained},
+                {"removed", m_retired},
                 {"consecutive_failures", m_consecutive_failures},
                 {"counters",
                  {{"acquired", c.acquired},
@@ -401,6 +482,11 @@ json pool::status_json(clock::time_point now) const {
                   {"hung_warm", c.hung_warm},
                   {"leases_expired", c.leases_expired}}},
                 {"last_error", c.last_error.empty() ? json(nullptr) : json(c.last_error)},
+                // Over the last 256 of each: acquire request to reply, launch to warm.
+                {"recent",
+                 {{"acquire_ms_p50", rounded(m_acquire_seconds.percentile(50), 1000)},
+                  {"acquire_ms_p99", rounded(m_acquire_seconds.percentile(99), 1000)},
+                  {"time_to_warm_s_p50", rounded(m_warm_seconds.percentile(50), 1)}}},
                 {"kernels", std::move(kernels)}};
 }
 

@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <variant>
+#include <vector>
 
 namespace kpool::daemon {
 
@@ -55,6 +56,20 @@ struct pool_counters {
     std::string last_error;
 };
 
+// The last few hundred measurements of something, for medians in `status` (Prometheus gets
+// the full histograms).
+class recent_samples {
+public:
+    void add(double v);
+    // The p-th percentile (0-100) of the window, or nothing before the first sample.
+    std::optional<double> percentile(double p) const;
+
+private:
+    static constexpr std::size_t capacity = 256;
+    std::vector<double> m_values;
+    std::size_t m_next = 0;
+};
+
 // The shared cap on kernels across all pools (`max_kernels`).
 struct kernel_budget {
     int max = 64;
@@ -63,13 +78,15 @@ struct kernel_budget {
     bool available() const { return used < max; }
 };
 
+class pool;
+
 // What the pool asks of the world.
 class kernel_driver {
 public:
     virtual ~kernel_driver() = default;
     // Start a kernel; afterwards report on_spawned, then on_warm or on_start_failed, and
     // on_exited when the process is gone. An error means nothing was started.
-    virtual status start_kernel(const std::string& pool, const std::string& id) = 0;
+    virtual status start_kernel(pool& owner, const std::string& id) = 0;
     // Shut a kernel down; on_exited follows.
     virtual void stop_kernel(const std::string& id) = 0;
     // A kernel became warm (idle in the pool: watch its health) or stopped being warm (handed
@@ -114,6 +131,9 @@ public:
                  const std::string& connection_file, clock::time_point now);
     void on_start_failed(const std::string& id, const std::string& reason, clock::time_point now);
     void on_exited(const std::string& id, const std::string& reason, clock::time_point now);
+    // An acquire answered with a kernel, `seconds` after the request.
+    void record_acquire_latency(double seconds) { m_acquire_seconds.add(seconds); }
+
     // A warm kernel missed its heartbeat: stopped and replaced, never handed out.
     void on_unresponsive(const std::string& id, const std::string& reason, clock::time_point now);
 
@@ -134,6 +154,24 @@ public:
     // Fails every waiter with shutting_down and stops every kernel. No refills afterwards.
     void shut_down();
 
+    // Live reconfiguration (SIGHUP, and the resize/drain ops). None of these touches a leased
+    // kernel: it runs on until released or its lease expires.
+    //
+    // A new config for this pool. Warm kernels stay, unless `replace_warm` (they were started
+    // differently: another kernelspec, transport, ip or limits), then the idle ones are
+    // replaced. A smaller size stops the surplus, a larger one starts the difference.
+    void reconfigure(config::pool_config cfg, bool replace_warm, clock::time_point now);
+    void resize(int size, clock::time_point now);
+    // Size 0, every warm and starting kernel stopped, waiters and new acquires refused with
+    // `unavailable` until the next resize.
+    void drain(clock::time_point now);
+    bool drained() const { return m_drained; }
+    // The pool was removed from the config: like drain, for good. Its object lives on while
+    // leased kernels remain.
+    void retire(clock::time_point now);
+    bool retired() const { return m_retired; }
+    bool empty() const { return m_kernels.empty(); }
+
     nlohmann::json status_json(clock::time_point now) const;
 
 private:
@@ -149,6 +187,8 @@ private:
     void record_failure(const std::string& reason, clock::time_point now);
     error unavailable_error(clock::time_point now) const;
     void fail_waiters(const error& err);
+    // Stops idle kernels (starting ones first, then warm) until warm + starting <= keep.
+    void stop_surplus(int keep, clock::time_point now);
     void set_state(kernel_entry& k, kernel_state s, clock::time_point now);
     void stop(kernel_entry& k, clock::time_point now);
 
@@ -161,12 +201,16 @@ private:
     std::map<std::string, kernel_entry> m_kernels;
     std::deque<queued_acquire> m_waiters;
     pool_counters m_counters;
+    recent_samples m_acquire_seconds;
+    recent_samples m_warm_seconds; // launch to warm
     int m_consecutive_failures = 0;
     std::optional<clock::time_point> m_backoff_until;
     // The driver could not start a kernel for want of resources (file descriptors): not the
     // kernelspec's fault, so no failure is counted, but acquires get `capacity` meanwhile.
     std::string m_resource_shortage;
     bool m_shutting_down = false;
+    bool m_drained = false;
+    bool m_retired = false;
 };
 
 } // namespace kpool::daemon

@@ -35,6 +35,8 @@ void daemon::handle_request(const envelope& env, std::string_view body) {
         {"release", &daemon::op_release},
         {"signal", &daemon::op_signal},
         {"poll", &daemon::op_poll},
+        {"resize", &daemon::op_resize},
+        {"drain", &daemon::op_drain},
     };
     auto log = logger("control");
     auto req = protocol::parse_control_request(body);
@@ -55,7 +57,8 @@ void daemon::handle_request(const envelope& env, std::string_view body) {
     } else {
         reply = protocol::make_error_reply(
             {errc::unknown_op, "unknown op '" + protocol::echo_safe(req->op) +
-                                   "' (known: ping, acquire, release, signal, poll, status, kernelspecs)"},
+                                   "' (known: ping, acquire, release, signal, poll, status, kernelspecs, resize, "
+                                   "drain)"},
             req->req_id);
     }
     if (!reply.empty()) {
@@ -145,6 +148,13 @@ bool daemon::send_kernel(const pending_acquire& pending, const kernel_entry& ker
         return false;
     }
     m_handed_out.insert(kernel.id);
+    const double seconds = std::chrono::duration<double>(clock::now() - pending.since).count();
+    if (pool* p = pool_of_kernel(kernel.id)) {
+        p->record_acquire_latency(seconds);
+    }
+    if (m_metrics) {
+        m_metrics->observe_acquire(kernel.pool, seconds);
+    }
     logger("pool")->info(
         "kernel leased id={} pool={} pid={} waited_ms={:.1f}", kernel.id, kernel.pool, kernel.pid,
         std::chrono::duration<double, std::milli>(clock::now() - pending.since).count());
@@ -260,14 +270,14 @@ std::string daemon::op_status(const protocol::control_request& req) {
     const auto now = clock::now();
     json pools = json::array();
     json kernels = json::array();
-    for (const auto& [name, p] : m_pools) {
-        json ps = p->status_json(now);
+    for_each_pool([&](pool& p) {
+        json ps = p.status_json(now);
         for (auto& k : ps["kernels"]) {
             kernels.push_back(std::move(k));
         }
         ps.erase("kernels");
         pools.push_back(std::move(ps));
-    }
+    });
     const double uptime = std::chrono::duration<double>(now - m_started_at).count();
     return protocol::make_ok_reply({{"pid", ::getpid()},
                                     {"version", kpool::version},

@@ -207,6 +207,33 @@ result<signal_args> parse_signal(const json& body) {
     return signal_args{std::move(*id), static_cast<int>(it->get<std::int64_t>())};
 }
 
+result<pool_args> parse_resize(const json& body) {
+    if (auto st = only_fields(body, {"op", "req_id", "pool", "size"}); !st) {
+        return st.err();
+    }
+    auto name = required_string(body, "pool");
+    if (!name) {
+        return name.err();
+    }
+    auto it = body.find("size");
+    if (it == body.end() || !it->is_number_integer() || it->get<std::int64_t>() < 0 ||
+        it->get<std::int64_t>() > 4096) {
+        return bad("field 'size' must be an integer from 0 to 4096");
+    }
+    return pool_args{std::move(*name), static_cast<int>(it->get<std::int64_t>())};
+}
+
+result<pool_args> parse_drain(const json& body) {
+    if (auto st = only_fields(body, {"op", "req_id", "pool"}); !st) {
+        return st.err();
+    }
+    auto name = required_string(body, "pool");
+    if (!name) {
+        return name.err();
+    }
+    return pool_args{std::move(*name), std::nullopt};
+}
+
 status parse_no_args(const json& body) { return only_fields(body, {"op", "req_id"}); }
 
 std::string make_ok_reply(json fields, const json& req_id) {

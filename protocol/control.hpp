@@ -61,7 +61,15 @@ struct signal_args {
     int signum = 0;
 };
 
+// For resize (size set) and drain (size unset).
+struct pool_args {
+    std::string pool;
+    std::optional<int> size;
+};
+
 result<acquire_args> parse_acquire(const nlohmann::json& body);
+result<pool_args> parse_resize(const nlohmann::json& body);
+result<pool_args> parse_drain(const nlohmann::json& body);
 result<kernel_args> parse_kernel_op(const nlohmann::json& body);
 result<signal_args> parse_signal(const nlohmann::json& body);
 // For ops that take no arguments (ping, status, kernelspecs): only op and req_id allowed.

@@ -133,6 +133,23 @@ TEST_SUITE("control") {
         CHECK(parse_kernel_op(json{{"op", "poll"}, {"kernel_id", "k"}})->kernel_id == "k");
     }
 
+    TEST_CASE("resize and drain name a pool; resize a size") {
+        auto r = parse_resize(json{{"op", "resize"}, {"pool", "p"}, {"size", 4}});
+        REQUIRE(r.ok());
+        CHECK(r->pool == "p");
+        CHECK(r->size == 4);
+        CHECK(parse_resize(json{{"op", "resize"}, {"pool", "p"}, {"size", -1}}).err().message ==
+              "field 'size' must be an integer from 0 to 4096");
+        CHECK(parse_resize(json{{"op", "resize"}, {"pool", "p"}, {"size", 2.5}}).err().message ==
+              "field 'size' must be an integer from 0 to 4096");
+        CHECK(parse_resize(json{{"op", "resize"}, {"size", 1}}).err().message == "missing field 'pool'");
+        auto d = parse_drain(json{{"op", "drain"}, {"pool", "p"}});
+        REQUIRE(d.ok());
+        CHECK_FALSE(d->size.has_value());
+        CHECK(parse_drain(json{{"op", "drain"}, {"pool", "p"}, {"size", 0}}).err().message ==
+              "unknown field 'size'");
+    }
+
     TEST_CASE("user text echoed back is capped and stripped of control characters") {
         CHECK(echo_safe("a\nb\x01") == "a?b?");
         const std::string long_text(500, 'x');

@@ -16,7 +16,7 @@ struct fake_driver final : kernel_driver {
     std::vector<std::string> started;
     std::vector<std::string> stopped;
     bool fail_next_start = false;
-    kpool::status start_kernel(const std::string&, const std::string& id) override {
+    kpool::status start_kernel(pool&, const std::string& id) override {
         if (fail_next_start) {
             fail_next_start = false;
             return kpool::error{fail_code, fail_code == errc::capacity
@@ -359,6 +359,69 @@ TEST_SUITE("pool") {
         CHECK(f.p->kernels().empty());
         CHECK(std::get<kpool::error>(f.p->acquire(3, 5s, std::nullopt, f.now)).code ==
               errc::shutting_down);
+    }
+
+    TEST_CASE("resize: shrinking stops idle surplus (starting first), never a leased kernel") {
+        fixture f(3, 3);
+        f.p->refill(f.now);
+        f.warm("k1");
+        f.warm("k2"); // k3 still starting
+        REQUIRE(granted(f.p->acquire(1, 5s, std::nullopt, f.now)) != nullptr); // k1 leased
+        f.p->refill(f.now); // k4 starts to replace it
+        f.p->resize(1, f.now);
+        CHECK(f.driver.stopped == std::vector<std::string>{"k3", "k4"});
+        CHECK(f.kernel("k1").state == kernel_state::leased);
+        CHECK(f.kernel("k2").state == kernel_state::warm);
+        f.p->resize(3, f.now);
+        CHECK(f.driver.started.size() == 6); // two more to reach 3 idle kernels
+        CHECK(f.p->config().size == 3);
+    }
+
+    TEST_CASE("reconfigure replaces warm kernels started differently; a fresh start after failures") {
+        fixture f(2, 2);
+        f.p->refill(f.now);
+        f.warm("k1");
+        f.warm("k2");
+        auto cfg = f.p->config();
+        cfg.lease_s = 5;
+        f.p->reconfigure(cfg, false, f.now); // same kernels: nothing stops
+        CHECK(f.driver.stopped.empty());
+        cfg.kernelspec = "other";
+        f.p->reconfigure(cfg, true, f.now);
+        CHECK(f.driver.stopped == std::vector<std::string>{"k1", "k2"});
+        CHECK(f.driver.started.size() == 4); // replacements
+        for (int i = 0; i < 3; ++i) {
+            f.p->on_exited("k" + std::to_string(3 + i), "exit code 1", f.now);
+            f.advance(30s);
+        }
+        CHECK(f.p->failing());
+        f.p->reconfigure(cfg, false, f.now);
+        CHECK_FALSE(f.p->failing());
+        CHECK_FALSE(f.p->next_deadline().has_value()); // no backoff left to wait out
+    }
+
+    TEST_CASE("drain stops idle kernels and refuses acquires until resized; retire is for good") {
+        fixture f(2, 2);
+        f.p->refill(f.now);
+        f.warm("k1");
+        REQUIRE(granted(f.p->acquire(1, 5s, std::nullopt, f.now)) != nullptr); // k1 leased
+        CHECK(std::holds_alternative<acquire_queued>(f.p->acquire(2, 5s, std::nullopt, f.now)));
+        f.p->drain(f.now);
+        CHECK(f.sink.failures == std::vector<std::pair<waiter_id, errc>>{{2, errc::unavailable}});
+        CHECK(f.p->count(kernel_state::leased) == 1);
+        CHECK(f.p->count(kernel_state::warm) + f.p->count(kernel_state::starting) == 0);
+        auto refused = f.p->acquire(3, 5s, std::nullopt, f.now);
+        CHECK(std::get<kpool::error>(refused).code == errc::unavailable);
+        f.p->resize(1, f.now);
+        CHECK(std::holds_alternative<acquire_queued>(f.p->acquire(4, 5s, std::nullopt, f.now)));
+        f.p->retire(f.now);
+        CHECK(f.sink.failures.back() == std::pair<waiter_id, errc>{4, errc::unknown_pool});
+        CHECK(std::get<kpool::error>(f.p->acquire(5, 5s, std::nullopt, f.now)).code == errc::unknown_pool);
+        const auto started = f.driver.started.size();
+        f.p->refill(f.now);
+        CHECK(f.driver.started.size() == started);
+        CHECK_FALSE(f.p->empty()); // k1 is still leased
+        CHECK(f.p->release("k1", f.now).ok());
     }
 
     TEST_CASE("status reports sizes, counters and each kernel") {

@@ -188,6 +188,14 @@ class Client:
         reply = self.request({"op": "poll", "kernel_id": kernel_id})
         return None if reply["alive"] else reply["exit_code"]
 
+    def resize(self, pool: str, size: int) -> Dict[str, Any]:
+        """Keeps `size` warm kernels in `pool` from now on (until the next config reload)."""
+        return self.request({"op": "resize", "pool": pool, "size": int(size)})
+
+    def drain(self, pool: str) -> Dict[str, Any]:
+        """Stops the pool's idle kernels; acquires get "unavailable" until a resize."""
+        return self.request({"op": "drain", "pool": pool})
+
 
 class AsyncClient:
     """The same as Client, with coroutines (zmq.asyncio), for servers."""
@@ -245,3 +253,9 @@ class AsyncClient:
     async def poll(self, kernel_id: str) -> Optional[int]:
         reply = await self.request({"op": "poll", "kernel_id": kernel_id})
         return None if reply["alive"] else reply["exit_code"]
+
+    async def resize(self, pool: str, size: int) -> Dict[str, Any]:
+        return await self.request({"op": "resize", "pool": pool, "size": int(size)})
+
+    async def drain(self, pool: str) -> Dict[str, Any]:
+        return await self.request({"op": "drain", "pool": pool})

@@ -1,0 +1,249 @@
+"""Running kpoold as a service (issue #6): SIGHUP reloads, resize and drain, the systemd
+notification protocol against a socket the test reads, Prometheus metrics checked by promtool,
+and the systemd unit checked by systemd-analyze."""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import textwrap
+import time
+import urllib.request
+
+import pytest
+
+from conftest import HERE, KPOOLD, alive, wait_until
+
+KPOOL = os.environ.get("KPOOL_CLI") or os.path.join(HERE, "..", "..", "build", "kpool")
+SOURCE_DIR = os.path.abspath(os.path.join(HERE, "..", ".."))
+
+
+def rewrite_config(d, pools_toml, daemon_toml=""):
+    with open(d.config_path, "w") as f:
+        f.write('[daemon]\nruntime_dir = "%s"\nlog_level = "debug"\n%s\n%s\n' % (
+            d.runtime_dir, textwrap.dedent(daemon_toml), textwrap.dedent(pools_toml)))
+
+
+def pools_by_name(d):
+    return {p["name"]: p for p in d.status()["pools"]}
+
+
+def warm_pids(d, pool):
+    return {k["pid"] for k in d.status()["kernels"] if k["pool"] == pool and k["state"] == "warm"}
+
+
+def test_sighup_applies_a_new_config_without_dropping_kernels(kpoold):
+    d = kpoold("""
+        [pools.fake]
+        kernelspec = "fake"
+        size = 1
+        [pools.going]
+        kernelspec = "fake"
+        size = 1
+    """)
+    d.wait_warm("fake", 1)
+    d.wait_warm("going", 1)
+    (kept,) = warm_pids(d, "fake")
+    leased = d.acquire("going")
+    rewrite_config(d, """
+        [pools.fake]
+        kernelspec = "fake"
+        size = 3
+        [pools.new]
+        kernelspec = "fake"
+        size = 1
+    """)
+    d.proc.send_signal(signal.SIGHUP)
+    d.wait_warm("fake", 3)
+    d.wait_warm("new", 1)
+    assert kept in warm_pids(d, "fake")  # the warm kernel was not dropped
+    going = pools_by_name(d)["going"]
+    assert going["removed"] is True and going["leased"] == 1 and going["warm"] == 0
+    assert alive(leased["pid"])  # a leased kernel runs on
+    r = d.rpc(op="acquire", pool="going", timeout_ms=0)
+    assert r["error"]["code"] == "unknown_pool"
+    assert d.rpc(op="release", kernel_id=leased["kernel_id"])["ok"]
+    wait_until(lambda: "going" not in pools_by_name(d), what="the removed pool to go")
+    assert "config reloaded" in d.log_text()
+
+    # A broken file changes nothing: the diagnostic goes to the log.
+    with open(d.config_path, "a") as f:
+        f.write("[pools.fake]\nsise = 2\n")
+    d.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: "config not reloaded" in d.log_text(), what="the refusal")
+    assert "kpool.toml:" in d.log_text().split("config not reloaded")[1].splitlines()[0]
+    assert pools_by_name(d)["fake"]["size"] == 3 and d.rpc(op="ping")["ok"]
+    # Nor does a change that takes a restart.
+    rewrite_config(d, "[pools.fake]\nkernelspec = \"fake\"\nsize = 1\n",
+                   'control = "ipc://%s/elsewhere"' % d.runtime_dir)
+    d.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: "[daemon] control changed" in d.log_text(), what="the restart refusal")
+    assert pools_by_name(d)["fake"]["size"] == 3
+
+
+def test_a_reload_that_changes_the_kernelspec_replaces_warm_kernels(kpoold):
+    d = kpoold("""
+        [pools.p]
+        kernelspec = "fake"
+        size = 1
+    """)
+    d.wait_warm("p", 1)
+    (old,) = warm_pids(d, "p")
+    rewrite_config(d, """
+        [pools.p]
+        kernelspec = "fake"
+        size = 1
+        transport = "ipc"
+    """)
+    d.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: warm_pids(d, "p") and old not in warm_pids(d, "p"),
+               what="the warm kernel to be replaced")
+    assert d.acquire("p")["connection"]["transport"] == "ipc"
+
+
+def test_resize_and_drain_over_the_control_socket_and_the_cli(kpoold):
+    d = kpoold("""
+        [pools.fake]
+        kernelspec = "fake"
+        size = 1
+    """, daemon_toml="max_kernels = 8")
+    d.wait_warm("fake", 1)
+    r = d.rpc(op="resize", pool="fake", size=3)
+    assert r["ok"] and r["size"] == 3 and r["previous_size"] == 1
+    d.wait_warm("fake", 3)
+    held = d.acquire("fake")
+    out = subprocess.run([KPOOL, "--endpoint", d.endpoint, "resize", "fake", "1"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout == "fake: size 1 (was 3)\n"
+    wait_until(lambda: pools_by_name(d)["fake"]["warm"] == 1 and
+               pools_by_name(d)["fake"]["stopping"] == 0, what="the surplus to stop")
+    assert d.rpc(op="resize", pool="fake", size=9)["error"]["message"] == \
+        "pool sizes would add up to 9, more than max_kernels = 8"
+    assert d.rpc(op="resize", pool="nope", size=1)["error"]["code"] == "unknown_pool"
+
+    out = subprocess.run([KPOOL, "--endpoint", d.endpoint, "drain", "fake"], capture_output=True,
+                         text=True)
+    assert out.returncode == 0 and out.stdout == "fake: drained (size was 1)\n"
+    wait_until(lambda: pools_by_name(d)["fake"]["warm"] == 0, what="the drain")
+    p = pools_by_name(d)["fake"]
+    assert p["drained"] is True and p["leased"] == 1 and alive(held["pid"])
+    r = d.rpc(op="acquire", pool="fake", timeout_ms=5000)
+    assert r["error"]["code"] == "unavailable" and "drained" in r["error"]["message"]
+    assert d.rpc(op="resize", pool="fake", size=1)["ok"]
+    assert d.acquire("fake", timeout_ms=10000)["ok"]
+    status = subprocess.run([KPOOL, "--endpoint", d.endpoint, "status"], capture_output=True,
+                            text=True)
+    assert "ACQUIRE_P50_MS" in status.stdout and "TO_WARM_P50_S" in status.stdout
+
+
+class NotifySocket:
+    """Plays systemd's side of sd_notify: a datagram socket the daemon writes to."""
+
+    def __init__(self, path):
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(path)
+        self.messages = []
+
+    def wait_for(self, text, timeout=10):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(text in m for m in self.messages):
+                return [m for m in self.messages if text in m]
+            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                self.messages.append(self.sock.recv(4096).decode())
+            except socket.timeout:
+                pass
+        raise AssertionError("no %r from the daemon; got %r" % (text, self.messages))
+
+    def collect(self, seconds):
+        """Every message that arrives within `seconds`."""
+        got = []
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                got.append(self.sock.recv(4096).decode())
+            except socket.timeout:
+                pass
+        self.messages += got
+        return got
+
+
+def test_systemd_notifications_ready_status_watchdog_reload_stopping(kpoold, tmp_path):
+    notify = NotifySocket(str(tmp_path / "notify"))
+    d = kpoold("""
+        [pools.fake]
+        kernelspec = "fake"
+        size = 1
+    """, env={"NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "200000"})
+    ready = notify.wait_for("READY=1")
+    assert "MAINPID=%d" % d.proc.pid in ready[0]
+    notify.wait_for("STATUS=fake: 1 warm, 0 starting, 0 leased")
+    pings = notify.collect(1.0).count("WATCHDOG=1")
+    assert 5 <= pings <= 15  # every 100 ms: half of WATCHDOG_USEC
+    d.acquire("fake")
+    notify.wait_for("STATUS=fake: 1 warm, 0 starting, 1 leased", timeout=15)
+    notify.messages.clear()
+    d.proc.send_signal(signal.SIGHUP)
+    notify.wait_for("RELOADING=1")
+    notify.wait_for("READY=1")  # after the reload (the first one was cleared)
+    d.stop()
+    notify.wait_for("STOPPING=1")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_prometheus_metrics_pass_promtool(kpoold):
+    port = free_port()
+    d = kpoold("""
+        [pools.fake]
+        kernelspec = "fake"
+        size = 1
+    """, daemon_toml='metrics = "127.0.0.1:%d"' % port)
+    d.wait_warm("fake", 1)
+    d.acquire("fake")
+    assert d.rpc(op="acquire", pool="fake", timeout_ms=0)["error"]["code"] == "timeout"
+    d.wait_warm("fake", 1)
+    text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10).read().decode()
+    for series in ('kpool_pool_target_kernels{pool="fake"} 1', 'kpool_pool_warm_kernels{pool="fake"} 1',
+                   'kpool_pool_leased_kernels{pool="fake"} 1', 'kpool_pool_starting_kernels{pool="fake"} 0',
+                   'kpool_acquired_total{pool="fake"} 1', 'kpool_served_warm_total{pool="fake"} 1',
+                   'kpool_timed_out_total{pool="fake"} 1', 'kpool_spawn_failures_total{pool="fake"} 0',
+                   'kpool_acquire_duration_seconds_count{pool="fake"} 1',
+                   'kpool_kernel_time_to_warm_seconds_count{pool="fake"} 2'):
+        assert series in text, (series, text)
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool (Debian's prometheus package) is needed"
+    check = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_a_metrics_port_in_use_stops_the_daemon_with_a_message(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        config = tmp_path / "kpool.toml"
+        config.write_text('[daemon]\nruntime_dir = "%s"\nmetrics = "127.0.0.1:%d"\n[pools.p]\nsize = 0\n'
+                          % (tmp_path / "run", taken.getsockname()[1]))
+        out = subprocess.run([KPOOLD, "--config", str(config)], capture_output=True, text=True,
+                             timeout=30)
+    assert out.returncode == 1 and "cannot serve metrics at 127.0.0.1:" in out.stderr
+
+
+def test_the_systemd_unit_passes_systemd_analyze_verify(tmp_path):
+    analyze = shutil.which("systemd-analyze")
+    assert analyze, "systemd-analyze (Debian's systemd package) is needed"
+    with open(os.path.join(SOURCE_DIR, "systemd", "kpoold.service")) as f:
+        unit = f.read()
+    assert "ExecStart=/usr/bin/kpoold --config /etc/kpool/kpool.toml" in unit
+    # Verified against the kpoold just built: verify checks that ExecStart exists.
+    (tmp_path / "kpoold.service").write_text(unit.replace("/usr/bin/kpoold", os.path.abspath(KPOOLD)))
+    out = subprocess.run([analyze, "verify", str(tmp_path / "kpoold.service")],
+                         capture_output=True, text=True)
+    assert out.returncode == 0 and "kpoold.service" not in out.stderr, out.stderr
