@@ -254,7 +254,7 @@ daemon_config read_daemon(const toml::table& root) {
                 "'log_level' must be one of trace, debug, info, warn, error, critical, off");
     d.max_kernels = read_int(table, "max_kernels", d.max_kernels, 1, 4096);
     d.metrics = read_string(table, "metrics", "");
-    check_value(table, "metrics", [&] { return valid_host_port(d.metrics); },
+    check_value(table, "metrics", [&] { return d.metrics.empty() || valid_host_port(d.metrics); },
                 "'metrics' must be HOST:PORT, e.g. \"127.0.0.1:9464\"");
     return d;
 }

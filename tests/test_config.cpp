@@ -104,6 +104,9 @@ open_files = 256
         CHECK(ipc->daemon.allowed_uids == std::vector<unsigned>{1000, 0});
         CHECK(ipc->daemon.allowed_gids == std::vector<unsigned>{27});
         CHECK(ipc->daemon.restricts_ipc_peers());
+        auto metrics = parse_config("[daemon]\nmetrics = \"[::1]:9464\"\n[pools.a]\n", "t.toml");
+        REQUIRE(metrics.ok());
+        CHECK(metrics->daemon.metrics == "[::1]:9464");
         auto tcp = parse_config(
             "[daemon]\ncontrol = \"tcp://0.0.0.0:5555\"\ncurve_secret_key_file = \"/etc/k\"\n"
             "curve_allowed_keys = [\"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7\"]\n[pools.a]\n",
@@ -166,6 +169,10 @@ open_files = 256
             {"[pools.a.limits]\nopen_files = 3\n",
              "t.toml:2:14: 'open_files' must be from 16 to 1048576, not 3"},
             {"[pools.a.limits]\nstack = 3\n", "t.toml:2:1: unknown key 'stack' in [pools.a.limits]"},
+            {"[daemon]\nmetrics = \"localhost:9464\"\n[pools.a]\n",
+             "t.toml:2:11: 'metrics' must be HOST:PORT, e.g. \"127.0.0.1:9464\""},
+            {"[daemon]\nmetrics = \"127.0.0.1:99999\"\n[pools.a]\n",
+             "t.toml:2:11: 'metrics' must be HOST:PORT, e.g. \"127.0.0.1:9464\""},
             {"[daemon]\nruntime_dir = \"relative\"\n[pools.a]\n",
              "t.toml:2:15: 'runtime_dir' must be an absolute path"},
             {"[daemon]\n", "t.toml:1:1: no pools configured: add a [pools.NAME] table"},
