@@ -263,7 +263,7 @@ pool_config read_pool(const std::string& name, const toml::table& table, const d
     check_known_keys(table, "[pools." + name + "]",
                      {"kernelspec", "size", "max_starting", "ready_timeout_s", "lease_s",
                       "shutdown_grace_s", "transport", "ip", "context_snippet", "heartbeat_s",
-                      "heartbeat_timeout_s", "limits"});
+                      "heartbeat_timeout_s", "limits", "startup_code", "launcher"});
     pool_config p;
     p.name = name;
     p.kernelspec = read_string(table, "kernelspec", name);
@@ -287,6 +287,10 @@ pool_config read_pool(const std::string& name, const toml::table& table, const d
                            p.context_snippet.find("{context}") != std::string::npos;
                 },
                 "'context_snippet' must contain {context}, where the cwd and env go");
+    p.startup_code = read_string(table, "startup_code", "");
+    p.launcher = read_string(table, "launcher", p.launcher);
+    check_value(table, "launcher", [&] { return p.launcher == "spawn" || p.launcher == "fork"; },
+                "'launcher' must be \"spawn\" or \"fork\"");
     p.heartbeat_s = read_seconds(table, "heartbeat_s", p.heartbeat_s, 0, 86400, false);
     p.heartbeat_timeout_s =
         read_seconds(table, "heartbeat_timeout_s", p.heartbeat_timeout_s, 0, 3600, true);

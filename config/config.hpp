@@ -35,6 +35,12 @@ struct pool_config {
     std::string context_snippet;
     // Idle warm kernels are sent a kernel_info_request every heartbeat_s (0: never); one that
     // does not answer within heartbeat_timeout_s is killed and replaced.
+    // "spawn": a new interpreter per kernel; "fork": forked from a zygote that imported
+    // ipykernel (and startup_code's imports) once. Python kernelspecs only.
+    std::string launcher = "spawn";
+    // Run in each kernel before it counts as warm (e.g. "import numpy, pandas"), silently: no
+    // output, no history, no execution count. An error is a failed start.
+    std::string startup_code;
     double heartbeat_s = 10;
     double heartbeat_timeout_s = 5;
     kernel_limits limits;

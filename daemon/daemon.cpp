@@ -6,6 +6,7 @@
 #include "daemon/logging.hpp"
 #include "daemon/runtime_files.hpp"
 #include "daemon/spawn_launcher.hpp"
+#include "kpool/zygote_source.hpp"
 #include "protocol/control.hpp"
 #include "protocol/hmac.hpp"
 #include "kpool/version.hpp"
@@ -135,6 +136,7 @@ daemon::daemon(config::config cfg, std::string config_path)
         m_pools.emplace(pc.name, make_pool(pc));
     }
     m_deadline_timer = std::make_unique<uv_timer>(&m_loop);
+    m_zygote_cleanup = std::make_unique<uv_timer>(&m_loop);
 }
 
 daemon::~daemon() {
@@ -147,6 +149,9 @@ daemon::~daemon() {
     m_deadline_timer.reset();
     m_watchdog_timer.reset();
     m_signals.clear();
+    m_zygotes.clear();
+    m_retired_zygotes.clear();
+    m_zygote_cleanup.reset();
     m_launcher.reset(); // joins the spawner thread and closes its async handle
     uv_walk(
         &m_loop,
@@ -204,6 +209,11 @@ int daemon::run() {
         return 1;
     }
     m_instance.emplace(std::move(instance).value());
+    for (const auto& pc : m_cfg.pools) {
+        if (pc.launcher == "fork") {
+            start_zygote(pc);
+        }
+    }
     if (auto st = bind_control(); !st) {
         log->critical("{}", st.err().message);
         return 1;
@@ -291,8 +301,9 @@ status daemon::start_kernel(pool& owner, const std::string& id) {
                        .shutdown_grace = to_ms(pc.shutdown_grace_s),
                        .limits = resource_limits(pc.limits),
                        .heartbeat_interval = to_ms(pc.heartbeat_s),
-                       .heartbeat_timeout = to_ms(pc.heartbeat_timeout_s)};
-    auto kernel = std::make_unique<kernel_process>(&m_loop, m_zmq, *m_launcher, std::move(setup),
+                       .heartbeat_timeout = to_ms(pc.heartbeat_timeout_s),
+                       .startup_code = pc.startup_code};
+    auto kernel = std::make_unique<kernel_process>(&m_loop, m_zmq, launcher_for(pc), std::move(setup),
                                                    static_cast<kernel_events&>(*this));
     if (auto st = kernel->start(); !st) {
         return st;
@@ -378,6 +389,9 @@ void daemon::kernel_exited(const std::string& kernel_id, const exit_status& stat
     m_kernels.erase(id);
     if (p != nullptr) {
         p->on_exited(id, reason, clock::now());
+    }
+    if (!m_retired_zygotes.empty() || m_shutting_down) {
+        schedule_zygote_cleanup();
     }
     // A removed pool goes once its last kernel has.
     std::erase_if(m_removed_pools, [this](const std::unique_ptr<pool>& removed) {
@@ -483,11 +497,58 @@ void daemon::finish_if_done() {
         return;
     }
     // Nothing is left running: release every handle so uv_run returns.
+    schedule_zygote_cleanup(); // not from here: we may be inside a zygote's callback
     m_control.reset();
     m_zap.reset();
     m_deadline_timer->stop();
     m_watchdog_timer.reset();
     m_signals.clear();
+}
+
+launcher& daemon::launcher_for(const config::pool_config& pc) {
+    auto it = m_zygotes.find(pc.name);
+    return it != m_zygotes.end() ? static_cast<launcher&>(*it->second) : *m_launcher;
+}
+
+void daemon::start_zygote(const config::pool_config& pc) {
+    retire_zygote(pc.name);
+    auto spec = find_kernelspec(pc.kernelspec);
+    if (!spec) {
+        logger("daemon")->error("pool {}: no zygote: {}", pc.name, spec.err().message);
+        return;
+    }
+    launch_spec zygote;
+    const std::string socket_path = m_instance->path() + "/z" + std::to_string(++m_zygotes_started);
+    zygote.argv = {spec->argv.empty() ? std::string("python3") : spec->argv[0], "-c", zygote_source,
+                   socket_path, pc.startup_code};
+    zygote.env = kernel_environment(*spec, m_instance->id());
+    // debugpy warns about frozen modules when imported by a bare interpreter; the zygote's
+    // children get the kernel environment of each request, not this.
+    zygote.env.push_back("PYDEVD_DISABLE_FILE_VALIDATION=1");
+    try {
+        m_zygotes[pc.name] = std::make_unique<zygote_launcher>(&m_loop, *m_launcher, std::move(zygote),
+                                                               socket_path, pc.name);
+    } catch (const std::exception& e) {
+        logger("daemon")->error("pool {}: no zygote: {}", pc.name, e.what());
+    }
+}
+
+void daemon::retire_zygote(const std::string& pool_name) {
+    if (auto it = m_zygotes.find(pool_name); it != m_zygotes.end()) {
+        m_retired_zygotes.push_back(std::move(it->second));
+        m_zygotes.erase(it);
+        schedule_zygote_cleanup();
+    }
+}
+
+void daemon::schedule_zygote_cleanup() {
+    m_zygote_cleanup->start(std::chrono::milliseconds(0), [this] {
+        std::erase_if(m_retired_zygotes, [](const auto& z) { return z->idle(); });
+        if (m_shutting_down && m_kernels.empty()) {
+            m_zygotes.clear();
+            m_retired_zygotes.clear();
+        }
+    });
 }
 
 void daemon::start_watchdog() {

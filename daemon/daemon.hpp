@@ -19,6 +19,7 @@
 #include "daemon/uv_handle.hpp"
 #include "daemon/uv_timer.hpp"
 #include "daemon/zap_handler.hpp"
+#include "daemon/zygote_launcher.hpp"
 #include "protocol/control.hpp"
 
 #include <uv.h>
@@ -121,6 +122,13 @@ private:
         }
     }
     std::unique_ptr<pool> make_pool(const config::pool_config& pc);
+    // The launcher a pool's kernels come from: its zygote for launcher = "fork".
+    launcher& launcher_for(const config::pool_config& pc);
+    // (Re)starts a fork pool's zygote; a previous one lives on until its kernels are gone.
+    void start_zygote(const config::pool_config& pc);
+    void retire_zygote(const std::string& pool_name);
+    // Destroys zygotes that are done with, outside of their own callbacks.
+    void schedule_zygote_cleanup();
     void start_watchdog();
     void watch_signal(int signum);
     void on_signal(int signum);
@@ -136,6 +144,10 @@ private:
     uv_loop_t m_loop{};
     zmq::context_t m_zmq;
     std::unique_ptr<launcher> m_launcher;
+    std::map<std::string, std::unique_ptr<zygote_launcher>> m_zygotes; // launcher = "fork" pools
+    std::vector<std::unique_ptr<zygote_launcher>> m_retired_zygotes;   // until their kernels go
+    std::unique_ptr<uv_timer> m_zygote_cleanup;
+    int m_zygotes_started = 0;
     kernel_budget m_budget;
     std::map<std::string, std::unique_ptr<pool>> m_pools;
     // Pools removed by a reload, alive until their last leased kernel is gone.

@@ -25,6 +25,22 @@ constexpr auto connection_file_poll = 20ms;
 constexpr auto kernel_info_resend = 1000ms;
 constexpr std::size_t output_tail_bytes = 4096;
 
+// IPython colours its tracebacks; logs want plain text.
+std::string strip_ansi(const std::string& text) {
+    std::string out;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        if (text[i] == '\x1b' && i + 1 < text.size() && text[i + 1] == '[') {
+            i += 2;
+            while (i < text.size() && !(text[i] >= '@' && text[i] <= '~')) {
+                ++i;
+            }
+            continue;
+        }
+        out.push_back(text[i]);
+    }
+    return out;
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -49,9 +65,7 @@ kernel_process::~kernel_process() {
     m_shell_watcher.reset(); // before the socket it watches
 }
 
-launch_spec kernel_process::make_launch_spec() const {
-    launch_spec spec;
-    spec.argv = format_argv(m_setup.spec, m_connection_file);
+std::vector<std::string> kernel_environment(const kernelspec& spec, const std::string& instance) {
     std::map<std::string, std::string> env;
     for (char** e = environ; *e != nullptr; ++e) {
         std::string_view entry(*e);
@@ -61,17 +75,25 @@ launch_spec kernel_process::make_launch_spec() const {
         }
     }
     const auto inherited = env;
-    for (const auto& [name, value] : m_setup.spec.env) {
+    for (const auto& [name, value] : spec.env) {
         env[name] = expand_env_value(value, inherited);
     }
     // As jupyter_client's launcher does: the kernel knows its parent, and ipykernel then
     // installs its interrupt handling and exits if the daemon disappears.
     env["JPY_PARENT_PID"] = std::to_string(::getpid());
     // Marks the kernel and whatever it starts as this run's, for the cleanup after a crash.
-    env[instance_env_var] = m_setup.instance;
+    env[instance_env_var] = instance;
+    std::vector<std::string> out;
     for (const auto& [name, value] : env) {
-        spec.env.push_back(name + "=" + value);
+        out.push_back(name + "=" + value);
     }
+    return out;
+}
+
+launch_spec kernel_process::make_launch_spec() const {
+    launch_spec spec;
+    spec.argv = format_argv(m_setup.spec, m_connection_file);
+    spec.env = kernel_environment(m_setup.spec, m_setup.instance);
     spec.limits = m_setup.limits;
     return spec;
 }
@@ -193,7 +215,14 @@ void kernel_process::on_shell_message() {
     }
     if (m_phase == phase::probing && msg->msg_type() == "kernel_info_reply" &&
         m_probe_ids.count(msg->parent_msg_id()) != 0) {
-        become_ready();
+        if (m_setup.startup_code.empty()) {
+            become_ready();
+        } else {
+            run_startup_code();
+        }
+    } else if (m_phase == phase::preheating && msg->msg_type() == "execute_reply" &&
+               msg->parent_msg_id() == m_startup_msg_id) {
+        on_startup_reply(*msg);
     } else if (m_phase == phase::ready && msg->msg_type() == "execute_reply" &&
                msg->parent_msg_id() == m_code_msg_id) {
         on_execute_reply(*msg);
@@ -296,6 +325,44 @@ void kernel_process::finish_code(const status& outcome) {
     done(outcome);
 }
 
+void kernel_process::run_startup_code() {
+    m_phase = phase::preheating;
+    m_poll_timer.stop(); // no more kernel_info resends
+    // Silent: no execute_result, no history entry, no execution count; the ready deadline
+    // still runs, so startup_code that hangs fails the start too.
+    auto msg = protocol::make_message("execute_request", m_session,
+                                      {{"code", m_setup.startup_code},
+                                       {"silent", true},
+                                       {"store_history", false},
+                                       {"user_expressions", json::object()},
+                                       {"allow_stdin", false},
+                                       {"stop_on_error", true}});
+    m_startup_msg_id = msg.msg_id();
+    send_frames(*m_shell, protocol::serialize(msg, m_info.key));
+}
+
+void kernel_process::on_startup_reply(const protocol::wire_message& msg) {
+    const json& content = msg.content;
+    if (content.value("status", "") == "ok") {
+        logger("kernel")->debug("kernel {}: startup_code ran in {:.0f} ms since launch", m_setup.id,
+                                seconds_since(m_started_at) * 1000);
+        become_ready();
+        return;
+    }
+    std::string traceback;
+    if (auto tb = content.find("traceback"); tb != content.end() && tb->is_array()) {
+        for (const json& line : *tb) {
+            if (line.is_string()) {
+                traceback += strip_ansi(line.get<std::string>()) + "\n";
+            }
+        }
+    }
+    logger("kernel")->error("kernel {} pool={}: startup_code failed:\n{}", m_setup.id, m_setup.pool,
+                            traceback.substr(traceback.size() > 4000 ? traceback.size() - 4000 : 0));
+    fail_start("startup_code raised " + content.value("ename", std::string("an error")) + ": " +
+               content.value("evalue", std::string()));
+}
+
 void kernel_process::become_ready() {
     m_ready_deadline.stop();
     m_poll_timer.stop();
@@ -312,7 +379,7 @@ void kernel_process::become_ready() {
 }
 
 void kernel_process::fail_start(const std::string& reason) {
-    if (m_phase != phase::launching && m_phase != phase::probing) {
+    if (m_phase != phase::launching && m_phase != phase::probing && m_phase != phase::preheating) {
         return;
     }
     logger("kernel")->error("kernel failed to start id={} pool={} pid={}: {}; output tail: {}",
@@ -327,7 +394,8 @@ void kernel_process::stop() {
     if (m_phase == phase::stopping || m_phase == phase::exited || m_phase == phase::created) {
         return;
     }
-    const bool channels_known = m_phase == phase::probing || m_phase == phase::ready;
+    const bool channels_known =
+        m_phase == phase::probing || m_phase == phase::preheating || m_phase == phase::ready;
     finish_code(error{errc::internal, "the kernel is being shut down"});
     m_phase = phase::stopping;
     m_ready_deadline.stop();

@@ -1,6 +1,7 @@
 // One kernel's life as an OS process: launch, prove readiness over the wire protocol, shut down.
 //
-//   launching --(kernel wrote its ports)--> probing --(signed kernel_info_reply)--> ready
+//   launching --(kernel wrote its ports)--> probing --(signed kernel_info_reply)-->
+//   [preheating: the pool's startup_code runs, silently] --> ready
 //   any phase --stop()--> stopping: shutdown_request on control, SIGTERM, SIGKILL to the group
 //   any phase --process exits--> exited: files removed, events.kernel_exited()
 //
@@ -44,6 +45,10 @@ public:
                                const std::string& output_tail) = 0;
 };
 
+// The environment a kernel of `spec` starts with: the daemon's, the kernelspec's env on top,
+// JPY_PARENT_PID and KPOOL_INSTANCE=`instance`, as "NAME=value" entries.
+std::vector<std::string> kernel_environment(const kernelspec& spec, const std::string& instance);
+
 struct kernel_setup {
     std::string id;
     std::string pool;
@@ -58,6 +63,8 @@ struct kernel_setup {
     std::vector<resource_limit> limits;
     std::chrono::milliseconds heartbeat_interval{0}; // 0: no heartbeat
     std::chrono::milliseconds heartbeat_timeout{5000};
+    // Run before the kernel counts as warm (imports, say); an error fails the start.
+    std::string startup_code;
 };
 
 class kernel_process {
@@ -98,7 +105,7 @@ public:
     std::chrono::steady_clock::time_point started_at() const { return m_started_at; }
 
 private:
-    enum class phase { created, launching, probing, ready, stopping, exited };
+    enum class phase { created, launching, probing, preheating, ready, stopping, exited };
 
     void on_started(int pid);
     void check_connection_file();
@@ -110,6 +117,8 @@ private:
     void on_shell_message();
     void on_execute_reply(const protocol::wire_message& msg);
     void finish_code(const status& outcome);
+    void run_startup_code();
+    void on_startup_reply(const protocol::wire_message& msg);
     void become_ready();
     void fail_start(const std::string& reason);
     void send_shutdown_request();
@@ -131,6 +140,7 @@ private:
     std::string m_output_tail;
     std::string m_code_msg_id; // the execute_request run_code is waiting on
     std::string m_heartbeat_id; // the kernel_info_request of the beat in flight
+    std::string m_startup_msg_id; // the execute_request of startup_code
     code_done m_code_done;
     std::chrono::steady_clock::time_point m_started_at;
 

@@ -21,10 +21,12 @@ std::optional<std::string> changed_socket_setting(const config::daemon_config& n
     return std::nullopt;
 }
 
-// Warm kernels started under `old` are not what `next` would start.
+// Warm kernels started under `old` are not what `next` would start (another kernelspec,
+// network, limits or startup_code).
 bool kernels_differ(const config::pool_config& old, const config::pool_config& next) {
     return old.kernelspec != next.kernelspec || old.transport != next.transport ||
-           old.ip != next.ip || old.limits != next.limits;
+           old.ip != next.ip || old.limits != next.limits || old.startup_code != next.startup_code ||
+           old.launcher != next.launcher;
 }
 
 } // namespace
@@ -64,6 +66,7 @@ void daemon::reload() {
             continue;
         }
         it->second->retire(now);
+        retire_zygote(it->first);
         if (!it->second->empty()) {
             m_removed_pools.push_back(std::move(it->second)); // leased kernels run on
         } else if (m_metrics) {
@@ -72,12 +75,21 @@ void daemon::reload() {
         it = m_pools.erase(it);
     }
     for (const config::pool_config& pc : next->pools) {
+        // A fork pool gets a fresh zygote on every reload, so an upgraded ipykernel (or
+        // anything its startup_code imports) is picked up; the old one lives on until its
+        // kernels are gone.
+        if (pc.launcher == "fork") {
+            start_zygote(pc);
+        } else {
+            retire_zygote(pc.name);
+        }
         auto it = m_pools.find(pc.name);
         if (it == m_pools.end()) {
             log->info("pool {} added: size {}", pc.name, pc.size);
             m_pools.emplace(pc.name, make_pool(pc)).first->second->refill(now);
-        } else if (!(it->second->config() == pc)) {
-            it->second->reconfigure(pc, kernels_differ(it->second->config(), pc), now);
+        } else if (!(it->second->config() == pc) || pc.launcher == "fork") {
+            it->second->reconfigure(
+                pc, pc.launcher == "fork" || kernels_differ(it->second->config(), pc), now);
         }
     }
     m_cfg = std::move(next).value();

@@ -19,13 +19,15 @@ from conftest import PYTHON, alive, wait_until
 POOL = """
 [pools.python3]
 size = 2
+launcher = "%s"
 """
 
 
 @pytest.fixture
-def pooled(kpoold, tmp_path, monkeypatch):
-    """A daemon with a python3 pool and the python3-pooled kernelspec pointing at it."""
-    d = kpoold(POOL)
+def pooled(request, kpoold, tmp_path, monkeypatch):
+    """A daemon with a python3 pool and the python3-pooled kernelspec pointing at it; the
+    pool's launcher is "spawn" unless the test asks for "fork" (indirect parametrization)."""
+    d = kpoold(POOL % getattr(request, "param", "spawn"))
     prefix = tmp_path / "prefix"
     subprocess.run([PYTHON, "-m", "kpool", "install-kernelspec", "--pool", "python3",
                     "--prefix", str(prefix), "--endpoint", d.endpoint], check=True,
@@ -33,9 +35,16 @@ def pooled(kpoold, tmp_path, monkeypatch):
     monkeypatch.setenv("JUPYTER_PATH", str(prefix / "share" / "jupyter"))
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "jupyter-runtime"))
     d.wait_warm("python3", 2, timeout=60)
+    if getattr(request, "param", "spawn") == "fork":
+        # The first kernels may have been spawned while the zygote imported: replace them.
+        wait_until(lambda: "zygote python3 ready" in d.log_text(), timeout=60, what="the zygote")
+        assert d.rpc(op="drain", pool="python3")["ok"]
+        assert d.rpc(op="resize", pool="python3", size=2)["ok"]
+        d.wait_warm("python3", 2, timeout=60)
     return d
 
 
+@pytest.mark.parametrize("pooled", ["spawn", "fork"], indirect=True)
 def test_kernel_manager_start_execute_interrupt_restart_shutdown(pooled, tmp_path):
     d = pooled
     km = KernelManager(kernel_name="python3-pooled")
