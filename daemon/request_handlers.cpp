@@ -272,6 +272,10 @@ std::string daemon::op_status(const protocol::control_request& req) {
     json kernels = json::array();
     for_each_pool([&](pool& p) {
         json ps = p.status_json(now);
+        ps["launcher"] = p.config().launcher;
+        if (auto z = m_zygotes.find(p.config().name); z != m_zygotes.end()) {
+            ps["zygote_ready"] = z->second->ready();
+        }
         for (auto& k : ps["kernels"]) {
             kernels.push_back(std::move(k));
         }
