@@ -366,6 +366,75 @@ class Bench:
                                 "fds": [before[0], after[0]], "rss_mib": [before[1], after[1]],
                                 "cpu_s": after[2] - before[2], "problems": problems}
 
+    # 8 -------------------------------------------------------------------------------------
+    def autosize(self):
+        """Bursty arrivals (quiet, burst, quiet) against an auto-sized pool, then against a
+        fixed pool as large as the auto pool was on average: how many requests found no warm
+        kernel and waited for a start. Real ipykernels, launcher = fork for both."""
+        phases = [(20, 0.5), (12, 3.0), (20, 0.5), (12, 3.0)] if not self.args.quick else [(8, 0.5), (6, 3.0)]
+        schedule, t = [], 0.0
+        for seconds, rate in phases:
+            end = t + seconds
+            while t < end:
+                schedule.append(t)
+                t += 1.0 / rate
+
+        def run(pool_toml):
+            d = Daemon(self.kpoold, pool_toml, max_kernels=32)
+            sizes = []
+            try:
+                end = time.monotonic() + 120
+                while not d.pool("python3").get("zygote_ready"):
+                    assert time.monotonic() < end, "the zygote never became ready"
+                    time.sleep(0.05)
+                d.wait_warm("python3", d.pool("python3")["size"])
+                client = self.kpool.Client(d.endpoint)
+                stop = threading.Event()
+
+                def sample():
+                    while not stop.is_set():
+                        sizes.append(d.pool("python3")["size"])
+                        time.sleep(0.25)
+
+                sampler = threading.Thread(target=sample)
+                sampler.start()
+                started = time.perf_counter()
+                waits = []
+
+                def request(at):
+                    delay = started + at - time.perf_counter()
+                    if delay > 0:
+                        time.sleep(delay)
+                    t0 = time.perf_counter()
+                    k = client.acquire("python3", timeout_ms=120000)
+                    waits.append((time.perf_counter() - t0) * 1000)
+                    client.release(k.kernel_id)
+
+                with concurrent.futures.ThreadPoolExecutor(max_workers=32) as ex:
+                    list(ex.map(request, schedule))
+                stop.set()
+                sampler.join()
+                c = d.pool("python3")["counters"]
+                return {"waited": c["waited"], "acquired": c["acquired"],
+                        "mean_size": statistics.mean(sizes), "max_size": max(sizes),
+                        "p50_ms": percentile(waits, 50), "p90_ms": percentile(waits, 90)}
+            finally:
+                d.close()
+
+        auto = run('[pools.python3]\nsize = "auto"\nmin = 1\nmax = 12\nmax_starting = 4\nlauncher = "fork"\n')
+        fixed_size = max(1, int(round(auto["mean_size"])))
+        fixed = run('[pools.python3]\nsize = %d\nmax_starting = 4\nlauncher = "fork"\n' % fixed_size)
+        self.md("## 8. Auto sizing under bursts (%d requests: %s)" % (
+                    len(schedule), ", ".join("%d s at %.1f/s" % p for p in phases)), "",
+                "| pool | mean size | max size | acquires | waited for a start | p50 ms | p90 ms |",
+                "| --- | --- | --- | --- | --- | --- | --- |",
+                "| size = \"auto\" (min 1, max 12) | %.1f | %d | %d | %d | %.1f | %.1f |" % (
+                    auto["mean_size"], auto["max_size"], auto["acquired"], auto["waited"], auto["p50_ms"], auto["p90_ms"]),
+                "| size = %d (fixed, the auto pool's mean) | %.1f | %d | %d | %d | %.1f | %.1f |" % (
+                    fixed_size, fixed["mean_size"], fixed["max_size"], fixed["acquired"], fixed["waited"],
+                    fixed["p50_ms"], fixed["p90_ms"]), "")
+        self.results["autosize"] = {"auto": auto, "fixed": fixed, "fixed_size": fixed_size}
+
     def plot(self, path):
         try:
             import matplotlib
@@ -398,7 +467,7 @@ class Bench:
         self.kpool = kpool
         scenarios = {"1": self.warm_acquire, "2": self.usable_kernel, "3": self.sustained,
                      "4": self.refill, "5": self.control_plane, "6": self.jupyter_execute,
-                     "7": self.soak}
+                     "7": self.soak, "8": self.autosize}
         self.md("# kpool benchmark, %s" % datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "",
                 "Machine: %d cores; %s" % (os.cpu_count(), "quick mode" if self.args.quick else "full mode"), "")
         for key in self.args.only.split(","):
@@ -417,7 +486,7 @@ def main():
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--quick", action="store_true", help="fewer requests, shorter runs")
     parser.add_argument("--only", default="1,2,3,4,5,6",
-                        help="scenarios to run, e.g. 1,5; 7 (the soak) only when asked")
+                        help="scenarios to run, e.g. 1,5; 7 (the soak) and 8 (auto sizing) only when asked")
     parser.add_argument("--rate", type=float, default=2.0, help="scenario 3: kernel requests/s")
     parser.add_argument("--duration", type=int, default=0,
                         help="scenario 3: seconds (default 60, 15 quick); scenario 7: (600, 60 quick)")

@@ -261,7 +261,7 @@ daemon_config read_daemon(const toml::table& root) {
 
 pool_config read_pool(const std::string& name, const toml::table& table, const daemon_config& d) {
     check_known_keys(table, "[pools." + name + "]",
-                     {"kernelspec", "size", "max_starting", "ready_timeout_s", "lease_s",
+                     {"kernelspec", "size", "min", "max", "max_starting", "ready_timeout_s", "lease_s",
                       "shutdown_grace_s", "transport", "ip", "context_snippet", "heartbeat_s",
                       "heartbeat_timeout_s", "limits", "startup_code", "launcher"});
     pool_config p;
@@ -269,7 +269,26 @@ pool_config read_pool(const std::string& name, const toml::table& table, const d
     p.kernelspec = read_string(table, "kernelspec", name);
     check_value(table, "kernelspec", [&] { return valid_pool_name(p.kernelspec); },
                 "'kernelspec' must be a kernelspec name (letters, digits, '-', '_', '.')");
-    p.size = read_int(table, "size", p.size, 0, d.max_kernels);
+    if (const toml::node* size = table.get("size"); size != nullptr && size->is_string()) {
+        if (size->as_string()->get() != "auto") {
+            fail(size->source(), "'size' must be an integer or \"auto\"");
+        }
+        p.auto_size = true;
+        p.min_size = read_int(table, "min", 0, 0, d.max_kernels);
+        if (table.get("max") == nullptr) {
+            fail(size->source(), "size = \"auto\" needs 'max', the most warm kernels to keep");
+        }
+        p.max_size = read_int(table, "max", 0, 1, d.max_kernels);
+        check_value(table, "max", [&] { return p.max_size >= p.min_size; },
+                    "'max' must be at least 'min'");
+        p.size = p.min_size;
+    } else {
+        p.size = read_int(table, "size", p.size, 0, d.max_kernels);
+        for (std::string_view key : {"min", "max"}) {
+            check_value(table, key, [] { return false; },
+                        "'" + std::string(key) + "' applies to size = \"auto\" only");
+        }
+    }
     p.max_starting = read_int(table, "max_starting", p.max_starting, 1, 64);
     p.ready_timeout_s = read_seconds(table, "ready_timeout_s", p.ready_timeout_s, 0, 3600, true);
     p.lease_s = read_seconds(table, "lease_s", p.lease_s, 0, 31536000, false);

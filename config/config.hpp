@@ -23,7 +23,12 @@ struct kernel_limits {
 struct pool_config {
     std::string name;             // what clients ask for
     std::string kernelspec;       // defaults to name
-    int size = 2;                 // warm kernels kept ready
+    int size = 2;                 // warm kernels kept ready (auto: the starting size, = min)
+    // size = "auto": the daemon sizes the pool between min and max from the arrival rate and
+    // the measured time to warm (daemon/autosize.hpp).
+    bool auto_size = false;
+    int min_size = 0;
+    int max_size = 0;
     int max_starting = 2;         // kernels starting at once, so refills do not starve the host
     double ready_timeout_s = 60;  // start to kernel_info_reply, else killed and replaced
     double lease_s = 3600;        // default lease of an acquired kernel; 0 means no limit

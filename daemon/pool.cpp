@@ -57,10 +57,43 @@ const char* to_string(kernel_state s) noexcept {
     return "unknown";
 }
 
+namespace {
+
+std::optional<autosizer> autosizer_for(const config::pool_config& cfg) {
+    if (!cfg.auto_size) {
+        return std::nullopt;
+    }
+    autosizer::params p;
+    p.min = cfg.min_size;
+    p.max = cfg.max_size;
+    return autosizer(p);
+}
+
+} // namespace
+
 pool::pool(config::pool_config cfg, kernel_budget& budget, kernel_driver& driver,
            waiter_sink& waiters, std::function<std::string()> make_id)
     : m_cfg(std::move(cfg)), m_budget(budget), m_driver(driver), m_waiter_sink(waiters),
-      m_make_id(std::move(make_id)) {}
+      m_make_id(std::move(make_id)), m_auto(autosizer_for(m_cfg)) {}
+
+void pool::autosize(clock::time_point now) {
+    if (!m_auto || m_shutting_down || m_retired || m_drained) {
+        return;
+    }
+    const int before = m_cfg.size;
+    const int target = m_auto->update(now);
+    m_auto_check = m_auto->next_check(now);
+    if (target == before) {
+        return;
+    }
+    logger("pool")->info("pool {} auto size {} -> {} (arrivals {:.2f}/s, time to warm {:.2f} s)",
+                         m_cfg.name, before, target, m_auto->rate_per_s(now),
+                         m_auto->time_to_warm_s());
+    m_cfg.size = target;
+    if (target < before) {
+        stop_surplus(target + static_cast<int>(m_waiters.size()), now);
+    }
+}
 
 int pool::count(kernel_state s) const {
     return static_cast<int>(std::count_if(m_kernels.begin(), m_kernels.end(),
@@ -106,6 +139,10 @@ acquire_outcome pool::acquire(waiter_id who, std::chrono::milliseconds timeout,
     }
     if (m_drained) {
         return error{errc::unavailable, "pool '" + m_cfg.name + "' is drained (resize it to serve again)"};
+    }
+    if (m_auto) {
+        m_auto->on_acquire(now);
+        autosize(now); // a larger target is filled by the refill that follows every acquire
     }
     if (kernel_entry* k = oldest_warm()) {
         ++m_counters.served_warm;
@@ -184,6 +221,9 @@ void pool::on_warm(const std::string& id, const protocol::connection_info& info,
     k.connection_file = connection_file;
     set_state(k, kernel_state::warm, now);
     m_warm_seconds.add(seconds_between(k.created, now));
+    if (m_auto) {
+        m_auto->on_time_to_warm(seconds_between(k.created, now));
+    }
     m_consecutive_failures = 0;
     m_backoff_until.reset();
     logger("pool")->info("kernel warm id={} pool={} pid={} startup_ms={:.0f}", id, m_cfg.name,
@@ -288,6 +328,9 @@ void pool::on_unresponsive(const std::string& id, const std::string& reason, clo
 }
 
 void pool::expire(clock::time_point now) {
+    if (m_auto_check && *m_auto_check <= now) {
+        autosize(now);
+    }
     while (!m_waiters.empty()) {
         // Deadlines are not in queue order (timeouts differ), so scan.
         auto due = std::find_if(m_waiters.begin(), m_waiters.end(),
@@ -328,6 +371,9 @@ std::optional<clock::time_point> pool::next_deadline() const {
     }
     if (m_backoff_until && !m_shutting_down) {
         consider(*m_backoff_until);
+    }
+    if (m_auto_check && !m_shutting_down) {
+        consider(*m_auto_check);
     }
     return next;
 }
@@ -411,6 +457,8 @@ void pool::reconfigure(config::pool_config cfg, bool replace_warm, clock::time_p
     logger("pool")->info("pool {} reconfigured: size {} -> {}{}", m_cfg.name, m_cfg.size, cfg.size,
                          replace_warm ? "; warm kernels replaced" : "");
     m_cfg = std::move(cfg);
+    m_auto = autosizer_for(m_cfg);
+    m_auto_check.reset();
     m_drained = false;
     // A reload is the operator asking to try again (say, after fixing a kernelspec): a fresh
     // start, without the backoff earned before.
@@ -421,7 +469,10 @@ void pool::reconfigure(config::pool_config cfg, bool replace_warm, clock::time_p
 }
 
 void pool::resize(int size, clock::time_point now) {
-    logger("pool")->info("pool {} resized: {} -> {}", m_cfg.name, m_cfg.size, size);
+    logger("pool")->info("pool {} resized: {} -> {}{}", m_cfg.name, m_cfg.size, size,
+                         m_auto ? " (no longer auto-sized, until the next reload)" : "");
+    m_auto.reset();
+    m_auto_check.reset();
     m_cfg.size = size;
     m_drained = false;
     stop_surplus(m_cfg.size + static_cast<int>(m_waiters.size()), now);
@@ -483,6 +534,7 @@ json pool::status_json(clock::time_point now) const {
                   {"leases_expired", c.leases_expired}}},
                 {"last_error", c.last_error.empty() ? json(nullptr) : json(c.last_error)},
                 // Over the last 256 of each: acquire request to reply, launch to warm.
+                {"auto", m_auto ? m_auto->status(now) : json(nullptr)},
                 {"recent",
                  {{"acquire_ms_p50", rounded(m_acquire_seconds.percentile(50), 1000)},
                   {"acquire_ms_p99", rounded(m_acquire_seconds.percentile(99), 1000)},

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "config/config.hpp"
+#include "daemon/autosize.hpp"
 #include "protocol/connection_info.hpp"
 #include "protocol/result.hpp"
 
@@ -189,6 +190,8 @@ private:
     void fail_waiters(const error& err);
     // Stops idle kernels (starting ones first, then warm) until warm + starting <= keep.
     void stop_surplus(int keep, clock::time_point now);
+    // size = "auto": a new target from the autosizer, applied.
+    void autosize(clock::time_point now);
     void set_state(kernel_entry& k, kernel_state s, clock::time_point now);
     void stop(kernel_entry& k, clock::time_point now);
 
@@ -202,6 +205,8 @@ private:
     std::deque<queued_acquire> m_waiters;
     pool_counters m_counters;
     recent_samples m_acquire_seconds;
+    std::optional<autosizer> m_auto; // size = "auto" (until a resize fixes the size)
+    std::optional<clock::time_point> m_auto_check;
     recent_samples m_warm_seconds; // launch to warm
     int m_consecutive_failures = 0;
     std::optional<clock::time_point> m_backoff_until;

@@ -117,6 +117,20 @@ open_files = 256
         CHECK(tcp->daemon.curve_allowed_keys.size() == 1);
     }
 
+    TEST_CASE("size = auto with min and max; launcher; startup_code") {
+        auto cfg = parse_config("[pools.a]\nsize = \"auto\"\nmin = 1\nmax = 6\nlauncher = \"fork\"\n"
+                                "startup_code = \"import json\"\n",
+                                "t.toml");
+        REQUIRE(cfg.ok());
+        const pool_config& a = cfg->pools[0];
+        CHECK(a.auto_size);
+        CHECK(a.min_size == 1);
+        CHECK(a.max_size == 6);
+        CHECK(a.size == 1); // starts at min
+        CHECK(a.launcher == "fork");
+        CHECK(a.startup_code == "import json");
+    }
+
     TEST_CASE("control defaults to the runtime directory's socket") {
         auto cfg = parse_config("[daemon]\nruntime_dir = \"/srv/k\"\n[pools.a]\n", "t.toml");
         REQUIRE(cfg.ok());
@@ -129,7 +143,7 @@ open_files = 256
             {"[daemon]\ncolour = 1\n[pools.a]\n", "t.toml:2:1: unknown key 'colour' in [daemon]"},
             {"[pools.a]\n  sise = 2\n", "t.toml:2:3: unknown key 'sise' in [pools.a]"},
             {"extra = 1\n[pools.a]\n", "t.toml:1:1: unknown key 'extra' in the top level"},
-            {"[pools.a]\nsize = \"two\"\n", "t.toml:2:8: 'size' must be an integer, not a string"},
+            {"[pools.a]\nsize = \"two\"\n", "t.toml:2:8: 'size' must be an integer or \"auto\""},
             {"[pools.a]\nsize = -1\n", "t.toml:2:8: 'size' must be from 0 to 64, not -1"},
             {"[daemon]\nmax_kernels = 0\n[pools.a]\n",
              "t.toml:2:15: 'max_kernels' must be from 1 to 4096, not 0"},
@@ -169,6 +183,12 @@ open_files = 256
             {"[pools.a.limits]\nopen_files = 3\n",
              "t.toml:2:14: 'open_files' must be from 16 to 1048576, not 3"},
             {"[pools.a.limits]\nstack = 3\n", "t.toml:2:1: unknown key 'stack' in [pools.a.limits]"},
+            {"[pools.a]\nsize = \"big\"\n", "t.toml:2:8: 'size' must be an integer or \"auto\""},
+            {"[pools.a]\nsize = \"auto\"\n",
+             "t.toml:2:8: size = \"auto\" needs 'max', the most warm kernels to keep"},
+            {"[pools.a]\nsize = \"auto\"\nmin = 3\nmax = 2\n", "t.toml:4:7: 'max' must be at least 'min'"},
+            {"[pools.a]\nsize = 2\nmax = 4\n", "t.toml:3:7: 'max' applies to size = \"auto\" only"},
+            {"[pools.a]\nlauncher = \"clone\"\n", "t.toml:2:12: 'launcher' must be \"spawn\" or \"fork\""},
             {"[daemon]\nmetrics = \"localhost:9464\"\n[pools.a]\n",
              "t.toml:2:11: 'metrics' must be HOST:PORT, e.g. \"127.0.0.1:9464\""},
             {"[daemon]\nmetrics = \"127.0.0.1:99999\"\n[pools.a]\n",

@@ -247,3 +247,24 @@ def test_the_systemd_unit_passes_systemd_analyze_verify(tmp_path):
     out = subprocess.run([analyze, "verify", str(tmp_path / "kpoold.service")],
                          capture_output=True, text=True)
     assert out.returncode == 0 and "kpoold.service" not in out.stderr, out.stderr
+
+
+def test_an_auto_sized_pool_grows_under_a_burst(kpoold):
+    d = kpoold("""
+        [pools.fake]
+        kernelspec = "fake"
+        size = "auto"
+        min = 1
+        max = 6
+        max_starting = 6
+    """)
+    d.wait_warm("fake", 1)
+    assert pools_by_name(d)["fake"]["auto"]["target"] == 1
+    for _ in range(40):  # a burst: 40 acquires, each released at once
+        r = d.acquire("fake", timeout_ms=20000)
+        d.rpc(op="release", kernel_id=r["kernel_id"])
+    auto = pools_by_name(d)["fake"]["auto"]
+    assert auto["target"] > 1 and auto["rate_per_s"] > 1 and auto["time_to_warm_s"] > 0, auto
+    assert pools_by_name(d)["fake"]["size"] == auto["target"]
+    assert "pool fake auto size 1 -> " in d.log_text()
+    d.wait_warm("fake", auto["target"])
