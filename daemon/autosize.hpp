@@ -5,7 +5,7 @@
 // (time constant 5 s) that sees a burst within seconds and a slow one (60 s) that remembers
 // steady load; the time to warm is an exponentially weighted mean of measured kernel starts.
 // Growth is immediate: a burst must not wait. Shrinking waits until the smaller size has been
-// enough for a quiet period (2 minutes), so a pause between bursts does not throw warm kernels
+// enough for a quiet period (a minute), so a pause between bursts does not throw warm kernels
 // away. Pure code: time is passed in, so tests script arrivals exactly.
 #pragma once
 
@@ -28,7 +28,7 @@ public:
         double safety = 1.5;
         double fast_time_constant_s = 5;
         double slow_time_constant_s = 60;
-        double shrink_after_s = 120;
+        double shrink_after_s = 60;
         double initial_time_to_warm_s = 1.0; // until a kernel start has been measured
     };
 
