@@ -100,6 +100,9 @@ private:
     // Replies on the control socket; false if the client is gone (or the socket is closed).
     bool send_reply(const envelope& env, const std::string& body);
     nlohmann::json acquire_reply_fields(const kernel_entry& kernel) const;
+    // The pool clients may ask for by `name`, or nullptr (removed pools included).
+    pool* active_pool(const std::string& name);
+    std::string unknown_pool_reply(const std::string& name, const nlohmann::json& req_id) const;
     // A kernel a client holds: handed out and not yet exited.
     kernel_process* handed_out_kernel(const std::string& id);
 

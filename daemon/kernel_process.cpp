@@ -287,19 +287,11 @@ void kernel_process::run_code(const std::string& code, std::chrono::milliseconds
         return;
     }
     m_code_done = std::move(done);
-    auto msg = protocol::make_message("execute_request", m_session,
-                                      {{"code", code},
-                                       {"silent", true},
-                                       {"store_history", false},
-                                       {"user_expressions", json::object()},
-                                       {"allow_stdin", false},
-                                       {"stop_on_error", false}});
-    m_code_msg_id = msg.msg_id();
     m_code_deadline.start(timeout, [this, timeout] {
         finish_code(error{errc::timeout, fmt::format("the kernel did not run the setup code within {} ms",
                                                      timeout.count())});
     });
-    send_frames(*m_shell, protocol::serialize(msg, m_info.key));
+    m_code_msg_id = send_silent_execute(code);
 }
 
 void kernel_process::on_execute_reply(const protocol::wire_message& msg) {
@@ -330,15 +322,21 @@ void kernel_process::run_startup_code() {
     m_poll_timer.stop(); // no more kernel_info resends
     // Silent: no execute_result, no history entry, no execution count; the ready deadline
     // still runs, so startup_code that hangs fails the start too.
+    m_startup_msg_id = send_silent_execute(m_setup.startup_code);
+}
+
+std::string kernel_process::send_silent_execute(const std::string& code) {
+    // silent: no execute_result or execute_input on iopub; store_history false: no history
+    // entry and no execution count. The user's first cell is still In[1].
     auto msg = protocol::make_message("execute_request", m_session,
-                                      {{"code", m_setup.startup_code},
+                                      {{"code", code},
                                        {"silent", true},
                                        {"store_history", false},
                                        {"user_expressions", json::object()},
                                        {"allow_stdin", false},
-                                       {"stop_on_error", true}});
-    m_startup_msg_id = msg.msg_id();
+                                       {"stop_on_error", false}});
     send_frames(*m_shell, protocol::serialize(msg, m_info.key));
+    return msg.msg_id();
 }
 
 void kernel_process::on_startup_reply(const protocol::wire_message& msg) {

@@ -118,6 +118,8 @@ private:
     void on_execute_reply(const protocol::wire_message& msg);
     void finish_code(const status& outcome);
     void run_startup_code();
+    // Sends code to run silently on the shell channel; returns the request's msg_id.
+    std::string send_silent_execute(const std::string& code);
     void on_startup_reply(const protocol::wire_message& msg);
     void become_ready();
     void fail_start(const std::string& reason);

@@ -104,15 +104,13 @@ std::string daemon::op_resize(const protocol::control_request& req) {
     if (!args) {
         return protocol::make_error_reply(args.err(), req.req_id);
     }
-    auto it = m_pools.find(args->pool);
-    if (it == m_pools.end()) {
-        return protocol::make_error_reply(
-            {errc::unknown_pool, "no pool named '" + protocol::echo_safe(args->pool) + "'"},
-            req.req_id);
+    pool* p = active_pool(args->pool);
+    if (p == nullptr) {
+        return unknown_pool_reply(args->pool, req.req_id);
     }
     int others = 0;
-    for (const auto& [name, p] : m_pools) {
-        others += name == args->pool ? 0 : p->config().size;
+    for (const auto& [name, other] : m_pools) {
+        others += name == args->pool ? 0 : other->config().size;
     }
     if (others + *args->size > m_budget.max) {
         return protocol::make_error_reply(
@@ -120,8 +118,8 @@ std::string daemon::op_resize(const protocol::control_request& req) {
                                             others + *args->size, m_budget.max)},
             req.req_id);
     }
-    const int before = it->second->config().size;
-    it->second->resize(*args->size, clock::now());
+    const int before = p->config().size;
+    p->resize(*args->size, clock::now());
     return protocol::make_ok_reply({{"pool", args->pool}, {"size", *args->size}, {"previous_size", before}},
                                    req.req_id);
 }
@@ -131,14 +129,12 @@ std::string daemon::op_drain(const protocol::control_request& req) {
     if (!args) {
         return protocol::make_error_reply(args.err(), req.req_id);
     }
-    auto it = m_pools.find(args->pool);
-    if (it == m_pools.end()) {
-        return protocol::make_error_reply(
-            {errc::unknown_pool, "no pool named '" + protocol::echo_safe(args->pool) + "'"},
-            req.req_id);
+    pool* p = active_pool(args->pool);
+    if (p == nullptr) {
+        return unknown_pool_reply(args->pool, req.req_id);
     }
-    const int before = it->second->config().size;
-    it->second->drain(clock::now());
+    const int before = p->config().size;
+    p->drain(clock::now());
     return protocol::make_ok_reply({{"pool", args->pool}, {"size", 0}, {"previous_size", before}},
                                    req.req_id);
 }

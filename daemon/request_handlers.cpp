@@ -88,13 +88,11 @@ std::string daemon::op_acquire(const envelope& env, const protocol::control_requ
     if (!args) {
         return protocol::make_error_reply(args.err(), req.req_id);
     }
-    auto it = m_pools.find(args->pool);
-    if (it == m_pools.end()) {
-        return protocol::make_error_reply(
-            {errc::unknown_pool, "no pool named '" + protocol::echo_safe(args->pool) + "'"},
-            req.req_id);
+    pool* found = active_pool(args->pool);
+    if (found == nullptr) {
+        return unknown_pool_reply(args->pool, req.req_id);
     }
-    pool& p = *it->second;
+    pool& p = *found;
     std::string setup_code;
     if (args->has_context()) {
         // Resolved before a kernel is taken, so an impossible request costs the pool nothing.
@@ -190,6 +188,16 @@ bool daemon::hand_over(pending_acquire pending, const kernel_entry& kernel) {
         reschedule();
     });
     return true;
+}
+
+pool* daemon::active_pool(const std::string& name) {
+    auto it = m_pools.find(name);
+    return it == m_pools.end() ? nullptr : it->second.get();
+}
+
+std::string daemon::unknown_pool_reply(const std::string& name, const json& req_id) const {
+    return protocol::make_error_reply(
+        {errc::unknown_pool, "no pool named '" + protocol::echo_safe(name) + "'"}, req_id);
 }
 
 bool daemon::send_reply(const envelope& env, const std::string& body) {
