@@ -25,6 +25,12 @@ void autosizer::on_acquire(clock::time_point now) {
     m_last_arrival = now;
 }
 
+void autosizer::on_wait(clock::time_point now) {
+    (void)now;
+    m_target = std::min(m_target + 1, m_params.max);
+    m_smaller_since.reset();
+}
+
 double autosizer::rate_per_s(clock::time_point now) const {
     if (!m_last_arrival) {
         return 0;

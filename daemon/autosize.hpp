@@ -4,7 +4,8 @@
 // The arrival rate is the larger of two exponentially weighted rates of acquires, a fast one
 // (time constant 5 s) that sees a burst within seconds and a slow one (60 s) that remembers
 // steady load; the time to warm is an exponentially weighted mean of measured kernel starts.
-// Growth is immediate: a burst must not wait. Shrinking waits until the smaller size has been
+// Growth is immediate: a burst must not wait, and every acquire that finds the pool empty adds a
+// kernel at once, before the rates have caught up. Shrinking waits until the smaller size has been
 // enough for a quiet period (a minute), so a pause between bursts does not throw warm kernels
 // away. Pure code: time is passed in, so tests script arrivals exactly.
 #pragma once
@@ -35,6 +36,9 @@ public:
     explicit autosizer(params p) : m_params(p), m_target(p.min) {}
 
     void on_acquire(clock::time_point now);
+    // An acquire found no warm kernel: the pool is too small right now, whatever the rates
+    // say yet. One more kernel (up to max); shrinking waits for a quiet period as usual.
+    void on_wait(clock::time_point now);
     void on_time_to_warm(double seconds);
 
     // Re-evaluates the target size; returns it (changed or not).

@@ -166,6 +166,10 @@ acquire_outcome pool::acquire(waiter_id who, std::chrono::milliseconds timeout,
         ++m_counters.timed_out;
         return error{errc::timeout, "no warm kernel in pool '" + m_cfg.name + "'"};
     }
+    if (m_auto) {
+        m_auto->on_wait(now);
+        autosize(now);
+    }
     m_waiters.push_back({who, now + timeout, lease_s});
     refill(now);
     return acquire_queued{};

@@ -66,6 +66,19 @@ TEST_SUITE("autosize") {
         CHECK_FALSE(a.next_check(t).has_value()); // at min: nothing left to watch
     }
 
+    TEST_CASE("an acquire that finds the pool empty adds a kernel at once, up to max") {
+        autosizer a({.min = 1, .max = 3});
+        CHECK(a.update(t0) == 1);
+        a.on_wait(t0);
+        CHECK(a.target() == 2);
+        CHECK(a.update(t0 + 1s) == 2); // kept, although the rates ask for less
+        a.on_wait(t0 + 1s);
+        a.on_wait(t0 + 1s);
+        CHECK(a.target() == 3);
+        CHECK(a.update(t0 + 30s) == 3);
+        CHECK(a.update(t0 + 100s) == 1); // a quiet minute later
+    }
+
     TEST_CASE("before any measurement, a start is taken to cost a second") {
         autosizer a({.min = 0, .max = 10});
         const tp end = arrivals(a, t0, 200ms, 200s); // 5/s
