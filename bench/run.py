@@ -346,8 +346,22 @@ class Bench:
             loadgen.settle(d.endpoint)
             pid = d.proc.pid
             before = (loadgen.fd_count(pid), loadgen.rss_kib(pid) / 1024.0, cpu_seconds(pid))
-            result = loadgen.run_load(d.endpoint, ["python3", "fake", "fake"], clients=50,
-                                      duration=duration)
+            series = []  # (seconds, fds, RSS MiB) every 10 s while the load runs
+            done = threading.Event()
+
+            def sample():
+                start = time.monotonic()
+                while not done.wait(10.0):
+                    series.append((time.monotonic() - start, loadgen.fd_count(pid),
+                                   loadgen.rss_kib(pid) / 1024.0))
+            sampler = threading.Thread(target=sample)
+            sampler.start()
+            try:
+                result = loadgen.run_load(d.endpoint, ["python3", "fake", "fake"], clients=50,
+                                          duration=duration)
+            finally:
+                done.set()
+                sampler.join()
             loadgen.settle(d.endpoint)
             after = (loadgen.wait_fds(pid, before[0]), loadgen.rss_kib(pid) / 1024.0, cpu_seconds(pid))
             problems = loadgen.audit(pid, d.endpoint, os.path.join(d.dir, "run", "kernels"),
@@ -359,11 +373,17 @@ class Bench:
                 "Outcomes: %s" % ", ".join("%s %d" % kv for kv in sorted(result["outcomes"].items())), "",
                 "| | fds | RSS MiB |", "| --- | --- | --- |",
                 "| before | %d | %.1f |" % before[:2], "| after | %d | %.1f |" % after[:2], "",
+                "Under load, every 10 s (fds move with the kernels starting and leased at that "
+                "moment; what matters is no upward drift):", "",
+                "| s | fds | RSS MiB |", "| --- | --- | --- |")
+        self.md(*["| %.0f | %d | %.1f |" % row for row in series])
+        self.md("",
                 "Acquire latency (ms, answered with a kernel): %s" % (
                     "p50 %.1f, p99 %.1f" % (percentile(lat, 50), percentile(lat, 99)) if lat else "none"),
                 "", "Audit after settling: %s" % ("clean" if not problems else "; ".join(problems)), "")
         self.results["soak"] = {"duration_s": duration, "outcomes": result["outcomes"],
                                 "fds": [before[0], after[0]], "rss_mib": [before[1], after[1]],
+                                "series": series,
                                 "cpu_s": after[2] - before[2], "problems": problems}
 
     # 8 -------------------------------------------------------------------------------------

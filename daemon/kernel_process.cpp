@@ -230,6 +230,11 @@ void kernel_process::on_shell_message() {
                !m_heartbeat_id.empty() && msg->parent_msg_id() == m_heartbeat_id) {
         m_heartbeat_id.clear();
         m_heartbeat_deadline.stop();
+        // Between beats an idle kernel costs the daemon no socket: its file descriptors stay
+        // the same whether or not it has been beaten (a connection per beat is cheap).
+        if (!m_code_done) {
+            close_shell();
+        }
     }
 }
 

@@ -35,6 +35,7 @@ def test_fifty_clients_for_a_minute_leave_nothing_behind(kpoold):
     loadgen.run_load(d.endpoint, ["fake"], clients=4, duration=1)  # first-use allocations
     loadgen.settle(d.endpoint)
     fds_before, rss_before = loadgen.fd_count(pid), loadgen.rss_kib(pid)
+    targets_before = loadgen.fd_targets(pid)
 
     result = loadgen.run_load(d.endpoint, ["python3", "fake", "fake"], clients=50, duration=SECONDS)
     outcomes = result["outcomes"]
@@ -50,7 +51,8 @@ def test_fifty_clients_for_a_minute_leave_nothing_behind(kpoold):
     assert loadgen.audit(pid, d.endpoint, kernels_dir, ipc_pools={"fake"}) == []
     assert d.rpc(op="ping")["ok"]
     fds_after = loadgen.wait_fds(pid, fds_before)
-    assert fds_after <= fds_before, (fds_before, fds_after)
+    assert fds_after <= fds_before, (fds_before, fds_after, loadgen.fd_difference(
+        targets_before, loadgen.fd_targets(pid)))
     rss_after = loadgen.rss_kib(pid)
     if os.environ.get("KPOOL_SANITIZED") != "1":  # ASan's quarantine holds freed memory
         assert rss_after <= rss_before + RSS_SLACK_KIB, (rss_before, rss_after)

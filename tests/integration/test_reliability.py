@@ -1,12 +1,17 @@
 """Faults kpoold must survive (issue #5): hung warm kernels, pools that keep failing, a
 SIGKILLed daemon and the run after it, running out of file descriptors, per-pool rlimits."""
+import json
 import os
 import signal
+import sys
 import time
 
 import pytest
 
-from conftest import alive, run_code, wait_until
+from conftest import SOURCE_DIR, alive, run_code, wait_until
+
+sys.path.insert(0, os.path.join(SOURCE_DIR, "bench"))
+import loadgen  # noqa: E402
 
 
 def kernel_pids(d, pool, state="warm"):
@@ -35,6 +40,46 @@ def test_a_warm_ipykernel_that_hangs_is_found_by_the_heartbeat_and_replaced(kpoo
     pool = d.pool("python3")
     assert "stopped answering: no kernel_info_reply to a heartbeat within 1.0 s" in pool["last_error"]
     assert pool["counters"]["died_warm"] == 0  # counted once, as hung
+
+
+def kernel_ports(d, pool):
+    """The tcp ports of the pool's warm kernels, from their connection files."""
+    ports = set()
+    for k in d.status()["kernels"]:
+        if k["pool"] == pool and k["state"] == "warm":
+            with open(connection_file_of(d, k["id"])) as f:
+                info = json.load(f)
+            ports.update(info[name + "_port"] for name in ("shell", "iopub", "stdin", "control", "hb"))
+    return ports
+
+
+def connection_file_of(d, kernel_id):
+    for root, _, names in os.walk(os.path.join(d.runtime_dir, "kernels")):
+        if "kernel-%s.json" % kernel_id in names:
+            return os.path.join(root, "kernel-%s.json" % kernel_id)
+    raise AssertionError("no connection file for kernel %s" % kernel_id)
+
+
+def test_heartbeats_leave_no_connection_to_an_idle_kernel_open(kpoold):
+    # Issue #16: a beaten kernel used to keep its shell connection (a socket and an eventfd),
+    # so the daemon's fd count depended on which kernels had been beaten yet.
+    d = kpoold("""
+        [pools.fake]
+        kernelspec = "fake"
+        size = 2
+        heartbeat_s = 0.2
+    """)
+    d.wait_warm("fake", 2)
+    ports = kernel_ports(d, "fake")
+    time.sleep(1.0)  # four beats each, all answered
+    assert d.pool("fake")["counters"]["hung_warm"] == 0
+
+    def connections_to_kernels():
+        return [what for what in loadgen.fd_targets(d.proc.pid).values()
+                if " tcp " in what and int(what.rsplit(":", 1)[1]) in ports]
+    # A beat in flight holds a connection for a millisecond or two: wait for none.
+    wait_until(lambda: not connections_to_kernels(), timeout=5,
+               what="no connection to idle kernels (have %s)" % connections_to_kernels())
 
 
 @pytest.mark.parametrize("spec, last_error", [
