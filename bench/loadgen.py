@@ -225,7 +225,15 @@ def audit(pid, endpoint, kernels_dir, ipc_pools=()):
     if json_files != expected:
         problems.append("connection files %s, expected %s" % (json_files, expected))
     ipc_kernels = sum(1 for k in st["kernels"] if k["pool"] in ipc_pools)
-    sockets = [f for f in files if not f.endswith(".json") and not f.endswith(".lock")]
+    # Sockets live in the run's directory, or in the short directories its <run>.ipc lists.
+    socket_dirs = []
+    for listing in (f for f in files if f.endswith(".ipc")):
+        with open(listing) as f:
+            socket_dirs += f.read().split()
+    for socket_dir in socket_dirs:
+        for root, _, names in os.walk(socket_dir):
+            files += [os.path.join(root, n) for n in names]
+    sockets = [f for f in files if not f.endswith((".json", ".lock", ".ipc"))]
     if len(sockets) != 5 * ipc_kernels:
         problems.append("%d ipc socket files for %d ipc kernels: %s" % (len(sockets), ipc_kernels, sockets))
     return problems

@@ -268,6 +268,49 @@ class Bench:
                 "", "fork refills at **%.2fx** the rate of spawn." % (runs["fork"]["per_s"] / runs["spawn"]["per_s"]), "")
         self.results["refill"] = {"concurrency": concurrency, "runs": runs, "cold_s": cold_s, "cold_n": n}
 
+    # 9 -------------------------------------------------------------------------------------
+    def languages(self):
+        """Time to warm for every kernelspec Debian ships here, one kernel at a time, spawned by
+        kpoold (resize 0 -> 1 until it is warm) beside a cold start through jupyter_client
+        (start_kernel + wait_for_ready), medians of n runs each, in the same run."""
+        runs = 3 if self.args.quick else 7
+        rows = []
+        for spec in ("python3", "ir", "xpython"):
+            d = Daemon(self.kpoold, '[pools.k]\nkernelspec = "%s"\nsize = 0\nmax_starting = 1\n' % spec)
+            pooled = []
+            try:
+                for _ in range(runs):
+                    t = time.perf_counter()
+                    d.rpc(op="resize", pool="k", size=1)
+                    pooled.append(d.wait_warm("k", 1, interval=0.005) - t)
+                    d.rpc(op="drain", pool="k")
+                    end = time.monotonic() + 30
+                    while any(k["pool"] == "k" for k in d.rpc(op="status")["kernels"]):
+                        assert time.monotonic() < end, "the drained kernel did not stop"
+                        time.sleep(0.02)
+            finally:
+                d.close()
+            cold = []
+            for _ in range(runs):
+                t = time.perf_counter()
+                km = KernelManager(kernel_name=spec)
+                km.start_kernel()
+                kc = km.client()
+                kc.start_channels()
+                kc.wait_for_ready(timeout=120)
+                cold.append(time.perf_counter() - t)
+                kc.stop_channels()
+                km.shutdown_kernel(now=True)
+            rows.append((spec, statistics.median(pooled), statistics.median(cold)))
+        self.md("## 9. Time to warm per kernel language (one at a time, %d runs each)" % runs, "",
+                "| kernelspec | kpoold spawn to warm, p50 s | jupyter_client cold start, p50 s | ratio |",
+                "| --- | --- | --- | --- |")
+        for spec, pooled, cold in rows:
+            self.md("| %s | %.3f | %.3f | %.2fx |" % (spec, pooled, cold, cold / pooled))
+        self.md("", "Either way the kernel's own start-up is the cost; a pooled kernel pays it "
+                "before anyone asks (scenario 2 shows what an acquire then costs).", "")
+        self.results["languages"] = [{"kernelspec": s, "kpoold_s": p, "cold_s": c} for s, p, c in rows]
+
     # 5 -------------------------------------------------------------------------------------
     def control_plane(self):
         n = 20000 if self.args.quick else 100000
@@ -487,7 +530,7 @@ class Bench:
         self.kpool = kpool
         scenarios = {"1": self.warm_acquire, "2": self.usable_kernel, "3": self.sustained,
                      "4": self.refill, "5": self.control_plane, "6": self.jupyter_execute,
-                     "7": self.soak, "8": self.autosize}
+                     "7": self.soak, "8": self.autosize, "9": self.languages}
         self.md("# kpool benchmark, %s" % datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "",
                 "Machine: %d cores; %s" % (os.cpu_count(), "quick mode" if self.args.quick else "full mode"), "")
         for key in self.args.only.split(","):
@@ -505,7 +548,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--quick", action="store_true", help="fewer requests, shorter runs")
-    parser.add_argument("--only", default="1,2,3,4,5,6",
+    parser.add_argument("--only", default="1,2,3,4,5,6,9",
                         help="scenarios to run, e.g. 1,5; 7 (the soak) and 8 (auto sizing) only when asked")
     parser.add_argument("--rate", type=float, default=2.0, help="scenario 3: kernel requests/s")
     parser.add_argument("--duration", type=int, default=0,

@@ -28,6 +28,15 @@ struct config_failure {
     throw config_failure{region.begin, std::move(message)};
 }
 
+// "file:line:col" of where a region begins, for problems found after parsing.
+std::string position_text(const toml::source_region& region) {
+    std::ostringstream out;
+    out << (region.path ? *region.path : std::string("<config>")) << ':'
+        << std::max<toml::source_index>(region.begin.line, 1) << ':'
+        << std::max<toml::source_index>(region.begin.column, 1);
+    return out.str();
+}
+
 const char* type_name(const toml::node& node) {
     switch (node.type()) {
     case toml::node_type::table: return "a table";
@@ -263,10 +272,12 @@ pool_config read_pool(const std::string& name, const toml::table& table, const d
     check_known_keys(table, "[pools." + name + "]",
                      {"kernelspec", "size", "min", "max", "max_starting", "ready_timeout_s", "lease_s",
                       "shutdown_grace_s", "transport", "ip", "context_snippet", "heartbeat_s",
-                      "heartbeat_timeout_s", "limits", "startup_code", "launcher"});
+                      "heartbeat_timeout_s", "limits", "startup_code", "launcher", "python"});
     pool_config p;
     p.name = name;
     p.kernelspec = read_string(table, "kernelspec", name);
+    const toml::node* spec_node = table.get("kernelspec");
+    p.kernelspec_at = position_text(spec_node != nullptr ? spec_node->source() : table.source());
     check_value(table, "kernelspec", [&] { return valid_pool_name(p.kernelspec); },
                 "'kernelspec' must be a kernelspec name (letters, digits, '-', '_', '.')");
     if (const toml::node* size = table.get("size"); size != nullptr && size->is_string()) {
@@ -306,6 +317,9 @@ pool_config read_pool(const std::string& name, const toml::table& table, const d
                            p.context_snippet.find("{context}") != std::string::npos;
                 },
                 "'context_snippet' must contain {context}, where the cwd and env go");
+    p.python = read_string(table, "python", p.python);
+    check_value(table, "python", [&] { return p.python.starts_with('/'); },
+                "'python' must be an absolute path to an interpreter, e.g. \"/usr/bin/python3\"");
     p.startup_code = read_string(table, "startup_code", "");
     p.launcher = read_string(table, "launcher", p.launcher);
     check_value(table, "launcher", [&] { return p.launcher == "spawn" || p.launcher == "fork"; },

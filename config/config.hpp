@@ -23,6 +23,10 @@ struct kernel_limits {
 struct pool_config {
     std::string name;             // what clients ask for
     std::string kernelspec;       // defaults to name
+    std::string kernelspec_at;    // "file:line:col" of that choice, for problems found later
+    // The interpreter a kernelspec whose argv[0] is "python" or "python3" runs (see
+    // resolve_kernel_program in daemon/kernelspec.hpp).
+    std::string python = "/usr/bin/python3";
     int size = 2;                 // warm kernels kept ready (auto: the starting size, = min)
     // size = "auto": the daemon sizes the pool between min and max from the arrival rate and
     // the measured time to warm (daemon/autosize.hpp).
@@ -34,18 +38,18 @@ struct pool_config {
     double lease_s = 3600;        // default lease of an acquired kernel; 0 means no limit
     double shutdown_grace_s = 2;  // shutdown_request to SIGTERM, and SIGTERM to SIGKILL
     std::string transport = "tcp";
-    std::string ip = "127.0.0.1"; // tcp only; ipc sockets live in the runtime directory
+    std::string ip = "127.0.0.1"; // tcp only; ipc sockets: see daemon/ipc_socket_dirs.hpp
     // Code applying a client's cwd/env in the kernel ("{context}" = JSON string literal);
     // empty: kpool's built-in snippet for the kernel's language, if any.
     std::string context_snippet;
-    // Idle warm kernels are sent a kernel_info_request every heartbeat_s (0: never); one that
-    // does not answer within heartbeat_timeout_s is killed and replaced.
     // "spawn": a new interpreter per kernel; "fork": forked from a zygote that imported
     // ipykernel (and startup_code's imports) once. Python kernelspecs only.
     std::string launcher = "spawn";
     // Run in each kernel before it counts as warm (e.g. "import numpy, pandas"), silently: no
     // output, no history, no execution count. An error is a failed start.
     std::string startup_code;
+    // Idle warm kernels are sent a kernel_info_request every heartbeat_s (0: never); one that
+    // does not answer within heartbeat_timeout_s is killed and replaced.
     double heartbeat_s = 10;
     double heartbeat_timeout_s = 5;
     kernel_limits limits;

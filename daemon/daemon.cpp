@@ -209,6 +209,9 @@ int daemon::run() {
         return 1;
     }
     m_instance.emplace(std::move(instance).value());
+    m_ipc_dirs.emplace(m_instance->path(), m_cfg.daemon.runtime_dir,
+                       m_kernels_dir + "/" + m_instance->id() + ".ipc");
+    resolve_kernelspecs(m_cfg);
     for (const auto& pc : m_cfg.pools) {
         if (pc.launcher == "fork") {
             start_zygote(pc);
@@ -285,24 +288,35 @@ status daemon::start_kernel(pool& owner, const std::string& id) {
         return st;
     }
     const config::pool_config& pc = owner.config();
-    auto spec = find_kernelspec(pc.kernelspec);
+    const auto& spec = kernelspec_of(pc);
     if (!spec) {
         return spec.err();
     }
     kernel_setup setup{.id = id,
                        .pool = pc.name,
-                       .spec = std::move(*spec),
+                       .spec = spec->spec,
+                       .program = spec->program,
                        .kernels_dir = m_instance->path(),
                        .instance = m_instance->id(),
-                       .ipc_name = std::to_string(++m_kernels_started),
                        .transport = pc.transport,
                        .ip = pc.ip,
+                       .ipc_prefix = {},
+                       .ports = nullptr,
                        .ready_timeout = to_ms(pc.ready_timeout_s),
                        .shutdown_grace = to_ms(pc.shutdown_grace_s),
                        .limits = resource_limits(pc.limits),
                        .heartbeat_interval = to_ms(pc.heartbeat_s),
                        .heartbeat_timeout = to_ms(pc.heartbeat_timeout_s),
                        .startup_code = pc.startup_code};
+    if (pc.transport == "ipc") {
+        auto prefix = m_ipc_dirs->prefix_for(short_name(++m_kernels_started));
+        if (!prefix) {
+            return prefix.err();
+        }
+        setup.ipc_prefix = std::move(*prefix);
+    } else {
+        setup.ports = &m_ports;
+    }
     auto kernel = std::make_unique<kernel_process>(&m_loop, m_zmq, launcher_for(pc), std::move(setup),
                                                    static_cast<kernel_events&>(*this));
     if (auto st = kernel->start(); !st) {
@@ -311,6 +325,32 @@ status daemon::start_kernel(pool& owner, const std::string& id) {
     m_kernels.emplace(id, std::move(kernel));
     m_kernel_pool.emplace(id, &owner);
     return ok_status();
+}
+
+std::set<std::string> daemon::resolve_kernelspecs(const config::config& cfg) {
+    std::set<std::string> changed;
+    std::map<std::string, result<resolved_kernelspec>> specs;
+    for (const auto& pc : cfg.pools) {
+        auto spec = resolve_pool_kernelspec(pc.kernelspec, pc.python);
+        if (!spec) {
+            logger("daemon")->error("{}: pool '{}': {}", pc.kernelspec_at, pc.name,
+                                    spec.err().message);
+        }
+        auto old = m_specs.find(pc.name);
+        if (old != m_specs.end() && old->second && spec && !(*old->second == *spec)) {
+            changed.insert(pc.name);
+        }
+        specs.insert_or_assign(pc.name, std::move(spec));
+    }
+    m_specs = std::move(specs);
+    return changed;
+}
+
+const result<resolved_kernelspec>& daemon::kernelspec_of(const config::pool_config& pc) const {
+    static const result<resolved_kernelspec> unknown =
+        error{errc::internal, "kernelspec not resolved yet"};
+    auto it = m_specs.find(pc.name);
+    return it == m_specs.end() ? unknown : it->second;
 }
 
 void daemon::kernel_spawned(const std::string& id, int pid) {
@@ -512,16 +552,15 @@ launcher& daemon::launcher_for(const config::pool_config& pc) {
 
 void daemon::start_zygote(const config::pool_config& pc) {
     retire_zygote(pc.name);
-    auto spec = find_kernelspec(pc.kernelspec);
+    const auto& spec = kernelspec_of(pc);
     if (!spec) {
         logger("daemon")->error("pool {}: no zygote: {}", pc.name, spec.err().message);
         return;
     }
     launch_spec zygote;
     const std::string socket_path = m_instance->path() + "/z" + std::to_string(++m_zygotes_started);
-    zygote.argv = {spec->argv.empty() ? std::string("python3") : spec->argv[0], "-c", zygote_source,
-                   socket_path, pc.startup_code};
-    zygote.env = kernel_environment(*spec, m_instance->id());
+    zygote.argv = {spec->program, "-c", zygote_source, socket_path, pc.startup_code};
+    zygote.env = kernel_environment(spec->spec, m_instance->id());
     // debugpy warns about frozen modules when imported by a bare interpreter; the zygote's
     // children get the kernel environment of each request, not this.
     zygote.env.push_back("PYDEVD_DISABLE_FILE_VALIDATION=1");

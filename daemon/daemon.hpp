@@ -10,10 +10,14 @@
 #include "config/config.hpp"
 #include "daemon/control_server.hpp"
 #include "daemon/instance_dir.hpp"
+#include "daemon/ipc_socket_dirs.hpp"
+#include "daemon/kernel_context.hpp"
 #include "daemon/kernel_process.hpp"
+#include "daemon/kernelspec.hpp"
 #include "daemon/launcher.hpp"
 #include "daemon/metrics.hpp"
 #include "daemon/pool.hpp"
+#include "daemon/port_registry.hpp"
 #include "daemon/runtime_files.hpp"
 #include "daemon/sd_notify.hpp"
 #include "daemon/uv_handle.hpp"
@@ -29,6 +33,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -95,8 +100,9 @@ private:
     // False if the client could not be reached and the kernel was untouched (back to warm).
     bool hand_over(pending_acquire pending, const kernel_entry& kernel);
     bool send_kernel(const pending_acquire& pending, const kernel_entry& kernel);
-    // The pool's cwd/env snippet, or why it has none.
-    result<std::string> context_snippet_for(const config::pool_config& pc) const;
+    // The code applying a client's cwd/env in the pool's kernels, or why there is none.
+    result<std::string> context_code_for(const config::pool_config& pc,
+                                         const kernel_context& context) const;
     // Replies on the control socket; false if the client is gone (or the socket is closed).
     bool send_reply(const envelope& env, const std::string& body);
     nlohmann::json acquire_reply_fields(const kernel_entry& kernel) const;
@@ -139,11 +145,19 @@ private:
     void finish_if_done();
     void reschedule();
     pool* pool_of_kernel(const std::string& id);
+    // Reads every pool's kernelspec and resolves its program (at start and on reload); a
+    // problem is logged with the config position and stays in status until the next reload.
+    // Returns the pools whose kernelspec changed since last time.
+    std::set<std::string> resolve_kernelspecs(const config::config& cfg);
+    const result<resolved_kernelspec>& kernelspec_of(const config::pool_config& pc) const;
 
     config::config m_cfg;
     std::string m_config_path;
     std::string m_kernels_dir; // runtime_dir/kernels: every run's instance directory
     std::optional<instance_dir> m_instance; // this run's; after the kernels in destruction order
+    std::optional<ipc_socket_dirs> m_ipc_dirs; // inside or beside m_instance: destroyed first
+    port_registry m_ports; // tcp ports of live kernels: outlives them
+    std::map<std::string, result<resolved_kernelspec>> m_specs; // by pool name
     uv_loop_t m_loop{};
     zmq::context_t m_zmq;
     std::unique_ptr<launcher> m_launcher;

@@ -1,6 +1,8 @@
 // instance_dir: one locked directory per daemon run, and the sweep that cleans up dead runs.
 #include "daemon/instance_dir.hpp"
 
+#include "daemon/ipc_socket_dirs.hpp"
+
 #include "daemon/logging.hpp"
 #include "protocol/hmac.hpp"
 
@@ -110,6 +112,7 @@ stale_sweep sweep_stale_instances(const std::string& kernels_root) {
         }
         const int killed = kill_processes_of(id);
         std::filesystem::remove_all(kernels_root + "/" + id, ec);
+        remove_listed_ipc_dirs(kernels_root + "/" + id + ".ipc"); // sockets kept elsewhere
         logger("daemon")->warn("cleaned up after an earlier run that did not exit cleanly: "
                                "run {}, {} leftover process(es) killed, files removed",
                                id, killed);

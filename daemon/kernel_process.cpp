@@ -62,7 +62,8 @@ kernel_process::kernel_process(uv_loop_t* loop, zmq::context_t& zmq, launcher& l
       m_escalation(loop), m_code_deadline(loop), m_heartbeat(loop), m_heartbeat_deadline(loop) {}
 
 kernel_process::~kernel_process() {
-    m_shell_watcher.reset(); // before the socket it watches
+    m_shell_watcher.reset(); // before the sockets they watch
+    m_control_watcher.reset();
 }
 
 std::vector<std::string> kernel_environment(const kernelspec& spec, const std::string& instance) {
@@ -93,6 +94,9 @@ std::vector<std::string> kernel_environment(const kernelspec& spec, const std::s
 launch_spec kernel_process::make_launch_spec() const {
     launch_spec spec;
     spec.argv = format_argv(m_setup.spec, m_connection_file);
+    if (!m_setup.program.empty()) {
+        spec.argv.at(0) = m_setup.program;
+    }
     spec.env = kernel_environment(m_setup.spec, m_setup.instance);
     spec.limits = m_setup.limits;
     return spec;
@@ -105,21 +109,52 @@ status kernel_process::start() {
     m_info.key = protocol::random_hex(32); // 256 bits, fresh for every kernel
     m_info.kernel_name = m_setup.spec.name;
     if (m_setup.transport == "ipc") {
-        m_info.ip = m_setup.kernels_dir + "/" + m_setup.ipc_name;
-        constexpr std::size_t max_socket_path = 107; // sizeof(sockaddr_un::sun_path) - 1
-        if (m_info.ip.size() + 2 > max_socket_path) {
-            m_phase = phase::exited;
-            return error{errc::internal, "ipc socket path " + m_info.ip + "-N is longer than " +
-                                             std::to_string(max_socket_path) +
-                                             " bytes: choose a shorter runtime_dir"};
-        }
+        // jupyter_client's convention: `ip` is the path prefix, channel N is PREFIX-N.
+        m_info.ip = m_setup.ipc_prefix;
         m_info.shell_port = 1;
         m_info.iopub_port = 2;
         m_info.stdin_port = 3;
         m_info.control_port = 4;
         m_info.hb_port = 5;
     } else {
-        m_info.ip = m_setup.ip; // ports stay 0: the kernel binds random ports and writes them back
+        m_info.ip = m_setup.ip;
+    }
+    if (auto st = launch(); !st) {
+        m_phase = phase::exited;
+        return st;
+    }
+    m_ready_deadline.start(
+        std::chrono::duration_cast<std::chrono::milliseconds>(m_setup.ready_timeout), [this] {
+            fail_start(fmt::format("no kernel_info_reply within {:.1f} s",
+                                   std::chrono::duration<double>(m_setup.ready_timeout).count()));
+        });
+    return ok_status();
+}
+
+status kernel_process::assign_ports() {
+    if (m_setup.ports == nullptr) {
+        return error{errc::internal, "no port registry for a tcp kernel"};
+    }
+    m_ports = port_reservation(); // the old ones back first: they may be the lost ones
+    auto ports = m_setup.ports->reserve(m_info.ip);
+    if (!ports) {
+        return ports.err();
+    }
+    m_ports = std::move(ports).value();
+    const auto& p = m_ports.ports();
+    m_info.shell_port = p[0];
+    m_info.iopub_port = p[1];
+    m_info.stdin_port = p[2];
+    m_info.control_port = p[3];
+    m_info.hb_port = p[4];
+    return ok_status();
+}
+
+status kernel_process::launch() {
+    if (m_info.transport == "tcp") {
+        if (auto st = assign_ports(); !st) {
+            return st;
+        }
     }
     if (auto st = write_private_file(m_connection_file, protocol::dump_json(to_json(m_info))); !st) {
         return st;
@@ -130,17 +165,10 @@ status kernel_process::start() {
                                       [this](const exit_status& st) { on_exit(st); }});
     if (!process) {
         remove_kernel_files(m_connection_file, m_info);
-        m_phase = phase::exited;
         return process.err();
     }
     m_process = std::move(process).value();
-    m_phase = phase::launching;
-    m_ready_deadline.start(
-        std::chrono::duration_cast<std::chrono::milliseconds>(m_setup.ready_timeout), [this] {
-            fail_start(fmt::format("no kernel_info_reply within {:.1f} s",
-                                   std::chrono::duration<double>(m_setup.ready_timeout).count()));
-        });
-    m_poll_timer.start(0ms, [this] { check_connection_file(); }, connection_file_poll);
+    begin_probe();
     return ok_status();
 }
 
@@ -150,24 +178,16 @@ void kernel_process::on_started(int pid) {
     m_events.kernel_spawned(m_setup.id, pid);
 }
 
-void kernel_process::check_connection_file() {
-    auto text = read_small_file(m_connection_file);
-    if (!text) {
-        return; // the kernel rewrites it by unlink + create: try again shortly
+bool kernel_process::lost_a_port() const {
+    if (m_info.transport != "tcp") {
+        return false;
     }
-    json j = json::parse(*text, nullptr, false);
-    auto info = protocol::connection_info_from_json(j);
-    if (!info || !info->ports_assigned()) {
-        return; // not written yet, or written partially
+    for (std::uint16_t port : m_ports.ports()) {
+        if (port_registry::taken_by_another(m_info.ip, port)) {
+            return true;
+        }
     }
-    if (info->key != m_info.key || info->transport != m_info.transport) {
-        fail_start("the kernel rewrote its connection file with another key or transport");
-        return;
-    }
-    const std::string kernel_name = m_info.kernel_name;
-    m_info = std::move(*info);
-    m_info.kernel_name = kernel_name; // ipykernel drops it when it rewrites the file
-    begin_probe();
+    return false;
 }
 
 void kernel_process::open_shell() {
@@ -192,8 +212,9 @@ void kernel_process::begin_probe() {
         fail_start(std::string("cannot connect to the kernel's shell socket: ") + e.what());
         return;
     }
-    // Resent every second, as jupyter_client's wait_for_ready does: cheap, and robust against
-    // a request that arrives before the kernel's shell handler is listening.
+    // The first request waits in the socket until the kernel has bound its shell port. Resent
+    // every second, as jupyter_client's wait_for_ready does: cheap, and robust against a request
+    // that arrives before the kernel's shell handler is listening.
     m_poll_timer.start(0ms, [this] { send_kernel_info_request(); }, kernel_info_resend);
 }
 
@@ -382,7 +403,7 @@ void kernel_process::become_ready() {
 }
 
 void kernel_process::fail_start(const std::string& reason) {
-    if (m_phase != phase::launching && m_phase != phase::probing && m_phase != phase::preheating) {
+    if (m_phase != phase::probing && m_phase != phase::preheating) {
         return;
     }
     logger("kernel")->error("kernel failed to start id={} pool={} pid={}: {}; output tail: {}",
@@ -397,8 +418,8 @@ void kernel_process::stop() {
     if (m_phase == phase::stopping || m_phase == phase::exited || m_phase == phase::created) {
         return;
     }
-    const bool channels_known =
-        m_phase == phase::probing || m_phase == phase::preheating || m_phase == phase::ready;
+    // A kernel still probing may not have bound its control port yet; one that answered has.
+    const bool channels_known = m_phase == phase::preheating || m_phase == phase::ready;
     finish_code(error{errc::internal, "the kernel is being shut down"});
     m_phase = phase::stopping;
     m_ready_deadline.stop();
@@ -423,17 +444,36 @@ void kernel_process::stop() {
 }
 
 void kernel_process::send_shutdown_request() {
+    send_control(protocol::make_message("shutdown_request", m_session, {{"restart", false}}));
+}
+
+void kernel_process::send_control(const protocol::wire_message& msg) {
     try {
-        m_control = make_dealer(m_zmq, m_info.endpoint(m_info.control_port));
-        auto msg = protocol::make_message("shutdown_request", m_session, {{"restart", false}});
+        if (!m_control) {
+            m_control = make_dealer(m_zmq, m_info.endpoint(m_info.control_port));
+            // Replies (shutdown_reply, interrupt_reply) are read and dropped, not left queued.
+            m_control_watcher = std::make_unique<zmq_watcher>(m_loop, *m_control, [this] {
+                (void)recv_frames(*m_control);
+            });
+        }
         send_frames(*m_control, protocol::serialize(msg, m_info.key));
     } catch (const zmq::error_t& e) {
-        logger("kernel")->warn("kernel {}: cannot send shutdown_request: {}", m_setup.id, e.what());
+        logger("kernel")->warn("kernel {}: cannot send {}: {}", m_setup.id, msg.msg_type(), e.what());
     }
 }
 
 int kernel_process::signal(int signum) {
-    return m_process && !exited() ? m_process->signal_group(signum) : -ESRCH;
+    if (!m_process || exited()) {
+        return -ESRCH;
+    }
+    if (signum == SIGINT && m_setup.spec.interrupt_mode == "message") {
+        // Such a kernel interrupts itself on request (and may not handle SIGINT at all).
+        logger("kernel")->info("kernel {}: interrupt_mode is message: interrupt_request on control",
+                               m_setup.id);
+        send_control(protocol::make_message("interrupt_request", m_session));
+        return 0;
+    }
+    return m_process->signal_group(signum);
 }
 
 void kernel_process::append_output(std::string_view bytes) {
@@ -444,6 +484,25 @@ void kernel_process::append_output(std::string_view bytes) {
 }
 
 void kernel_process::on_exit(const exit_status& status) {
+    if ((m_phase == phase::probing || m_phase == phase::preheating) && !m_relaunched &&
+        lost_a_port()) {
+        // Another process bound one of our ports between our choice and the kernel's bind:
+        // not the kernelspec's fault. Once more, with fresh ports.
+        m_relaunched = true;
+        logger("kernel")->warn("kernel {} pool={}: another process took one of its ports before it "
+                               "could bind them; starting it again with fresh ports",
+                               m_setup.id, m_setup.pool);
+        m_poll_timer.stop();
+        close_shell();
+        m_control_watcher.reset();
+        m_control.reset();
+        m_probe_ids.clear();
+        m_output_tail.clear();
+        m_process.reset(); // inside its own exit callback: launchers allow that
+        if (launch()) {
+            return;
+        }
+    }
     const bool expected = m_phase == phase::stopping;
     m_phase = phase::exited;
     finish_code(error{errc::internal, "the kernel exited: " + status.describe()});
@@ -452,8 +511,10 @@ void kernel_process::on_exit(const exit_status& status) {
     m_escalation.stop();
     watch(false);
     close_shell();
+    m_control_watcher.reset();
     m_control.reset();
     remove_kernel_files(m_connection_file, m_info);
+    m_ports = port_reservation(); // the kernel is gone: its ports may go to another
     auto log = logger("kernel");
     // A kernel leaving by itself with status 0 is usually a client's shutdown_request.
     const bool clean = status.code == 0 && status.term_signal == 0;

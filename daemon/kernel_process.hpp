@@ -1,18 +1,21 @@
 // One kernel's life as an OS process: launch, prove readiness over the wire protocol, shut down.
 //
-//   launching --(kernel wrote its ports)--> probing --(signed kernel_info_reply)-->
+//   probing (from launch: kernel_info_request every second) --(signed kernel_info_reply)-->
 //   [preheating: the pool's startup_code runs, silently] --> ready
 //   any phase --stop()--> stopping: shutdown_request on control, SIGTERM, SIGKILL to the group
 //   any phase --process exits--> exited: files removed, events.kernel_exited()
 //
-// With tcp the kernel binds its own random ports (the connection file we write has ports 0 and
-// ipykernel fills them in), so there is no bind-then-close race between choosing a port and the
-// kernel binding it. With ipc the ports are socket file suffixes under a per-kernel prefix, so
-// we assign them and nothing can collide.
+// The daemon chooses the five channels before launch, as jupyter_client does, since only
+// ipykernel would choose and write back ports of its own. With tcp they come from the
+// port_registry (never two kernels of ours on one port); a kernel that dies before it is ready
+// because another process bound one of its ports in the meantime is launched once more with
+// fresh ports, not counted as a failed start. With ipc the ports are 1 to 5 after a per-kernel
+// socket path prefix (ipc_socket_dirs.hpp), so nothing can collide.
 #pragma once
 
 #include "daemon/kernelspec.hpp"
 #include "daemon/launcher.hpp"
+#include "daemon/port_registry.hpp"
 #include "daemon/uv_timer.hpp"
 #include "daemon/zmq_watcher.hpp"
 #include "protocol/connection_info.hpp"
@@ -53,11 +56,14 @@ struct kernel_setup {
     std::string id;
     std::string pool;
     kernelspec spec;
-    std::string kernels_dir; // 0700 directory for the connection file and ipc sockets
+    // What runs: the kernelspec's argv with argv[0] resolved (resolve_kernel_program).
+    std::string program;
+    std::string kernels_dir; // 0700 directory for the connection file
     std::string instance;    // this daemon run's id, given to the kernel as KPOOL_INSTANCE
-    std::string ipc_name;    // ipc: short and unique within kernels_dir (socket paths are short)
     std::string transport;   // "tcp" or "ipc"
-    std::string ip;
+    std::string ip;          // tcp: the address the kernel binds
+    std::string ipc_prefix;  // ipc: the socket path prefix (ipc_socket_dirs)
+    port_registry* ports = nullptr; // tcp: where the kernel's ports come from
     std::chrono::milliseconds ready_timeout{60000};
     std::chrono::milliseconds shutdown_grace{2000};
     std::vector<resource_limit> limits;
@@ -86,7 +92,8 @@ public:
     // idle warm kernels: a kernel a client holds may be busy for hours, and is not ours to poke.
     void watch(bool on);
 
-    // Signal to the kernel's process group; 0 or -errno.
+    // Signal to the kernel's process group; 0 or -errno. For a kernelspec whose
+    // interrupt_mode is "message", SIGINT is an interrupt_request on the control channel.
     int signal(int signum);
 
     // Executes `code` silently (no history, no execution count) in a ready kernel and calls
@@ -105,10 +112,14 @@ public:
     std::chrono::steady_clock::time_point started_at() const { return m_started_at; }
 
 private:
-    enum class phase { created, launching, probing, preheating, ready, stopping, exited };
+    enum class phase { created, probing, preheating, ready, stopping, exited };
 
     void on_started(int pid);
-    void check_connection_file();
+    // Chooses the channels (fresh tcp ports), writes the connection file, launches, probes.
+    status launch();
+    status assign_ports();
+    // Whether another process holds one of our tcp ports (the kernel could not bind it).
+    bool lost_a_port() const;
     void begin_probe();
     void send_kernel_info_request();
     void send_heartbeat();
@@ -124,6 +135,8 @@ private:
     void become_ready();
     void fail_start(const std::string& reason);
     void send_shutdown_request();
+    // Sends on the control channel, opening it (and a watcher that discards replies) first.
+    void send_control(const protocol::wire_message& msg);
     void on_exit(const exit_status& status);
     void append_output(std::string_view bytes);
     launch_spec make_launch_spec() const;
@@ -137,6 +150,8 @@ private:
     phase m_phase = phase::created;
     protocol::connection_info m_info;
     std::string m_connection_file;
+    port_reservation m_ports;
+    bool m_relaunched = false; // after losing a port: once per kernel
     std::string m_session; // our wire-protocol session id with this kernel
     std::set<std::string> m_probe_ids;
     std::string m_output_tail;
@@ -151,8 +166,9 @@ private:
     std::unique_ptr<zmq::socket_t> m_shell;
     std::unique_ptr<zmq_watcher> m_shell_watcher;
     std::unique_ptr<zmq::socket_t> m_control;
+    std::unique_ptr<zmq_watcher> m_control_watcher;
     uv_timer m_ready_deadline;
-    uv_timer m_poll_timer;   // connection file polling, then kernel_info resends
+    uv_timer m_poll_timer;   // kernel_info resends
     uv_timer m_escalation;   // SIGTERM, then SIGKILL, during stop
     uv_timer m_code_deadline;
     uv_timer m_heartbeat;          // next beat

@@ -1,6 +1,7 @@
 // kernel.json discovery and substitution, matching jupyter_client 7's behaviour.
 #include "daemon/kernelspec.hpp"
 
+#include "daemon/executable.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -155,6 +156,37 @@ std::vector<std::string> format_argv(const kernelspec& spec, const std::string& 
         replace_all(arg, "{prefix}", python_prefix);
     }
     return argv;
+}
+
+result<std::string> resolve_kernel_program(const kernelspec& spec, const std::string& python,
+                                           const std::string& path_var) {
+    if (spec.argv.empty()) {
+        return spec_error(spec.name, "'argv' is empty");
+    }
+    const std::string& argv0 = spec.argv.front();
+    const bool means_python = argv0 == "python" || argv0 == "python3";
+    auto program = resolve_executable(means_python ? python : argv0, path_var);
+    if (!program) {
+        return spec_error(spec.name, program.err().message +
+                                         (means_python ? " (argv[0] '" + argv0 +
+                                                             "' means the pool's python = \"" +
+                                                             python + "\")"
+                                                       : std::string()));
+    }
+    return program;
+}
+
+result<resolved_kernelspec> resolve_pool_kernelspec(const std::string& name,
+                                                    const std::string& python) {
+    auto spec = find_kernelspec(name);
+    if (!spec) {
+        return spec.err();
+    }
+    auto program = resolve_kernel_program(*spec, python, env_or("PATH", ""));
+    if (!program) {
+        return program.err();
+    }
+    return resolved_kernelspec{std::move(*spec), std::move(*program)};
 }
 
 std::string expand_env_value(const std::string& value,

@@ -1,6 +1,7 @@
 // kpoold's command line: run with a config file or the embedded default, or check a config.
 #include "config/config.hpp"
 #include "daemon/daemon.hpp"
+#include "daemon/kernelspec.hpp"
 #include "daemon/logging.hpp"
 #include "kpool/default_config.hpp"
 #include "kpool/version.hpp"
@@ -56,6 +57,19 @@ int main(int argc, char** argv) {
             auto cfg = kpool::config::load_config_file(argv[2]);
             if (!cfg) {
                 std::fprintf(stderr, "%s\n", cfg.err().message.c_str());
+                return 2;
+            }
+            // The kernels too: each pool's kernelspec found and its program there to run.
+            bool runnable = true;
+            for (const auto& pc : cfg->pools) {
+                if (auto spec = kpool::daemon::resolve_pool_kernelspec(pc.kernelspec, pc.python);
+                    !spec) {
+                    std::fprintf(stderr, "%s: pool '%s': %s\n", pc.kernelspec_at.c_str(),
+                                 pc.name.c_str(), spec.err().message.c_str());
+                    runnable = false;
+                }
+            }
+            if (!runnable) {
                 return 2;
             }
             std::printf("%s: ok (%zu pool%s, control %s)\n", argv[2], cfg->pools.size(),

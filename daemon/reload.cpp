@@ -26,7 +26,7 @@ std::optional<std::string> changed_socket_setting(const config::daemon_config& n
 bool kernels_differ(const config::pool_config& old, const config::pool_config& next) {
     return old.kernelspec != next.kernelspec || old.transport != next.transport ||
            old.ip != next.ip || old.limits != next.limits || old.startup_code != next.startup_code ||
-           old.launcher != next.launcher;
+           old.launcher != next.launcher || old.python != next.python;
 }
 
 } // namespace
@@ -59,6 +59,8 @@ void daemon::reload() {
     }
     set_log_level(next->daemon.log_level);
     m_budget.max = next->daemon.max_kernels;
+    // Kernelspecs are read again too: an edited kernel.json replaces the idle kernels.
+    const std::set<std::string> specs_changed = resolve_kernelspecs(*next);
     const auto now = clock::now();
     for (auto it = m_pools.begin(); it != m_pools.end();) {
         if (next->find_pool(it->first) != nullptr) {
@@ -87,9 +89,12 @@ void daemon::reload() {
         if (it == m_pools.end()) {
             log->info("pool {} added: size {}", pc.name, pc.size);
             m_pools.emplace(pc.name, make_pool(pc)).first->second->refill(now);
-        } else if (!(it->second->config() == pc) || pc.launcher == "fork") {
-            it->second->reconfigure(
-                pc, pc.launcher == "fork" || kernels_differ(it->second->config(), pc), now);
+        } else if (!(it->second->config() == pc) || pc.launcher == "fork" ||
+                   specs_changed.count(pc.name) != 0) {
+            it->second->reconfigure(pc,
+                                    pc.launcher == "fork" || specs_changed.count(pc.name) != 0 ||
+                                        kernels_differ(it->second->config(), pc),
+                                    now);
         }
     }
     m_cfg = std::move(next).value();

@@ -95,12 +95,12 @@ std::string daemon::op_acquire(const envelope& env, const protocol::control_requ
     pool& p = *found;
     std::string setup_code;
     if (args->has_context()) {
-        // Resolved before a kernel is taken, so an impossible request costs the pool nothing.
-        auto snippet = context_snippet_for(p.config());
-        if (!snippet) {
-            return protocol::make_error_reply(snippet.err(), req.req_id);
+        // Rendered before a kernel is taken, so an impossible request costs the pool nothing.
+        auto code = context_code_for(p.config(), {args->cwd, args->env});
+        if (!code) {
+            return protocol::make_error_reply(code.err(), req.req_id);
         }
-        setup_code = render_context_snippet(*snippet, args->cwd, args->env);
+        setup_code = std::move(*code);
     }
     const auto timeout =
         args->timeout_ms ? std::chrono::milliseconds(*args->timeout_ms) : default_acquire_timeout;
@@ -125,19 +125,20 @@ std::string daemon::op_acquire(const envelope& env, const protocol::control_requ
     return {};
 }
 
-result<std::string> daemon::context_snippet_for(const config::pool_config& pc) const {
+result<std::string> daemon::context_code_for(const config::pool_config& pc,
+                                             const kernel_context& context) const {
     if (!pc.context_snippet.empty()) {
-        return pc.context_snippet;
+        return render_context_snippet(pc.context_snippet, context);
     }
-    auto spec = find_kernelspec(pc.kernelspec);
-    const std::string language = spec ? spec->language : "unknown";
-    if (auto snippet = builtin_context_snippet(language)) {
-        return *snippet;
+    const auto& spec = kernelspec_of(pc);
+    const std::string language = spec ? spec->spec.language : "unknown";
+    if (!has_builtin_context_snippet(language)) {
+        return error{errc::bad_request,
+                     "pool '" + pc.name + "' runs kernels of language '" + language +
+                         "', for which kpool has no cwd/env snippet: set context_snippet in [pools." +
+                         pc.name + "] or leave out cwd and env"};
     }
-    return error{errc::bad_request,
-                 "pool '" + pc.name + "' runs kernels of language '" + language +
-                     "', for which kpool has no cwd/env snippet: set context_snippet in [pools." +
-                     pc.name + "] or leave out cwd and env"};
+    return builtin_context_code(language, context);
 }
 
 bool daemon::send_kernel(const pending_acquire& pending, const kernel_entry& kernel) {
@@ -281,6 +282,13 @@ std::string daemon::op_status(const protocol::control_request& req) {
     for_each_pool([&](pool& p) {
         json ps = p.status_json(now);
         ps["launcher"] = p.config().launcher;
+        // What the pool runs, so clients (the provisioner's kernelspec) can show its language;
+        // or why it cannot run anything.
+        const auto& spec = kernelspec_of(p.config());
+        ps["language"] = spec ? json(spec->spec.language) : json(nullptr);
+        ps["display_name"] = spec ? json(spec->spec.display_name) : json(nullptr);
+        ps["program"] = spec ? json(spec->program) : json(nullptr);
+        ps["kernelspec_error"] = spec ? json(nullptr) : json(spec.err().message);
         if (auto z = m_zygotes.find(p.config().name); z != m_zygotes.end()) {
             ps["zygote_ready"] = z->second->ready();
         }

@@ -6,6 +6,7 @@
 // becomes readable, so it never lingers as a zombie.
 #include "daemon/spawn_launcher.hpp"
 
+#include "daemon/executable.hpp"
 #include "daemon/logging.hpp"
 
 #include <fcntl.h>
@@ -39,13 +40,6 @@ namespace {
 // After the process exits, how long its output pipes may stay open (held by a descendant that
 // escaped the process group) before the exit is reported anyway.
 constexpr std::uint64_t output_drain_ms = 200;
-
-std::string lowercase_first(std::string s) {
-    if (!s.empty()) {
-        s[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(s[0])));
-    }
-    return s;
-}
 
 struct process_state {
     uv_poll_t exit_watch; // on the pidfd: readable once the process has exited
@@ -417,27 +411,6 @@ spawn_launcher::~spawn_launcher() {
     m_shared->finish_jobs(); // their owners are gone: the processes are killed as they start
     uv_close(reinterpret_cast<uv_handle_t*>(&m_shared->async),
              [](uv_handle_t* h) { delete static_cast<shared*>(h->data); });
-}
-
-result<std::string> resolve_executable(const std::string& file, const std::string& path_var) {
-    if (file.empty()) {
-        return error{errc::internal, "the kernel's argv[0] is empty"};
-    }
-    if (file.find('/') != std::string::npos) {
-        if (::access(file.c_str(), X_OK) != 0) {
-            return error{errc::internal,
-                         "cannot start " + file + ": " + lowercase_first(std::strerror(errno))};
-        }
-        return file;
-    }
-    std::stringstream dirs(path_var.empty() ? "/usr/local/bin:/usr/bin:/bin" : path_var);
-    for (std::string dir; std::getline(dirs, dir, ':');) {
-        const std::string candidate = (dir.empty() ? "." : dir) + "/" + file;
-        if (::access(candidate.c_str(), X_OK) == 0) {
-            return candidate;
-        }
-    }
-    return error{errc::internal, "cannot start " + file + ": not found on PATH"};
 }
 
 result<std::unique_ptr<launched_process>> spawn_launcher::launch(const launch_spec& spec,

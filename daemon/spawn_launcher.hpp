@@ -40,8 +40,4 @@ private:
     std::thread m_thread;
 };
 
-// The absolute path execvp would run for `file`, searching `path_var` (a $PATH value), or an
-// error naming what is missing.
-result<std::string> resolve_executable(const std::string& file, const std::string& path_var);
-
 } // namespace kpool::daemon

@@ -42,6 +42,7 @@ public:
     T* operator->() { return &value(); }
     const T* operator->() const { return &value(); }
     T& operator*() & { return value(); }
+    const T& operator*() const& { return value(); }
 
     const error& err() const { assert(!ok()); return std::get<1>(m_v); }
 

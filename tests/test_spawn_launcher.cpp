@@ -1,5 +1,6 @@
 // spawn_launcher with real processes on a real libuv loop: start, output, exit codes, signals
 // sent before the process exists, and a loop that closes with nothing left open.
+#include "daemon/executable.hpp"
 #include "daemon/spawn_launcher.hpp"
 
 #include <doctest/doctest.h>

@@ -3,6 +3,7 @@ kernelspecs for fault injection beside Debian's real python3 (ipykernel) kernels
 checks (processes, files) after every daemon stops."""
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -29,6 +30,25 @@ FAKE_SPECS = {
     "no-such-binary": ["/nonexistent/kernel", "-f", "{connection_file}"],
 }
 
+
+PORT_THIEF = os.path.join(HERE, "port_thief.py")
+
+# Kernelspecs beside the fakes, whole kernel.json contents, for the any-language tests.
+EXTRA_SPECS = {
+    # ipykernel that wants its interrupts as interrupt_request messages on the control channel.
+    "python3-message": {"argv": [PYTHON, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                        "display_name": "Python 3 (message interrupts)", "language": "python",
+                        "interrupt_mode": "message"},
+    # argv[0] "python", as Debian's octave kernelspec has it: the pool's `python` runs it.
+    "bare-python": {"argv": ["python", "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                    "display_name": "bare python", "language": "python"},
+    "missing-program": {"argv": ["kpool-no-such-kernel-program", "-f", "{connection_file}"],
+                        "display_name": "missing", "language": "julia"},
+    # Another process takes the shell port the first time, between kpoold's choice and the bind.
+    "fake-port-thief": {"argv": [PYTHON, PORT_THIEF, "{resource_dir}/stolen", PYTHON, FAKE_KERNEL,
+                                 "ok", "-f", "{connection_file}"],
+                        "display_name": "fake, port stolen once", "language": "fake"},
+}
 
 SOURCE_DIR = os.path.abspath(os.path.join(HERE, "..", ".."))
 PYTHON_SITE = None  # where pytest_configure installed the kpool Python package
@@ -202,6 +222,8 @@ class Daemon:
         kernels_dir = os.path.join(self.runtime_dir, "kernels")
         left = os.listdir(kernels_dir) if os.path.isdir(kernels_dir) else []
         assert not left, "files left in %s: %s" % (kernels_dir, left)
+        for socket_dir in re.findall(r"ipc sockets go to (\S+):", self.log_text()):
+            assert not os.path.exists(socket_dir), "ipc socket directory %s left" % socket_dir
         if self.endpoint.startswith("ipc://"):
             path = self.endpoint[len("ipc://"):]
             assert not os.path.exists(path), "ipc socket left"
@@ -217,6 +239,10 @@ def kernelspec_path(tmp_path_factory):
         d.mkdir(parents=True)
         (d / "kernel.json").write_text(json.dumps(
             {"argv": argv, "display_name": "Fake " + name, "language": "fake"}))
+    for name, spec in EXTRA_SPECS.items():
+        d = root / "kernels" / name
+        d.mkdir(parents=True)
+        (d / "kernel.json").write_text(json.dumps(spec))
     return str(root)
 
 

@@ -67,19 +67,25 @@ def test_default_endpoint_and_an_absent_daemon(tmp_path, monkeypatch):
     assert kpool.default_endpoint() == "ipc://%s/kpool/control" % tmp_path
 
 
-def test_install_kernelspec(tmp_path):
+def test_install_kernelspec(kpoold, tmp_path):
+    # Without --language it asks kpoold what the pool runs; without kpoold it cannot.
     r = subprocess.run([PYTHON, "-m", "kpool", "install-kernelspec", "--pool", "python3",
                         "--prefix", str(tmp_path), "--endpoint", "ipc:///x/control"],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "give --language" in r.stderr, r.stderr
+    d = kpoold("[pools.python3]\nsize = 0\n")
+    r = subprocess.run([PYTHON, "-m", "kpool", "install-kernelspec", "--pool", "python3",
+                        "--prefix", str(tmp_path), "--endpoint", d.endpoint],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     path = r.stdout.strip()
     assert path == str(tmp_path / "share" / "jupyter" / "kernels" / "python3-pooled")
     with open(os.path.join(path, "kernel.json")) as f:
         spec = json.load(f)
-    assert spec["display_name"] == "Python 3 (kpool)" and spec["language"] == "python"
+    assert spec["display_name"] == "Python 3 (ipykernel) (kpool)" and spec["language"] == "python"
     assert spec["metadata"]["kernel_provisioner"] == {
         "provisioner_name": "kpool-provisioner",
-        "config": {"pool": "python3", "endpoint": "ipc:///x/control"}}
+        "config": {"pool": "python3", "endpoint": d.endpoint}}
     home = tmp_path / "home"
     home.mkdir()
     r = subprocess.run([PYTHON, "-m", "kpool", "install-kernelspec", "--pool", "r", "--name", "r-warm",

@@ -2,6 +2,7 @@
 SIGKILLed daemon and the run after it, running out of file descriptors, per-pool rlimits."""
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -150,12 +151,17 @@ def test_a_sigkilled_daemon_takes_its_kernels_along_and_the_next_run_cleans_up(k
     assert alive(grandchild)  # started by a kernel: reached only by the next run's sweep
     left = set(os.listdir(kernels_dir))
     assert left == before  # a SIGKILLed daemon cleans nothing up itself
+    # Its ipc sockets live in a short directory elsewhere (the run directory is too long here).
+    (doomed_sockets,) = re.findall(r"ipc sockets go to (\S+):", doomed.log_text())
+    assert os.path.isdir(doomed_sockets)
 
     successor = kpoold(pools, runtime_dir=runtime)  # the same control endpoint, restarted
     wait_until(lambda: not alive(grandchild), timeout=5, what="the leftover process to be killed")
     assert "cleaned up after an earlier run" in successor.log_text()
     # Only the bystander's run and the successor's remain; the bystander's kernels are untouched.
-    assert len(os.listdir(kernels_dir)) == 4  # two runs: a directory and a lock file each
+    runs = [n for n in os.listdir(kernels_dir) if not n.endswith(".ipc")]  # (+ socket lists)
+    assert len(runs) == 4  # two runs: a directory and a lock file each
+    assert not os.path.exists(doomed_sockets)  # found through the dead run's list, and removed
     assert all(alive(p) for p in bystander_kernels)
     assert bystander.pool("fake")["warm"] == 1
     assert bystander.rpc(op="ping")["ok"]
