@@ -3,6 +3,7 @@
 // Exit status: 0 done; 1 kpoold answered with an error (printed as "code: message");
 // 2 bad usage; 3 kpoold could not be reached or did not answer in time.
 #include "client/control_client.hpp"
+#include "client/exec_command.hpp"
 #include "client/format.hpp"
 #include "kpool/version.hpp"
 
@@ -39,6 +40,10 @@ constexpr const char* usage_text = R"usage(usage: kpool [--endpoint E] [--server
   drain POOL                    stop POOL's idle kernels and refuse acquires until a resize
   keygen SECRET_KEY_FILE        make a CURVE key pair: writes the secret key (mode 0600)
                                 and prints the public key
+  exec [--pool P] [--cwd DIR] [--env NAME=VALUE]... [--timeout S] [--json] CODE|-
+                                run CODE (or stdin) in a warm kernel of pool P (default
+                                python3): its output here, the kernel released afterwards;
+                                exit 1 if it raised, 130 interrupted, 138 the kernel died
 
 The endpoint defaults to $KPOOL_ENDPOINT, else kpoold's default for this user.
 A tcp:// endpoint needs CURVE: the daemon's public key (--server-key, $KPOOL_SERVER_KEY) and
@@ -78,7 +83,7 @@ options parse_args(int argc, char** argv) {
             opt.client_key_file = value();
         } else if (arg == "--json") {
             opt.as_json = true;
-        } else if (arg == "--timeout" || arg == "--lease" || arg == "--cwd") {
+        } else if (arg == "--timeout" || arg == "--lease" || arg == "--cwd" || arg == "--pool") {
             opt.values[arg] = value();
         } else if (arg == "--env") {
             const std::string kv = value();
@@ -270,6 +275,35 @@ int run(const options& opt) {
             std::printf("%s: drained (size was %lld)\n", r.value("pool", "").c_str(),
                         r.value("previous_size", 0LL));
         });
+    }
+    if (cmd == "exec") {
+        expect_args(opt, 1, "exec [--pool P] [--cwd DIR] [--env N=V]... [--timeout S] [--json] CODE|-");
+        kpool::client::exec_options exec;
+        if (auto it = opt.values.find("--pool"); it != opt.values.end()) {
+            exec.pool = it->second;
+        }
+        if (auto it = opt.values.find("--cwd"); it != opt.values.end()) {
+            exec.cwd = it->second;
+        }
+        if (auto it = opt.values.find("--timeout"); it != opt.values.end()) {
+            exec.timeout_s = number<double>(it->second, "--timeout");
+        }
+        exec.env = opt.env_vars;
+        exec.as_json = opt.as_json;
+        exec.code = opt.positional[1];
+        if (exec.code == "-") {
+            exec.code.clear();
+            char buf[65536];
+            for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, stdin)) > 0;) {
+                exec.code.append(buf, n);
+            }
+        }
+        auto keys = kpool::client::load_curve_keys(opt.server_key, opt.client_key_file);
+        if (!keys) {
+            throw usage_error{keys.err().message};
+        }
+        kpool::client::control_client control(opt.endpoint, std::move(*keys));
+        return kpool::client::run_exec(control, exec);
     }
     if (cmd == "keygen") {
         expect_args(opt, 1, "keygen SECRET_KEY_FILE");

@@ -9,6 +9,13 @@
 #include <unistd.h>
 
 namespace kpool::daemon {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr std::chrono::milliseconds min_flush_delay = 1ms;
+constexpr std::chrono::milliseconds max_flush_delay = 64ms;
+
+} // namespace
 
 control_server::control_server(uv_loop_t* loop, zmq::context_t& zmq, std::string endpoint,
                                const control_security& security, handler on_request)
@@ -41,6 +48,7 @@ control_server::control_server(uv_loop_t* loop, zmq::context_t& zmq, std::string
         ::chmod(m_endpoint.substr(6).c_str(), 0666) != 0) {
         throw zmq::error_t(); // errno says why
     }
+    m_flush_timer = std::make_unique<uv_timer>(loop);
     m_watcher = std::make_unique<zmq_watcher>(loop, m_socket, [this] { on_readable(); });
     logger("control")->info("control socket bound at {}", m_endpoint);
 }
@@ -61,14 +69,72 @@ control_server::~control_server() {
 bool control_server::reply(const envelope& env, const std::string& body) {
     std::vector<std::string> frames = env.frames;
     frames.push_back(body);
-    if (!send_frames(m_socket, frames)) {
-        logger("control")->warn("reply not delivered: the client is gone or not reading");
-        return false;
+    const std::string& client = env.frames.front();
+    auto queued = m_backlog.find(client);
+    if (queued == m_backlog.end()) {
+        switch (try_send_frames(m_socket, frames)) {
+        case send_result::sent: return true;
+        case send_result::no_peer:
+            logger("control")->warn("reply not delivered: the client is gone");
+            return false;
+        case send_result::would_block: break;
+        }
+        queued = m_backlog.emplace(client, backlog{}).first;
+        if (!m_flush_timer->active()) {
+            m_flush_delay = min_flush_delay;
+            m_flush_timer->start(m_flush_delay, [this] { flush(); });
+        }
+    }
+    backlog& q = queued->second;
+    q.bytes += body.size() + client.size();
+    q.replies.push_back(std::move(frames));
+    if (q.replies.size() > max_queued_replies || q.bytes > max_queued_bytes) {
+        logger("control")->warn("a client is not reading its replies: {} of them ({} bytes) "
+                                "dropped",
+                                q.replies.size(), q.bytes);
+        m_backlog.erase(queued);
     }
     return true;
 }
 
+void control_server::flush() {
+    bool progress = false;
+    for (auto it = m_backlog.begin(); it != m_backlog.end();) {
+        backlog& q = it->second;
+        bool gone = false;
+        while (!q.replies.empty()) {
+            const auto outcome = try_send_frames(m_socket, q.replies.front());
+            if (outcome == send_result::would_block) {
+                break;
+            }
+            gone = outcome == send_result::no_peer;
+            if (gone) {
+                break;
+            }
+            q.bytes -= q.replies.front().back().size() + it->first.size();
+            q.replies.pop_front();
+            progress = true;
+        }
+        if (gone) {
+            logger("control")->warn("{} queued replies not delivered: the client is gone",
+                                    q.replies.size());
+        }
+        it = gone || q.replies.empty() ? m_backlog.erase(it) : std::next(it);
+    }
+    if (m_backlog.empty()) {
+        m_flush_timer->stop();
+        return;
+    }
+    // A client that reads gets its replies within milliseconds; one that does not costs a
+    // wake-up every max_flush_delay at most.
+    m_flush_delay = progress ? min_flush_delay : std::min(m_flush_delay * 2, max_flush_delay);
+    m_flush_timer->start(m_flush_delay, [this] { flush(); });
+}
+
 void control_server::on_readable() {
+    if (!m_backlog.empty()) {
+        flush(); // a client that sends may be reading again too: earlier replies go first
+    }
     auto frames = recv_frames(m_socket);
     if (!frames || frames->empty()) {
         return;

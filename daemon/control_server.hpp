@@ -6,15 +6,19 @@
 // exactly one reply: the handler answers at once or keeps the envelope and answers later.
 #pragma once
 
+#include "daemon/uv_timer.hpp"
 #include "daemon/zmq_watcher.hpp"
 
 #include <uv.h>
 #include <zmq.hpp>
 
+#include <chrono>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace kpool::daemon {
@@ -43,19 +47,39 @@ public:
     control_server(const control_server&) = delete;
     control_server& operator=(const control_server&) = delete;
 
-    // Sends a reply without blocking. False if the client is gone or not reading (then nobody
-    // saw the reply, which matters for acquire).
+    // Sends a reply without blocking, or queues it behind the client's earlier replies when the
+    // client reads slower than it asks (its pipe is full): no answer is lost to a slow reader.
+    // False only if the client is gone (then nobody saw the reply, which matters for acquire).
     bool reply(const envelope& env, const std::string& body);
+
+    // Per client, what may wait for it to read; past either bound its queue is dropped with one
+    // log line (like redis' client output buffer limit), so a client that never reads cannot
+    // grow the daemon's memory without bound.
+    static constexpr std::size_t max_queued_replies = 100000;
+    static constexpr std::size_t max_queued_bytes = 16 * 1024 * 1024;
+    std::size_t queued_clients() const { return m_backlog.size(); }
 
     const std::string& endpoint() const { return m_endpoint; }
 
 private:
+    struct backlog {
+        std::deque<std::vector<std::string>> replies; // whole messages, routing id first
+        std::size_t bytes = 0;
+    };
+
     void on_readable();
+    // Sends what the clients' queues hold, in order, until each is empty or blocks again.
+    void flush();
 
     std::string m_endpoint;
     handler m_on_request;
     zmq::socket_t m_socket;
     std::unique_ptr<zmq_watcher> m_watcher;
+    std::unordered_map<std::string, backlog> m_backlog; // by routing id
+    // ZeroMQ says when some pipe has room, never which: queued replies are retried every few
+    // milliseconds (and at every wake-up of the socket) while any wait.
+    std::unique_ptr<uv_timer> m_flush_timer;
+    std::chrono::milliseconds m_flush_delay{1}; // doubles while nothing moves
 };
 
 } // namespace kpool::daemon

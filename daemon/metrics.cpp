@@ -7,7 +7,9 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include <iterator>
 #include <map>
+#include <vector>
 
 namespace kpool::daemon {
 namespace {
@@ -34,13 +36,14 @@ struct metrics::impl {
     Family<Gauge>& warm = gauge("kpool_pool_warm_kernels", "Kernels ready to hand out");
     Family<Gauge>& starting = gauge("kpool_pool_starting_kernels", "Kernels launched and not yet ready");
     Family<Gauge>& leased = gauge("kpool_pool_leased_kernels", "Kernels handed out to clients");
-    Family<Counter>& acquired = counter("kpool_acquired_total", "Acquires answered with a kernel");
-    Family<Counter>& served_warm = counter("kpool_served_warm_total", "Acquires that found a warm kernel at once");
-    Family<Counter>& waited = counter("kpool_waited_total", "Acquires that waited for a kernel to become warm");
-    Family<Counter>& timed_out = counter("kpool_timed_out_total", "Acquires that timed out");
-    Family<Counter>& spawn_failures = counter("kpool_spawn_failures_total", "Kernels that failed to start");
-    Family<Counter>& died_warm = counter("kpool_died_warm_total", "Warm kernels that exited by themselves");
-    Family<Counter>& hung_warm = counter("kpool_hung_warm_total", "Warm kernels that missed a heartbeat and were replaced");
+    // kpool_NAME_total for each entry of pool_counter_table, in its order.
+    std::vector<Family<Counter>*> counters = [this] {
+        std::vector<Family<Counter>*> out;
+        for (const counter_description& d : pool_counter_table) {
+            out.push_back(&counter("kpool_" + std::string(d.name) + "_total", d.help));
+        }
+        return out;
+    }();
     Family<Histogram>& acquire_seconds = prometheus::BuildHistogram()
         .Name("kpool_acquire_duration_seconds").Help("Time from an acquire request to its reply with a kernel")
         .Register(*registry);
@@ -58,7 +61,7 @@ struct metrics::impl {
     Family<Gauge>& gauge(const char* name, const char* help) {
         return prometheus::BuildGauge().Name(name).Help(help).Register(*registry);
     }
-    Family<Counter>& counter(const char* name, const char* help) {
+    Family<Counter>& counter(const std::string& name, const char* help) {
         return prometheus::BuildCounter().Name(name).Help(help).Register(*registry);
     }
 };
@@ -82,13 +85,9 @@ void metrics::update(const pool& p) {
         }
         last.*field = std::max(last.*field, now.*field);
     };
-    mirror(m_impl->acquired, &pool_counters::acquired);
-    mirror(m_impl->served_warm, &pool_counters::served_warm);
-    mirror(m_impl->waited, &pool_counters::waited);
-    mirror(m_impl->timed_out, &pool_counters::timed_out);
-    mirror(m_impl->spawn_failures, &pool_counters::spawn_failures);
-    mirror(m_impl->died_warm, &pool_counters::died_warm);
-    mirror(m_impl->hung_warm, &pool_counters::hung_warm);
+    for (std::size_t i = 0; i < std::size(pool_counter_table); ++i) {
+        mirror(*m_impl->counters[i], pool_counter_table[i].field);
+    }
 }
 
 void metrics::forget(const std::string& pool_name) {
@@ -96,9 +95,7 @@ void metrics::forget(const std::string& pool_name) {
     for (Family<Gauge>* f : {&m_impl->target, &m_impl->warm, &m_impl->starting, &m_impl->leased}) {
         f->Remove(&f->Add(label));
     }
-    for (Family<Counter>* f : {&m_impl->acquired, &m_impl->served_warm, &m_impl->waited,
-                               &m_impl->timed_out, &m_impl->spawn_failures, &m_impl->died_warm,
-                               &m_impl->hung_warm}) {
+    for (Family<Counter>* f : m_impl->counters) {
         f->Remove(&f->Add(label));
     }
     for (Family<Histogram>* f : {&m_impl->acquire_seconds, &m_impl->warm_seconds}) {

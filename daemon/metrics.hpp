@@ -5,8 +5,9 @@
 // Series, each labelled pool="<name>":
 //   kpool_pool_target_kernels, kpool_pool_warm_kernels, kpool_pool_starting_kernels,
 //   kpool_pool_leased_kernels                                        (gauges)
-//   kpool_acquired_total, kpool_served_warm_total, kpool_waited_total, kpool_timed_out_total,
-//   kpool_spawn_failures_total, kpool_died_warm_total, kpool_hung_warm_total   (counters)
+//   kpool_<name>_total for each counter of pool_counter_table (pool.hpp): acquired,
+//   served_warm, waited, timed_out, spawn_failures, died_warm, hung_warm, leases_expired
+//                                                                      (counters)
 //   kpool_acquire_duration_seconds, kpool_kernel_time_to_warm_seconds        (histograms)
 #pragma once
 

@@ -512,6 +512,10 @@ json pool::status_json(clock::time_point now) const {
         kernels.push_back(std::move(entry));
     }
     const pool_counters& c = m_counters;
+    json counters = json::object();
+    for (const counter_description& d : pool_counter_table) {
+        counters[d.name] = c.*d.field;
+    }
     auto rounded = [](std::optional<double> v, double scale) {
         return v ? json(std::round(*v * scale * 1000) / 1000) : json(nullptr);
     };
@@ -527,15 +531,7 @@ json pool::status_json(clock::time_point now) const {
                 {"drained", m_drained},
                 {"removed", m_retired},
                 {"consecutive_failures", m_consecutive_failures},
-                {"counters",
-                 {{"acquired", c.acquired},
-                  {"served_warm", c.served_warm},
-                  {"waited", c.waited},
-                  {"timed_out", c.timed_out},
-                  {"spawn_failures", c.spawn_failures},
-                  {"died_warm", c.died_warm},
-                  {"hung_warm", c.hung_warm},
-                  {"leases_expired", c.leases_expired}}},
+                {"counters", counters},
                 {"last_error", c.last_error.empty() ? json(nullptr) : json(c.last_error)},
                 // Over the last 256 of each: acquire request to reply, launch to warm.
                 {"auto", m_auto ? m_auto->status(now) : json(nullptr)},

@@ -57,6 +57,26 @@ struct pool_counters {
     std::string last_error;
 };
 
+// Every counter once: its name in status ("counters") and in Prometheus (kpool_NAME_total),
+// what it counts, and where it lives. Status and metrics are both generated from this table,
+// so a new counter is a field above and a line here.
+struct counter_description {
+    const char* name;
+    const char* help;
+    std::uint64_t pool_counters::*field;
+};
+inline constexpr counter_description pool_counter_table[] = {
+    {"acquired", "Acquires answered with a kernel", &pool_counters::acquired},
+    {"served_warm", "Acquires that found a warm kernel at once", &pool_counters::served_warm},
+    {"waited", "Acquires that waited for a kernel to become warm", &pool_counters::waited},
+    {"timed_out", "Acquires that timed out", &pool_counters::timed_out},
+    {"spawn_failures", "Kernels that failed to start", &pool_counters::spawn_failures},
+    {"died_warm", "Warm kernels that exited by themselves", &pool_counters::died_warm},
+    {"hung_warm", "Warm kernels that missed a heartbeat and were replaced", &pool_counters::hung_warm},
+    {"leases_expired", "Leased kernels shut down because their lease ran out",
+     &pool_counters::leases_expired},
+};
+
 // The last few hundred measurements of something, for medians in `status` (Prometheus gets
 // the full histograms).
 class recent_samples {

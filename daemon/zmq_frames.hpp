@@ -26,10 +26,15 @@ inline std::optional<std::vector<std::string>> recv_frames(zmq::socket_t& socket
     }
 }
 
-// Sends frames without blocking. Returns false if the message could not be queued (no peer,
-// high-water mark reached); with ZMQ_ROUTER_MANDATORY that includes an unknown peer (throws
-// EHOSTUNREACH, caught and reported as false).
-inline bool send_frames(zmq::socket_t& socket, const std::vector<std::string>& frames) {
+enum class send_result {
+    sent,
+    would_block, // the peer's pipe is at its high-water mark: try again later
+    no_peer,     // ROUTER_MANDATORY and the peer is gone (EHOSTUNREACH)
+};
+
+// Sends frames without blocking and says what happened. A ROUTER decides on the first frame,
+// so a message is either sent whole or not at all.
+inline send_result try_send_frames(zmq::socket_t& socket, const std::vector<std::string>& frames) {
     try {
         for (std::size_t i = 0; i < frames.size(); ++i) {
             const bool last = i + 1 == frames.size();
@@ -38,16 +43,22 @@ inline bool send_frames(zmq::socket_t& socket, const std::vector<std::string>& f
                 flags = flags | zmq::send_flags::sndmore;
             }
             if (!socket.send(zmq::buffer(frames[i]), flags)) {
-                return false;
+                return send_result::would_block;
             }
         }
-        return true;
+        return send_result::sent;
     } catch (const zmq::error_t& e) {
         if (e.num() == EHOSTUNREACH) {
-            return false;
+            return send_result::no_peer;
         }
         throw;
     }
+}
+
+// Sends frames without blocking; false if they could not be queued (no peer, or the high-water
+// mark reached).
+inline bool send_frames(zmq::socket_t& socket, const std::vector<std::string>& frames) {
+    return try_send_frames(socket, frames) == send_result::sent;
 }
 
 } // namespace kpool::daemon

@@ -7,7 +7,7 @@ import subprocess
 
 import zmq
 
-from conftest import KPOOLD
+from conftest import KPOOLD, wait_until
 
 FAKE_POOL = """
 [pools.fake]
@@ -124,6 +124,45 @@ def test_a_burst_of_requests_gets_one_reply_each_in_order(kpoold):
     while len(got) < n and s.poll(5000):
         got.append(json.loads(s.recv_multipart()[-1])["req_id"])
     assert got == list(range(n))
+
+
+def test_ten_thousand_pipelined_requests_are_all_answered_in_order(kpoold):
+    # Issue #14: once the client's pipe was full, replies used to be dropped with a warning.
+    d = kpoold(FAKE_POOL)
+    s = dealer(d)
+    s.sndhwm = 0  # the client may queue as much as it likes
+    n = 10000
+    for i in range(n):
+        s.send_multipart([b"", json.dumps({"op": "ping", "req_id": i}).encode()])
+    # While that client does not read, others are served.
+    assert d.rpc(op="ping", timeout=5000)["ok"]
+    got = []
+    while len(got) < n and s.poll(10000):
+        got.append(json.loads(s.recv_multipart()[-1])["req_id"])
+    assert got == list(range(n))
+    assert not s.poll(300)  # and nothing more
+    assert "reply not delivered" not in d.log_text()
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
+def test_a_client_that_never_reads_cannot_grow_the_daemon_past_the_bound(kpoold):
+    d = kpoold(FAKE_POOL)
+    before = rss_kib(d.proc.pid)
+    s = dealer(d)
+    s.sndhwm = 0
+    n = 110000  # more replies than a client may have waiting (100,000)
+    for i in range(n):
+        s.send_multipart([b"", b'{"op":"ping"}'])
+    wait_until(lambda: "a client is not reading its replies" in d.log_text(), timeout=120,
+               what="the queue to be dropped")
+    assert d.rpc(op="ping", timeout=5000)["ok"]
+    if os.environ.get("KPOOL_SANITIZED") != "1":  # ASan's quarantine keeps freed memory
+        assert rss_kib(d.proc.pid) < before + 64 * 1024, (before, rss_kib(d.proc.pid))
+    s.close()
 
 
 def test_requests_during_shutdown_get_shutting_down(kpoold):

@@ -207,12 +207,17 @@ def test_prometheus_metrics_pass_promtool(kpoold):
         size = 1
     """, daemon_toml='metrics = "127.0.0.1:%d"' % port)
     d.wait_warm("fake", 1)
-    d.acquire("fake")
+    d.acquire("fake", lease_s=0.3)
     assert d.rpc(op="acquire", pool="fake", timeout_ms=0)["error"]["code"] == "timeout"
+    wait_until(lambda: d.pool("fake")["counters"]["leases_expired"] == 1, what="the lease to expire")
     d.wait_warm("fake", 1)
     text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10).read().decode()
+    # Every counter status shows is a series, with the same value.
+    for name, value in d.pool("fake")["counters"].items():
+        assert 'kpool_%s_total{pool="fake"} %d' % (name, value) in text, (name, value, text)
     for series in ('kpool_pool_target_kernels{pool="fake"} 1', 'kpool_pool_warm_kernels{pool="fake"} 1',
-                   'kpool_pool_leased_kernels{pool="fake"} 1', 'kpool_pool_starting_kernels{pool="fake"} 0',
+                   'kpool_pool_leased_kernels{pool="fake"} 0', 'kpool_pool_starting_kernels{pool="fake"} 0',
+                   'kpool_leases_expired_total{pool="fake"} 1',
                    'kpool_acquired_total{pool="fake"} 1', 'kpool_served_warm_total{pool="fake"} 1',
                    'kpool_timed_out_total{pool="fake"} 1', 'kpool_spawn_failures_total{pool="fake"} 0',
                    'kpool_acquire_duration_seconds_count{pool="fake"} 1',

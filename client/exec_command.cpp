@@ -1,0 +1,115 @@
+// kpool exec: acquire, run one snippet, print as it comes, release.
+#include "client/exec_command.hpp"
+
+#include "client/leased_kernel.hpp"
+#include "notebook/nbformat.hpp"
+#include "notebook/outputs.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace kpool::client {
+namespace {
+
+using json = nlohmann::json;
+
+// IPython colours tracebacks; a file or a pipe wants plain text.
+std::string strip_ansi(const std::string& text) {
+    std::string out;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        if (text[i] == '\x1b' && i + 1 < text.size() && text[i + 1] == '[') {
+            i += 2;
+            while (i < text.size() && !(text[i] >= '@' && text[i] <= '~')) {
+                ++i;
+            }
+            continue;
+        }
+        out.push_back(text[i]);
+    }
+    return out;
+}
+
+void write_all(std::FILE* stream, const std::string& text) {
+    std::fwrite(text.data(), 1, text.size(), stream);
+    std::fflush(stream);
+}
+
+// What the terminal shows of one output (not for --json).
+void show(const json& output) {
+    const std::string type = output.value("output_type", "");
+    if (type == "stream") {
+        write_all(output.value("name", "") == "stderr" ? stderr : stdout, output.value("text", ""));
+    } else if (type == "execute_result" || type == "display_data") {
+        const json& data = output.value("data", json::object());
+        if (auto text = data.find("text/plain"); text != data.end() && text->is_string()) {
+            write_all(stdout, text->get<std::string>() + "\n");
+        }
+    } else if (type == "error") {
+        const bool colour = ::isatty(STDERR_FILENO) != 0;
+        std::string text;
+        for (const json& line : output.value("traceback", json::array())) {
+            if (line.is_string()) {
+                text += (colour ? line.get<std::string>() : strip_ansi(line.get<std::string>())) + "\n";
+            }
+        }
+        write_all(stderr, text);
+    }
+}
+
+} // namespace
+
+int run_exec(control_client& control, const exec_options& options) {
+    catch_stop_signals();
+    acquire_request request{.pool = options.pool, .cwd = options.cwd, .env = options.env,
+                            .lease_s = std::nullopt, .wait = std::chrono::milliseconds(30000)};
+    if (options.timeout_s) {
+        // Should this process be killed outright, the kernel still comes back soon after.
+        request.lease_s = *options.timeout_s + 60;
+    }
+    auto acquired = leased_kernel::acquire(control, request);
+    if (auto* failure = std::get_if<acquire_failure>(&acquired)) {
+        std::fprintf(stderr, "kpool: %s\n", failure->message.c_str());
+        return failure->exit_status;
+    }
+    auto& kernel = *std::get<std::unique_ptr<leased_kernel>>(acquired);
+
+    json cells = json::array({{{"cell_type", "code"}, {"outputs", json::array()}}});
+    notebook::output_builder outputs(cells);
+    auto hooks = kernel.hooks();
+    hooks.on_iopub = [&](const protocol::wire_message& msg) {
+        json out = outputs.apply(msg, 0);
+        if (!out.is_null() && !options.as_json) {
+            show(out);
+        }
+    };
+    jupyter::execute_request code{.code = options.code, .silent = false, .store_history = true,
+                                  .stop_on_error = true, .timeout = std::nullopt};
+    if (options.timeout_s) {
+        code.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(*options.timeout_s * 1000));
+    }
+    const jupyter::execution done = jupyter::execute(kernel.client(), code, hooks);
+    if (options.as_json) {
+        json file_form = json::array();
+        for (const json& out : cells[0]["outputs"]) {
+            file_form.push_back(notebook::output_for_file(out));
+        }
+        write_all(stdout, file_form.dump(1, ' ', false, json::error_handler_t::replace) + "\n");
+    }
+    if (done.kernel_died) {
+        std::fprintf(stderr, "kpool: kernel %s died while running the code\n", kernel.id().c_str());
+        return exit_kernel_died;
+    }
+    if (done.cancelled) {
+        std::fprintf(stderr, "kpool: interrupted\n");
+        return exit_interrupted;
+    }
+    if (done.timed_out) {
+        std::fprintf(stderr, "kpool: the code did not finish within %g s (interrupted)\n",
+                     *options.timeout_s);
+        return 1;
+    }
+    return done.reply.value("status", "") == "ok" ? 0 : 1;
+}
+
+} // namespace kpool::client

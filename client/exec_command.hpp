@@ -1,0 +1,33 @@
+// `kpool exec`: one snippet in a warm kernel from the pool, its outputs on this terminal.
+//
+// stdout and stderr streams go live to the same streams, execute_result and display_data as
+// their text/plain on stdout, an error's traceback on stderr (exit 1); --json prints the outputs
+// as nbformat output objects instead. The kernel is always released. Exit status: 0 ok, 1 the
+// code raised (or timed out), 2 bad usage, 3 kpoold unreachable, 130 interrupted (SIGINT or
+// SIGTERM: the kernel is interrupted too), 138 the kernel died.
+#pragma once
+
+#include "client/control_client.hpp"
+
+#include <map>
+#include <optional>
+#include <string>
+
+namespace kpool::client {
+
+struct exec_options {
+    std::string pool = "python3";
+    std::optional<std::string> cwd;
+    std::map<std::string, std::string> env;
+    std::optional<double> timeout_s; // the code's time limit
+    bool as_json = false;
+    std::string code;
+};
+
+int run_exec(control_client& control, const exec_options& options);
+
+// Exit statuses shared by exec and run.
+inline constexpr int exit_interrupted = 130;
+inline constexpr int exit_kernel_died = 138;
+
+} // namespace kpool::client

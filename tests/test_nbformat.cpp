@@ -1,0 +1,77 @@
+// notebook/nbformat: Python's splitlines rules, reading (joined lines, transient keys dropped,
+// diagnostics with line:col) and writing (split lines, indent 1, sorted keys, UTF-8 kept).
+// Byte-for-byte agreement with Python's nbformat on a corpus is checked by
+// tests/integration/test_nbformat.py.
+#include "notebook/nbformat.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace kpool::notebook;
+using json = nlohmann::json;
+
+TEST_SUITE("nbformat") {
+    TEST_CASE("split_lines keeps line ends, as str.splitlines(True)") {
+        CHECK(split_lines("") == std::vector<std::string>{});
+        CHECK(split_lines("a") == std::vector<std::string>{"a"});
+        CHECK(split_lines("a\nb\n") == std::vector<std::string>{"a\n", "b\n"});
+        CHECK(split_lines("a\r\nb\rc") == std::vector<std::string>{"a\r\n", "b\r", "c"});
+        CHECK(split_lines("a\x0b" "b\x0c" "c\x1c" "d") ==
+              std::vector<std::string>{"a\x0b", "b\x0c", "c\x1c", "d"});
+        CHECK(split_lines("x\xc2\x85y\xe2\x80\xa8z\xe2\x80\xa9") ==
+              std::vector<std::string>{"x\xc2\x85", "y\xe2\x80\xa8", "z\xe2\x80\xa9"});
+        CHECK(split_lines("caf\xc3\xa9\n") == std::vector<std::string>{"caf\xc3\xa9\n"});
+    }
+
+    TEST_CASE("reading joins split fields and drops transient keys") {
+        auto nb = read_notebook(R"({"nbformat": 4, "nbformat_minor": 5,
+            "metadata": {"signature": "x", "kernelspec": {"name": "python3"}},
+            "cells": [{"cell_type": "code", "id": "a", "metadata": {"trusted": true},
+                       "source": ["x = 1\n", "x"], "execution_count": null,
+                       "outputs": [{"output_type": "stream", "name": "stdout", "text": ["a\n", "b"]},
+                                   {"output_type": "display_data", "metadata": {},
+                                    "data": {"text/plain": ["1\n", "2"],
+                                             "application/json": ["kept", "as is"]}}]}]})",
+                                "t.ipynb");
+        REQUIRE(nb.ok());
+        const json& cell = (*nb)["cells"][0];
+        CHECK(cell["source"] == "x = 1\nx");
+        CHECK(cell["outputs"][0]["text"] == "a\nb");
+        CHECK(cell["outputs"][1]["data"]["text/plain"] == "1\n2");
+        CHECK(cell["outputs"][1]["data"]["application/json"] == json::array({"kept", "as is"}));
+        CHECK_FALSE(cell["metadata"].contains("trusted"));
+        CHECK_FALSE((*nb)["metadata"].contains("signature"));
+    }
+
+    TEST_CASE("what is not a notebook is refused with where and why") {
+        CHECK(read_notebook("{\n  \"cells\": [,]\n}", "bad.ipynb").err().message.starts_with(
+            "bad.ipynb:2:13: not valid JSON"));
+        CHECK(read_notebook("[]", "a.ipynb").err().message ==
+              "a.ipynb: not a notebook (the JSON is not an object)");
+        CHECK(read_notebook(R"({"nbformat": 3, "cells": []})", "v3.ipynb").err().message ==
+              "v3.ipynb: not an nbformat 4 notebook (nbformat is 3)");
+    }
+
+    TEST_CASE("writing splits lines, sorts keys, indents by one and keeps UTF-8") {
+        const json nb = {{"nbformat", 4},
+                         {"nbformat_minor", 4},
+                         {"metadata", json::object()},
+                         {"cells", json::array({{{"cell_type", "markdown"},
+                                                 {"metadata", json::object()},
+                                                 {"source", "# caf\xc3\xa9\nline \"2\""}}})}};
+        CHECK(write_notebook(nb) == "{\n"
+                                    " \"cells\": [\n"
+                                    "  {\n"
+                                    "   \"cell_type\": \"markdown\",\n"
+                                    "   \"metadata\": {},\n"
+                                    "   \"source\": [\n"
+                                    "    \"# caf\xc3\xa9\\n\",\n"
+                                    "    \"line \\\"2\\\"\"\n"
+                                    "   ]\n"
+                                    "  }\n"
+                                    " ],\n"
+                                    " \"metadata\": {},\n"
+                                    " \"nbformat\": 4,\n"
+                                    " \"nbformat_minor\": 4\n"
+                                    "}\n");
+    }
+}
