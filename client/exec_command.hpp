@@ -8,6 +8,7 @@
 #pragma once
 
 #include "client/control_client.hpp"
+#include "client/leased_kernel.hpp"
 
 #include <map>
 #include <optional>
@@ -25,9 +26,5 @@ struct exec_options {
 };
 
 int run_exec(control_client& control, const exec_options& options);
-
-// Exit statuses shared by exec and run.
-inline constexpr int exit_interrupted = 130;
-inline constexpr int exit_kernel_died = 138;
 
 } // namespace kpool::client

@@ -4,12 +4,14 @@
 // 2 bad usage; 3 kpoold could not be reached or did not answer in time.
 #include "client/control_client.hpp"
 #include "client/exec_command.hpp"
+#include "client/run_command.hpp"
 #include "client/format.hpp"
 #include "kpool/version.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -40,6 +42,9 @@ constexpr const char* usage_text = R"usage(usage: kpool [--endpoint E] [--server
   drain POOL                    stop POOL's idle kernels and refuse acquires until a resize
   keygen SECRET_KEY_FILE        make a CURVE key pair: writes the secret key (mode 0600)
                                 and prints the public key
+  run INPUT OUTPUT [-p NAME VALUE]... [options]
+                                run a notebook, parameterized as papermill does
+                                (kpool run --help lists the options)
   exec [--pool P] [--cwd DIR] [--env NAME=VALUE]... [--timeout S] [--json] CODE|-
                                 run CODE (or stdin) in a warm kernel of pool P (default
                                 python3): its output here, the kernel released afterwards;
@@ -314,8 +319,52 @@ int run(const options& opt) {
 
 } // namespace
 
+// `kpool run` has papermill's options (-p NAME VALUE, -k, -f ...), so it parses its own words;
+// the global options (--endpoint and the CURVE keys) may stand anywhere. Nothing if the command
+// is another one.
+std::optional<int> maybe_run(int argc, char** argv) {
+    std::vector<std::string> rest;
+    std::string endpoint = kpool::client::default_endpoint();
+    std::string server_key;
+    std::string client_key_file;
+    bool is_run = false;
+    for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        std::string* global = arg == "--endpoint" ? &endpoint
+                              : arg == "--server-key" ? &server_key
+                              : arg == "--client-key-file" ? &client_key_file
+                                                           : nullptr;
+        if (global != nullptr && i + 1 < argc) {
+            *global = argv[++i];
+        } else if (!is_run && rest.empty() && arg == "run") {
+            is_run = true;
+        } else if (!is_run && !arg.starts_with("-")) {
+            return std::nullopt; // another command
+        } else {
+            rest.push_back(arg);
+        }
+    }
+    if (!is_run) {
+        return std::nullopt;
+    }
+    if (std::find(rest.begin(), rest.end(), "--help") != rest.end() ||
+        std::find(rest.begin(), rest.end(), "-h") != rest.end()) {
+        std::fputs(kpool::client::run_usage, stdout);
+        return 0;
+    }
+    auto keys = kpool::client::load_curve_keys(server_key, client_key_file);
+    if (!keys) {
+        std::fprintf(stderr, "kpool: %s\n", keys.err().message.c_str());
+        return 2;
+    }
+    return kpool::client::run_run(endpoint, *keys, rest);
+}
+
 int main(int argc, char** argv) {
     try {
+        if (auto status = maybe_run(argc, argv)) {
+            return *status;
+        }
         return run(parse_args(argc, argv));
     } catch (const usage_error& e) {
         std::fprintf(stderr, "kpool: %s\n\n%s", e.message.c_str(), usage_text);

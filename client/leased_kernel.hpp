@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
 
 namespace kpool::client {
 
@@ -58,6 +59,10 @@ private:
     std::unique_ptr<jupyter::kernel_client> m_client;
     nlohmann::json m_kernel_info;
 };
+
+// Exit statuses of the commands that run code (exec, run).
+inline constexpr int exit_interrupted = 130; // SIGINT or SIGTERM: the kernel was interrupted
+inline constexpr int exit_kernel_died = 138;
 
 // Installs SIGINT and SIGTERM handlers that record the signal (and let blocking waits return).
 void catch_stop_signals();

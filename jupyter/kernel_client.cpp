@@ -159,6 +159,7 @@ execution execute(kernel_client& client, const execute_request& request, const e
                 }
             } else if (got->from == channel::shell && got->msg.msg_type() == "execute_reply") {
                 out.reply = got->msg.content;
+                out.reply_header = got->msg.header;
                 if (!grace_end) {
                     grace_end = now + 5000ms; // idle follows the reply at once, normally
                 }

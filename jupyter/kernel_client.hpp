@@ -52,7 +52,8 @@ private:
 
 // What became of one execute_request.
 struct execution {
-    nlohmann::json reply; // execute_reply content; null if none came
+    nlohmann::json reply;        // execute_reply content; null if none came
+    nlohmann::json reply_header; // its header (the kernel's timestamp)
     bool timed_out = false;    // the time limit passed (the kernel was interrupted)
     bool kernel_died = false;  // the kernel went away before it answered
     bool cancelled = false;    // the caller gave up (the kernel was interrupted)

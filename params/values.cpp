@@ -1,0 +1,225 @@
+// Parameter values: CLI typing, YAML with PyYAML's implicit types, Python's float repr.
+#include "params/values.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <regex>
+
+namespace kpool::params {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+std::string strip(const std::string& s) {
+    const auto first = s.find_first_not_of(" \t\n\r\f\v");
+    if (first == std::string::npos) {
+        return {};
+    }
+    return s.substr(first, s.find_last_not_of(" \t\n\r\f\v") - first + 1);
+}
+
+// Python's int(): optional sign, digits with single underscores between them, spaces around.
+bool python_int(const std::string& text, long long& out) {
+    static const std::regex pattern(R"([+-]?[0-9]+(_[0-9]+)*)");
+    std::string s = strip(text);
+    if (!std::regex_match(s, pattern)) {
+        return false;
+    }
+    std::erase(s, '_');
+    const char* begin = s.data() + (s[0] == '+' ? 1 : 0);
+    auto [end, ec] = std::from_chars(begin, s.data() + s.size(), out);
+    return ec == std::errc() && end == s.data() + s.size();
+}
+
+// Python's float(): decimal or scientific (underscores between digits), nan, inf, infinity.
+bool python_float(const std::string& text, double& out) {
+    static const std::regex number(
+        R"([+-]?(([0-9]+(_[0-9]+)*)(\.([0-9]+(_[0-9]+)*)?)?|\.[0-9]+(_[0-9]+)*)([eE][+-]?[0-9]+(_[0-9]+)*)?)");
+    static const std::regex special(R"([+-]?(nan|inf|infinity))", std::regex::icase);
+    std::string s = strip(text);
+    if (std::regex_match(s, special)) {
+        const bool negative = s[0] == '-';
+        const char first = static_cast<char>(std::tolower(static_cast<unsigned char>(
+            s[s[0] == '-' || s[0] == '+' ? 1 : 0])));
+        out = first == 'n' ? std::nan("") : (negative ? -HUGE_VAL : HUGE_VAL);
+        return true;
+    }
+    if (!std::regex_match(s, number)) {
+        return false;
+    }
+    std::erase(s, '_');
+    out = std::strtod(s.c_str(), nullptr);
+    return true;
+}
+
+// PyYAML's implicit resolvers (YAML 1.1) for a plain scalar, timestamps left as strings.
+ojson resolve_plain_scalar(const std::string& s) {
+    static const std::regex null_re(R"(~|null|Null|NULL|)");
+    static const std::regex bool_true(R"(yes|Yes|YES|true|True|TRUE|on|On|ON)");
+    static const std::regex bool_false(R"(no|No|NO|false|False|FALSE|off|Off|OFF)");
+    static const std::regex int_dec(R"([-+]?(0|[1-9][0-9_]*))");
+    static const std::regex int_bin(R"([-+]?0b[0-1_]+)");
+    static const std::regex int_oct(R"([-+]?0[0-7_]+)");
+    static const std::regex int_hex(R"([-+]?0x[0-9a-fA-F_]+)");
+    static const std::regex float_re(
+        R"([-+]?([0-9][0-9_]*)\.[0-9_]*([eE][-+][0-9]+)?|\.[0-9_]+([eE][-+][0-9]+)?)");
+    static const std::regex inf_re(R"([-+]?\.(inf|Inf|INF))");
+    static const std::regex nan_re(R"(\.(nan|NaN|NAN))");
+    if (std::regex_match(s, null_re)) {
+        return nullptr;
+    }
+    if (std::regex_match(s, bool_true)) {
+        return true;
+    }
+    if (std::regex_match(s, bool_false)) {
+        return false;
+    }
+    auto integer = [&](int base, std::size_t prefix) -> ojson {
+        std::string digits = s;
+        std::erase(digits, '_');
+        const bool negative = digits[0] == '-';
+        const std::size_t skip = (digits[0] == '-' || digits[0] == '+' ? 1 : 0) + prefix;
+        long long v = 0;
+        auto [end, ec] = std::from_chars(digits.data() + skip, digits.data() + digits.size(), v, base);
+        if (ec != std::errc() || end != digits.data() + digits.size()) {
+            return s; // out of range for us: keep the text rather than a wrong number
+        }
+        return negative ? -v : v;
+    };
+    if (std::regex_match(s, int_bin)) {
+        return integer(2, 2);
+    }
+    if (std::regex_match(s, int_hex)) {
+        return integer(16, 2);
+    }
+    if (std::regex_match(s, int_dec)) {
+        return integer(10, 0);
+    }
+    if (std::regex_match(s, int_oct)) {
+        return integer(8, 1);
+    }
+    if (std::regex_match(s, inf_re)) {
+        return s[0] == '-' ? -HUGE_VAL : HUGE_VAL;
+    }
+    if (std::regex_match(s, nan_re)) {
+        return std::nan("");
+    }
+    if (std::regex_match(s, float_re)) {
+        std::string digits = s;
+        std::erase(digits, '_');
+        return std::strtod(digits.c_str(), nullptr);
+    }
+    return s;
+}
+
+ojson from_yaml(const YAML::Node& node) {
+    switch (node.Type()) {
+    case YAML::NodeType::Null: return nullptr;
+    case YAML::NodeType::Scalar:
+        // A quoted scalar (tag "!") is a string; a plain one is typed by its text.
+        return node.Tag() == "!" ? ojson(node.Scalar()) : resolve_plain_scalar(node.Scalar());
+    case YAML::NodeType::Sequence: {
+        ojson out = ojson::array();
+        for (const auto& item : node) {
+            out.push_back(from_yaml(item));
+        }
+        return out;
+    }
+    case YAML::NodeType::Map: {
+        ojson out = ojson::object();
+        for (const auto& item : node) {
+            out[item.first.as<std::string>()] = from_yaml(item.second);
+        }
+        return out;
+    }
+    case YAML::NodeType::Undefined: break;
+    }
+    return nullptr;
+}
+
+} // namespace
+
+ojson resolve_cli_value(const std::string& text) {
+    if (text == "True") {
+        return true;
+    }
+    if (text == "False") {
+        return false;
+    }
+    if (text == "None") {
+        return nullptr;
+    }
+    long long i = 0;
+    if (python_int(text, i)) {
+        return i;
+    }
+    double f = 0;
+    if (python_float(text, f)) {
+        return f;
+    }
+    return text;
+}
+
+result<parameters> parse_yaml_parameters(std::string_view text, const std::string& source) {
+    YAML::Node root;
+    try {
+        root = YAML::Load(std::string(text));
+    } catch (const YAML::Exception& e) {
+        return error{errc::bad_request, source + ":" + std::to_string(e.mark.line + 1) + ":" +
+                                            std::to_string(e.mark.column + 1) + ": " + e.msg};
+    }
+    if (root.IsNull() || !root.IsDefined()) {
+        return parameters::object();
+    }
+    if (!root.IsMap()) {
+        return error{errc::bad_request, source + ": parameters must be a YAML mapping of names to values"};
+    }
+    return from_yaml(root);
+}
+
+std::string python_float_repr(double value) {
+    if (std::isnan(value)) {
+        return "nan";
+    }
+    if (std::isinf(value)) {
+        return value < 0 ? "-inf" : "inf";
+    }
+    char buf[64];
+    // The shortest digits that round-trip, in scientific form: d.ddde[+-]X.
+    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value, std::chars_format::scientific);
+    std::string sci(buf, end);
+    const auto e = sci.find('e');
+    std::string mantissa = sci.substr(0, e);
+    const int exponent = std::stoi(sci.substr(e + 1));
+    const bool negative = mantissa[0] == '-';
+    std::string digits;
+    for (char c : mantissa) {
+        if (c >= '0' && c <= '9') {
+            digits += c;
+        }
+    }
+    std::string out = negative ? "-" : "";
+    if (exponent < -4 || exponent >= 16) {
+        out += digits.substr(0, 1);
+        if (digits.size() > 1) {
+            out += "." + digits.substr(1);
+        }
+        char exp[16];
+        std::snprintf(exp, sizeof exp, "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
+        return out + exp;
+    }
+    if (exponent < 0) {
+        return out + "0." + std::string(static_cast<std::size_t>(-exponent - 1), '0') + digits;
+    }
+    const auto point = static_cast<std::size_t>(exponent) + 1;
+    if (digits.size() <= point) {
+        return out + digits + std::string(point - digits.size(), '0') + ".0";
+    }
+    return out + digits.substr(0, point) + "." + digits.substr(point);
+}
+
+} // namespace kpool::params

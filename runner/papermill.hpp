@@ -1,0 +1,60 @@
+// What papermill does to a notebook besides running it, as pure functions on the in-memory
+// notebook: the injected parameters cell, `metadata.papermill` on the notebook and on every cell
+// (times, durations, status, exception), nbclient's `metadata.execution` timestamps, and the two
+// marker cells an error leaves (the banner at the top, the anchor before the failing cell).
+#pragma once
+
+#include "params/values.hpp"
+#include "protocol/result.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace kpool::runner {
+
+using json = nlohmann::json;
+using wall_clock = std::chrono::system_clock;
+
+inline constexpr const char* error_marker_tag = "papermill-error-cell-tag";
+
+// Python's datetime.utcnow().isoformat(): "2026-11-30T05:35:08.123456" (no fraction when the
+// microseconds are 0, no zone), as papermill writes its times.
+std::string papermill_time(wall_clock::time_point t);
+
+// nbclient's timestamp(msg): the message header's date as "%Y-%m-%dT%H:%M:%S.%fZ", or now.
+std::string message_time(const json& header);
+
+// The first cell carrying `tag` in metadata.tags, or -1.
+long first_tagged_cell(const json& nb, const std::string& tag);
+
+// papermill's parameterize_notebook: a code cell tagged injected-parameters holding `source`,
+// replacing an earlier injected one, else right after the first cell tagged parameters, else at
+// the top (`warnings` then says so). nbformat 4.5 notebooks give the new cell an id.
+void inject_parameters(json& nb, const std::string& source, std::vector<std::string>& warnings);
+
+// metadata.papermill before a run: input and output paths, parameters, environment variables
+// (the --env ones), version.
+void prepare_metadata(json& nb, const std::string& input_path, const std::string& output_path,
+                      const nlohmann::ordered_json& parameters, const json& environment,
+                      const std::string& version);
+
+// papermill's notebook_start: run times reset, every cell pending, code cells without outputs
+// or execution counts.
+void notebook_start(json& nb, wall_clock::time_point now);
+void cell_start(json& cell, wall_clock::time_point now);
+void cell_exception(json& nb, json& cell);
+void cell_complete(json& cell, wall_clock::time_point now);
+// papermill's notebook_complete: end time, duration, pending cells before a failure completed.
+void notebook_complete(json& nb, wall_clock::time_point start, wall_clock::time_point now);
+
+// The banner at the top and the anchor before cell `failed_cell` (both markdown, tagged
+// papermill-error-cell-tag); `execution_count` is the failed cell's, as papermill shows it.
+void insert_error_cells(json& nb, std::size_t failed_cell, const json& execution_count);
+
+// A random 8-hex-digit cell id, as nbformat makes them.
+std::string new_cell_id();
+
+} // namespace kpool::runner

@@ -1,0 +1,116 @@
+// params/: papermill's CLI typing, PyYAML's implicit types, Python's float repr, and every
+// translator's literals (expected texts are what papermill's translators produce).
+#include "params/translators.hpp"
+#include "params/values.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+using namespace kpool::params;
+using ojson = nlohmann::ordered_json;
+
+TEST_SUITE("params") {
+    TEST_CASE("-p values are typed as papermill's _resolve_type does") {
+        CHECK(resolve_cli_value("True") == true);
+        CHECK(resolve_cli_value("False") == false);
+        CHECK(resolve_cli_value("None").is_null());
+        CHECK(resolve_cli_value("true") == "true"); // only Python's spellings
+        CHECK(resolve_cli_value("42") == 42);
+        CHECK(resolve_cli_value(" -7 ") == -7);
+        CHECK(resolve_cli_value("1_000") == 1000);
+        CHECK(resolve_cli_value("0.5") == 0.5);
+        CHECK(resolve_cli_value("1e3") == 1000.0);
+        CHECK(std::isnan(resolve_cli_value("nan").get<double>()));
+        CHECK(resolve_cli_value("-inf").get<double>() == -HUGE_VAL);
+        CHECK(resolve_cli_value("0x10") == "0x10");
+        CHECK(resolve_cli_value("abc") == "abc");
+        CHECK(resolve_cli_value("") == "");
+    }
+
+    TEST_CASE("YAML is typed as PyYAML's safe loader types it, without dates") {
+        auto p = parse_yaml_parameters("a: yes\nb: 0x1f\nc: 1.5\nd: 1e3\ne: ~\nf: '12'\ng: 2026-01-01\n"
+                                       "h: [1, two, .inf]\ni: {k: off}\nj: 010\nk: -0b11\n",
+                                       "p.yaml");
+        REQUIRE(p.ok());
+        CHECK((*p)["a"] == true);
+        CHECK((*p)["b"] == 31);
+        CHECK((*p)["c"] == 1.5);
+        CHECK((*p)["d"] == "1e3"); // YAML 1.1 floats need a dot
+        CHECK((*p)["e"].is_null());
+        CHECK((*p)["f"] == "12");
+        CHECK((*p)["g"] == "2026-01-01");
+        CHECK((*p)["h"][1] == "two");
+        CHECK((*p)["h"][2].get<double>() == HUGE_VAL);
+        CHECK((*p)["i"]["k"] == false);
+        CHECK((*p)["j"] == 8);
+        CHECK((*p)["k"] == -3);
+        CHECK(parse_yaml_parameters("", "e.yaml")->empty());
+        CHECK(parse_yaml_parameters("[1]", "l.yaml").err().message ==
+              "l.yaml: parameters must be a YAML mapping of names to values");
+        CHECK(parse_yaml_parameters("a: [1,\n", "bad.yaml").err().message.starts_with("bad.yaml:"));
+    }
+
+    TEST_CASE("floats print as Python's repr") {
+        CHECK(python_float_repr(0.1) == "0.1");
+        CHECK(python_float_repr(3.0) == "3.0");
+        CHECK(python_float_repr(-2.5) == "-2.5");
+        CHECK(python_float_repr(1e16) == "1e+16");
+        CHECK(python_float_repr(1234567890123456.0) == "1234567890123456.0");
+        CHECK(python_float_repr(1e-5) == "1e-05");
+        CHECK(python_float_repr(0.0001) == "0.0001");
+        CHECK(python_float_repr(1.5e300) == "1.5e+300");
+        CHECK(python_float_repr(std::nan("")) == "nan");
+        CHECK(python_float_repr(-HUGE_VAL) == "-inf");
+    }
+
+    TEST_CASE("translators are found by kernel name, then language") {
+        CHECK(translator_for("python3", "python") == "python");
+        CHECK(translator_for("ir", "R") == "R");
+        CHECK(translator_for("sparkkernel", "x") == "scala");
+        CHECK(translator_for("octave", "octave") == "matlab");
+        CHECK_FALSE(translator_for("xr", "fake").has_value());
+    }
+
+    TEST_CASE("each language's literals, as papermill writes them") {
+        const ojson values = ojson::parse(
+            R"({"s": "a \"q\" 'b' \\ \n é 😀", "i": 3, "big": 3000000000, "f": 0.5, "t": true,
+                "n": null, "l": [1, "x"], "d": {"k": 1.0}})");
+        CHECK(*translate_parameters("python", values) ==
+              "# Parameters\n"
+              "s = \"a \\\"q\\\" 'b' \\\\ \\n \\xe9 \\U0001f600\"\n"
+              "i = 3\nbig = 3000000000\nf = 0.5\nt = True\nn = None\nl = [1, \"x\"]\nd = {\"k\": 1.0}\n");
+        CHECK(*translate_parameters("R", values) ==
+              "# Parameters\n"
+              "s = \"a \\\"q\\\" 'b' \\\\ \\n \\xe9 \\U0001f600\"\n"
+              "i = 3\nbig = 3000000000\nf = 0.5\nt = TRUE\nn = NULL\nl = list(1, \"x\")\n"
+              "d = list(\"k\" = 1.0)\n");
+        const ojson simple = ojson::parse(R"({"i": 3, "big": 3000000000, "t": false, "n": null,
+                                              "l": [1, "x y"], "d": {"k": "v"}})");
+        CHECK(*translate_parameters("julia", simple) ==
+              "# Parameters\ni = 3\nbig = 3000000000\nt = false\nn = nothing\nl = [1, \"x y\"]\n"
+              "d = Dict(\"k\" => \"v\")\n");
+        CHECK(*translate_parameters("scala", simple) ==
+              "// Parameters\nval i = 3\nval big = 3000000000L\nval t = false\nval n = None\n"
+              "val l = Seq(1, \"x y\")\nval d = Map(\"k\" -> \"v\")\n");
+        CHECK(*translate_parameters("matlab", simple) ==
+              "% Parameters\ni = 3;\nbig = 3000000000;\nt = false;\nn = NaN;\nl = {1, \"x y\"};\n"
+              "d = containers.Map({'k'}, {\"v\"});\n");
+        const ojson shell = ojson::parse(R"({"a": "plain", "b": "it's", "c": "", "n": null,
+                                             "l": [1, "x y"]})");
+        CHECK(*translate_parameters("bash", shell) ==
+              "# Parameters\na=plain\nb='it'\"'\"'s'\nc=''\nn=\nl=(1 'x y')\n");
+        CHECK(translate_parameters("bash", ojson::parse(R"({"d": {"k": 1}})")).err().message ==
+              "a dict parameter cannot be written in bash");
+        CHECK(*translate_parameters("R", ojson::parse(R"({"__x": 1})")) == "# Parameters\nx = 1\n");
+        CHECK(*translate_parameters("python", ojson{{"x", std::nan("")}}) ==
+              "# Parameters\nx = float('nan')\n");
+    }
+
+    TEST_CASE("the names a parameters cell assigns") {
+        CHECK(assigned_names("python", "# comment\nalpha = 0.1\nn: int = 3\nif x == 1:\n  pass\n") ==
+              std::set<std::string>{"alpha", "n"});
+        CHECK(assigned_names("R", "alpha <- 0.1\nbeta = 2\n") == std::set<std::string>{"alpha", "beta"});
+        CHECK(assigned_names("bash", "x=1\nexport y=2\n") == std::set<std::string>{"x", "y"});
+    }
+}
