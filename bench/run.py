@@ -12,6 +12,7 @@ import datetime
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -267,6 +268,93 @@ class Bench:
                 "| jupyter_client start_kernel + wait_for_ready | %d | %.2f | %.2f | 1.00x |" % (n, cold_s, cold),
                 "", "fork refills at **%.2fx** the rate of spawn." % (runs["fork"]["per_s"] / runs["spawn"]["per_s"]), "")
         self.results["refill"] = {"concurrency": concurrency, "runs": runs, "cold_s": cold_s, "cold_n": n}
+
+    # 10 ------------------------------------------------------------------------------------
+    def notebooks(self):
+        """Serverless and batch notebooks (issue #11): a one-cell notebook run end to end by
+        `kpool run` (the whole process) beside `jupyter execute` with the pooled and the plain
+        kernelspec, `kpool exec 'print(1)'`, peak RSS of `kpool run`, and 100 one-cell notebooks
+        with -j 4 against the pool's refill rate measured in the same run. Real ipykernels,
+        refilling behind every request as users run it."""
+        runs = 7 if self.args.quick else 21
+        work = tempfile.mkdtemp(prefix="kpool-bench-run-")
+        kpool = os.path.join(self.args.build, "kpool")
+        d = Daemon(self.kpoold, "[pools.python3]\nsize = 4\nmax_starting = 2\n")
+        try:
+            env = dict(os.environ, PYTHONPATH=self.site, JUPYTER_PATH=os.path.join(work, "share", "jupyter"),
+                       KPOOL_ENDPOINT=d.endpoint)
+            subprocess.run([PYTHON, "-m", "kpool", "install-kernelspec", "--pool", "python3", "--prefix", work,
+                            "--endpoint", d.endpoint], check=True, env=env, capture_output=True)
+            nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "language": "python",
+                                                                   "display_name": "Python 3"}})
+            nb.cells = [nbformat.v4.new_code_cell("print(1)")]
+            path = os.path.join(work, "one.ipynb")
+            nbformat.write(nb, path)
+            out = os.path.join(work, "out.ipynb")
+
+            def timed(argv):
+                """Wall seconds of the whole process and its peak RSS (KiB), from wait4."""
+                d.wait_warm("python3", 4)  # served warm, the refill of the last one done
+                t = time.perf_counter()
+                p = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                _, status, usage = os.wait4(p.pid, 0)
+                elapsed = time.perf_counter() - t
+                p.returncode = os.waitstatus_to_exitcode(status)
+                assert p.returncode == 0, argv
+                return elapsed, usage.ru_maxrss
+
+            run_s, exec_s, rss = [], [], 0
+            for _ in range(runs):
+                seconds, peak = timed([kpool, "run", path, out, "--no-progress"])
+                run_s.append(seconds)
+                rss = max(rss, peak)
+                exec_s.append(timed([kpool, "exec", "print(1)"])[0])
+            jx = {"python3-pooled": [], "python3": []}
+            for _ in range(3 if self.args.quick else 5):
+                for name in jx:
+                    jx[name].append(timed(["jupyter", "execute", "--kernel_name=" + name, path])[0])
+            # Refill rate of this pool: 8 kernels from a resize of an empty pool.
+            d.rpc(op="drain", pool="python3")
+            end = time.monotonic() + 60
+            while any(k["pool"] == "python3" for k in d.rpc(op="status")["kernels"]):
+                assert time.monotonic() < end
+                time.sleep(0.05)
+            t = time.perf_counter()
+            d.rpc(op="resize", pool="python3", size=8)
+            refill_rate = 8 / (d.wait_warm("python3", 8, interval=0.02) - t)
+            d.rpc(op="resize", pool="python3", size=4)
+            n = 40 if self.args.quick else 100
+            batch = []
+            for i in range(n):
+                p = os.path.join(work, "b%03d.ipynb" % i)
+                shutil.copyfile(path, p)
+                batch.append(p)
+            t = time.perf_counter()
+            r = subprocess.run([kpool, "run"] + batch + ["--output-dir", os.path.join(work, "outs"), "-j", "4"],
+                               env=env, capture_output=True, text=True)
+            batch_s = time.perf_counter() - t
+            assert r.returncode == 0, r.stderr
+        finally:
+            d.close()
+        med = statistics.median
+        rate = n / batch_s
+        self.md("## 10. Notebooks: `kpool run` and `kpool exec` (warm pool of 4 ipykernels, refilling)", "",
+                "| command (whole process, one-cell notebook) | runs | p50 ms | max ms |", "| --- | --- | --- | --- |",
+                "| kpool run | %d | %.1f | %.1f |" % (runs, med(run_s) * 1000, max(run_s) * 1000),
+                "| kpool exec 'print(1)' | %d | %.1f | %.1f |" % (runs, med(exec_s) * 1000, max(exec_s) * 1000),
+                "| jupyter execute, pooled kernelspec | %d | %.1f | %.1f |" % (
+                    len(jx["python3-pooled"]), med(jx["python3-pooled"]) * 1000, max(jx["python3-pooled"]) * 1000),
+                "| jupyter execute, plain kernelspec | %d | %.1f | %.1f |" % (
+                    len(jx["python3"]), med(jx["python3"]) * 1000, max(jx["python3"]) * 1000),
+                "", "kpool run is **%.0fx** faster than jupyter execute with the pooled kernelspec and **%.0fx** "
+                "than with the plain one (p50). Peak RSS of a kpool process: %.1f MB." % (
+                    med(jx["python3-pooled"]) / med(run_s), med(jx["python3"]) / med(run_s), rss / 1024.0),
+                "", "%d one-cell notebooks with -j 4: %.1f s, **%.2f notebooks/s**; the pool refills %.2f "
+                "kernels/s (8 from empty) in the same run: ratio **%.2f**." % (n, batch_s, rate, refill_rate,
+                                                                             rate / refill_rate), "")
+        self.results["notebooks"] = {"run_s": run_s, "exec_s": exec_s, "jupyter_execute_s": jx,
+                                     "peak_rss_kib": rss, "batch": {"n": n, "seconds": batch_s,
+                                                                   "per_s": rate, "refill_per_s": refill_rate}}
 
     # 9 -------------------------------------------------------------------------------------
     def languages(self):
@@ -530,7 +618,7 @@ class Bench:
         self.kpool = kpool
         scenarios = {"1": self.warm_acquire, "2": self.usable_kernel, "3": self.sustained,
                      "4": self.refill, "5": self.control_plane, "6": self.jupyter_execute,
-                     "7": self.soak, "8": self.autosize, "9": self.languages}
+                     "7": self.soak, "8": self.autosize, "9": self.languages, "10": self.notebooks}
         self.md("# kpool benchmark, %s" % datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "",
                 "Machine: %d cores; %s" % (os.cpu_count(), "quick mode" if self.args.quick else "full mode"), "")
         for key in self.args.only.split(","):
@@ -548,7 +636,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--quick", action="store_true", help="fewer requests, shorter runs")
-    parser.add_argument("--only", default="1,2,3,4,5,6,9",
+    parser.add_argument("--only", default="1,2,3,4,5,6,9,10",
                         help="scenarios to run, e.g. 1,5; 7 (the soak) and 8 (auto sizing) only when asked")
     parser.add_argument("--rate", type=float, default=2.0, help="scenario 3: kernel requests/s")
     parser.add_argument("--duration", type=int, default=0,

@@ -14,22 +14,6 @@ namespace {
 
 using json = nlohmann::json;
 
-// IPython colours tracebacks; a file or a pipe wants plain text.
-std::string strip_ansi(const std::string& text) {
-    std::string out;
-    for (std::size_t i = 0; i < text.size(); ++i) {
-        if (text[i] == '\x1b' && i + 1 < text.size() && text[i + 1] == '[') {
-            i += 2;
-            while (i < text.size() && !(text[i] >= '@' && text[i] <= '~')) {
-                ++i;
-            }
-            continue;
-        }
-        out.push_back(text[i]);
-    }
-    return out;
-}
-
 void write_all(std::FILE* stream, const std::string& text) {
     std::fwrite(text.data(), 1, text.size(), stream);
     std::fflush(stream);
@@ -50,7 +34,7 @@ void show(const json& output) {
         std::string text;
         for (const json& line : output.value("traceback", json::array())) {
             if (line.is_string()) {
-                text += (colour ? line.get<std::string>() : strip_ansi(line.get<std::string>())) + "\n";
+                text += (colour ? line.get<std::string>() : protocol::strip_ansi(line.get<std::string>())) + "\n";
             }
         }
         write_all(stderr, text);

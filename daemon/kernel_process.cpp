@@ -25,22 +25,6 @@ constexpr auto connection_file_poll = 20ms;
 constexpr auto kernel_info_resend = 1000ms;
 constexpr std::size_t output_tail_bytes = 4096;
 
-// IPython colours its tracebacks; logs want plain text.
-std::string strip_ansi(const std::string& text) {
-    std::string out;
-    for (std::size_t i = 0; i < text.size(); ++i) {
-        if (text[i] == '\x1b' && i + 1 < text.size() && text[i + 1] == '[') {
-            i += 2;
-            while (i < text.size() && !(text[i] >= '@' && text[i] <= '~')) {
-                ++i;
-            }
-            continue;
-        }
-        out.push_back(text[i]);
-    }
-    return out;
-}
-
 double seconds_since(std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -377,7 +361,7 @@ void kernel_process::on_startup_reply(const protocol::wire_message& msg) {
     if (auto tb = content.find("traceback"); tb != content.end() && tb->is_array()) {
         for (const json& line : *tb) {
             if (line.is_string()) {
-                traceback += strip_ansi(line.get<std::string>()) + "\n";
+                traceback += protocol::strip_ansi(line.get<std::string>()) + "\n";
             }
         }
     }

@@ -110,4 +110,19 @@ result<wire_message> parse(const std::vector<std::string>& frames, std::string_v
     return msg;
 }
 
+std::string strip_ansi(const std::string& text) {
+    std::string out;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        if (text[i] == '\x1b' && i + 1 < text.size() && text[i + 1] == '[') {
+            i += 2;
+            while (i < text.size() && !(text[i] >= '@' && text[i] <= '~')) {
+                ++i;
+            }
+            continue;
+        }
+        out.push_back(text[i]);
+    }
+    return out;
+}
+
 } // namespace kpool::protocol

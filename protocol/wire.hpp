@@ -44,6 +44,10 @@ std::vector<std::string> serialize(const wire_message& msg, std::string_view key
 // Parses frames and verifies the signature (when key is non-empty). Errors are bad_request.
 result<wire_message> parse(const std::vector<std::string>& frames, std::string_view key);
 
+// `text` without ANSI escape sequences (CSI ... final byte): IPython colours its tracebacks,
+// and files, pipes and logs want plain text.
+std::string strip_ansi(const std::string& text);
+
 // The current UTC time as ISO 8601 with microseconds, as Jupyter dates are written.
 std::string iso8601_now();
 

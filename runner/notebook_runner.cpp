@@ -32,21 +32,6 @@ struct failure {
     std::string message;
 };
 
-std::string strip_ansi(const std::string& text) {
-    std::string out;
-    for (std::size_t i = 0; i < text.size(); ++i) {
-        if (text[i] == '\x1b' && i + 1 < text.size() && text[i + 1] == '[') {
-            i += 2;
-            while (i < text.size() && !(text[i] >= '@' && text[i] <= '~')) {
-                ++i;
-            }
-            continue;
-        }
-        out.push_back(text[i]);
-    }
-    return out;
-}
-
 std::string read_input(const std::string& path) {
     std::stringstream text;
     if (path == "-") {
@@ -323,7 +308,7 @@ void report_error(std::FILE* log, const std::string& input, const json& cell, st
         std::string tb;
         for (const json& line : out.value("traceback", json::array())) {
             if (line.is_string()) {
-                tb += strip_ansi(line.get<std::string>()) + "\n";
+                tb += protocol::strip_ansi(line.get<std::string>()) + "\n";
             }
         }
         const json& count = cell.value("execution_count", json());
