@@ -84,17 +84,19 @@ private:
     void kernel_exited(const std::string& id, const exit_status& status,
                        const std::string& output_tail) override;
 
-    // request_handlers.cpp
+    // request_handlers.cpp: the ops, dispatched through op_table(). Each returns its reply, or
+    // "" when it answers later through the envelope (acquire waits for a kernel, or its cwd/env).
+    struct op_spec;
+    static const std::vector<op_spec>& op_table();
     void handle_request(const envelope& env, std::string_view body);
-    std::string op_ping(const protocol::control_request& req);
-    std::string op_status(const protocol::control_request& req);
-    std::string op_kernelspecs(const protocol::control_request& req);
-    std::string op_release(const protocol::control_request& req);
-    std::string op_signal(const protocol::control_request& req);
-    std::string op_poll(const protocol::control_request& req);
-    std::string op_resize(const protocol::control_request& req);
-    std::string op_drain(const protocol::control_request& req);
-    // Empty when the answer comes later (the acquire waits for a kernel, or for its cwd/env).
+    std::string op_ping(const envelope& env, const protocol::control_request& req);
+    std::string op_status(const envelope& env, const protocol::control_request& req);
+    std::string op_kernelspecs(const envelope& env, const protocol::control_request& req);
+    std::string op_release(const envelope& env, const protocol::control_request& req);
+    std::string op_signal(const envelope& env, const protocol::control_request& req);
+    std::string op_poll(const envelope& env, const protocol::control_request& req);
+    std::string op_resize(const envelope& env, const protocol::control_request& req);
+    std::string op_drain(const envelope& env, const protocol::control_request& req);
     std::string op_acquire(const envelope& env, const protocol::control_request& req);
     // Gives a leased kernel to the client: applies cwd/env first if asked, then replies.
     // False if the client could not be reached and the kernel was untouched (back to warm).

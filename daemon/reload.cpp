@@ -104,44 +104,4 @@ void daemon::reload() {
     reschedule();
 }
 
-std::string daemon::op_resize(const protocol::control_request& req) {
-    auto args = protocol::parse_resize(req.body);
-    if (!args) {
-        return protocol::make_error_reply(args.err(), req.req_id);
-    }
-    pool* p = active_pool(args->pool);
-    if (p == nullptr) {
-        return unknown_pool_reply(args->pool, req.req_id);
-    }
-    int others = 0;
-    for (const auto& [name, other] : m_pools) {
-        others += name == args->pool ? 0 : other->config().size;
-    }
-    if (others + *args->size > m_budget.max) {
-        return protocol::make_error_reply(
-            {errc::bad_request, fmt::format("pool sizes would add up to {}, more than max_kernels = {}",
-                                            others + *args->size, m_budget.max)},
-            req.req_id);
-    }
-    const int before = p->config().size;
-    p->resize(*args->size, clock::now());
-    return protocol::make_ok_reply({{"pool", args->pool}, {"size", *args->size}, {"previous_size", before}},
-                                   req.req_id);
-}
-
-std::string daemon::op_drain(const protocol::control_request& req) {
-    auto args = protocol::parse_drain(req.body);
-    if (!args) {
-        return protocol::make_error_reply(args.err(), req.req_id);
-    }
-    pool* p = active_pool(args->pool);
-    if (p == nullptr) {
-        return unknown_pool_reply(args->pool, req.req_id);
-    }
-    const int before = p->config().size;
-    p->drain(clock::now());
-    return protocol::make_ok_reply({{"pool", args->pool}, {"size", 0}, {"previous_size", before}},
-                                   req.req_id);
-}
-
 } // namespace kpool::daemon

@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace kpool::daemon {
@@ -22,22 +23,33 @@ constexpr auto default_acquire_timeout = 30000ms;
 // How long a kernel may take to apply a client's cwd and env.
 constexpr auto context_timeout = 10000ms;
 
-using simple_op = std::string (daemon::*)(const protocol::control_request&);
-
 } // namespace
 
-void daemon::handle_request(const envelope& env, std::string_view body) {
-    // Ops that answer at once; acquire is handled apart because it may answer later.
-    static const std::unordered_map<std::string_view, simple_op> ops = {
-        {"ping", &daemon::op_ping},
-        {"status", &daemon::op_status},
-        {"kernelspecs", &daemon::op_kernelspecs},
-        {"release", &daemon::op_release},
-        {"signal", &daemon::op_signal},
-        {"poll", &daemon::op_poll},
-        {"resize", &daemon::op_resize},
-        {"drain", &daemon::op_drain},
+// Every op of the control protocol, with what the dispatcher must know about it. The error for an
+// unknown op lists these names, so a new op is one line here and its handler.
+struct daemon::op_spec {
+    std::string_view name;
+    std::string (daemon::*handler)(const envelope&, const protocol::control_request&);
+    bool answers_later;       // may return "" and reply later (through the envelope)
+    bool while_shutting_down; // still served once shutdown began
+};
+
+const std::vector<daemon::op_spec>& daemon::op_table() {
+    static const std::vector<op_spec> ops = {
+        {"ping", &daemon::op_ping, false, true},
+        {"acquire", &daemon::op_acquire, true, false},
+        {"release", &daemon::op_release, false, false},
+        {"signal", &daemon::op_signal, false, false},
+        {"poll", &daemon::op_poll, false, false},
+        {"status", &daemon::op_status, false, true},
+        {"kernelspecs", &daemon::op_kernelspecs, false, false},
+        {"resize", &daemon::op_resize, false, false},
+        {"drain", &daemon::op_drain, false, false},
     };
+    return ops;
+}
+
+void daemon::handle_request(const envelope& env, std::string_view body) {
     auto log = logger("control");
     auto req = protocol::parse_control_request(body);
     if (!req) {
@@ -46,20 +58,27 @@ void daemon::handle_request(const envelope& env, std::string_view body) {
         return;
     }
     log->debug("request op={}", protocol::echo_safe(req->op));
+    const auto& ops = op_table();
+    auto op = std::find_if(ops.begin(), ops.end(), [&](const op_spec& o) { return o.name == req->op; });
     std::string reply;
-    if (m_shutting_down && req->op != "ping" && req->op != "status") {
+    if (op == ops.end()) {
+        std::string known;
+        for (const op_spec& o : ops) {
+            known += (known.empty() ? "" : ", ") + std::string(o.name);
+        }
+        reply = protocol::make_error_reply(
+            {errc::unknown_op, "unknown op '" + protocol::echo_safe(req->op) + "' (known: " + known + ")"},
+            req->req_id);
+    } else if (m_shutting_down && !op->while_shutting_down) {
         reply = protocol::make_error_reply({errc::shutting_down, "the daemon is shutting down"},
                                            req->req_id);
-    } else if (req->op == "acquire") {
-        reply = op_acquire(env, *req);
-    } else if (auto it = ops.find(req->op); it != ops.end()) {
-        reply = (this->*(it->second))(*req);
     } else {
-        reply = protocol::make_error_reply(
-            {errc::unknown_op, "unknown op '" + protocol::echo_safe(req->op) +
-                                   "' (known: ping, acquire, release, signal, poll, status, kernelspecs, resize, "
-                                   "drain)"},
-            req->req_id);
+        reply = (this->*(op->handler))(env, *req);
+        if (reply.empty() && !op->answers_later) {
+            // A handler bug must still leave the client with its one reply.
+            log->error("op {} produced no reply", op->name);
+            reply = protocol::make_error_reply({errc::internal, "no reply was produced"}, req->req_id);
+        }
     }
     if (!reply.empty()) {
         send_reply(env, reply);
@@ -67,7 +86,7 @@ void daemon::handle_request(const envelope& env, std::string_view body) {
     reschedule();
 }
 
-std::string daemon::op_ping(const protocol::control_request& req) {
+std::string daemon::op_ping(const envelope&, const protocol::control_request& req) {
     if (auto st = protocol::parse_no_args(req.body); !st) {
         return protocol::make_error_reply(st.err(), req.req_id);
     }
@@ -213,7 +232,7 @@ kernel_process* daemon::handed_out_kernel(const std::string& id) {
     return it == m_kernels.end() ? nullptr : it->second.get();
 }
 
-std::string daemon::op_release(const protocol::control_request& req) {
+std::string daemon::op_release(const envelope&, const protocol::control_request& req) {
     auto args = protocol::parse_kernel_op(req.body);
     if (!args) {
         return protocol::make_error_reply(args.err(), req.req_id);
@@ -230,7 +249,7 @@ std::string daemon::op_release(const protocol::control_request& req) {
     return protocol::make_ok_reply(json::object(), req.req_id);
 }
 
-std::string daemon::op_signal(const protocol::control_request& req) {
+std::string daemon::op_signal(const envelope&, const protocol::control_request& req) {
     auto args = protocol::parse_signal(req.body);
     if (!args) {
         return protocol::make_error_reply(args.err(), req.req_id);
@@ -252,7 +271,7 @@ std::string daemon::op_signal(const protocol::control_request& req) {
     return protocol::make_ok_reply(json::object(), req.req_id);
 }
 
-std::string daemon::op_poll(const protocol::control_request& req) {
+std::string daemon::op_poll(const envelope&, const protocol::control_request& req) {
     auto args = protocol::parse_kernel_op(req.body);
     if (!args) {
         return protocol::make_error_reply(args.err(), req.req_id);
@@ -272,7 +291,7 @@ std::string daemon::op_poll(const protocol::control_request& req) {
         req.req_id);
 }
 
-std::string daemon::op_status(const protocol::control_request& req) {
+std::string daemon::op_status(const envelope&, const protocol::control_request& req) {
     if (auto st = protocol::parse_no_args(req.body); !st) {
         return protocol::make_error_reply(st.err(), req.req_id);
     }
@@ -311,7 +330,7 @@ std::string daemon::op_status(const protocol::control_request& req) {
                                    req.req_id);
 }
 
-std::string daemon::op_kernelspecs(const protocol::control_request& req) {
+std::string daemon::op_kernelspecs(const envelope&, const protocol::control_request& req) {
     if (auto st = protocol::parse_no_args(req.body); !st) {
         return protocol::make_error_reply(st.err(), req.req_id);
     }
@@ -324,6 +343,46 @@ std::string daemon::op_kernelspecs(const protocol::control_request& req) {
                          {"argv", spec.argv}});
     }
     return protocol::make_ok_reply({{"kernelspecs", std::move(specs)}}, req.req_id);
+}
+
+std::string daemon::op_resize(const envelope&, const protocol::control_request& req) {
+    auto args = protocol::parse_resize(req.body);
+    if (!args) {
+        return protocol::make_error_reply(args.err(), req.req_id);
+    }
+    pool* p = active_pool(args->pool);
+    if (p == nullptr) {
+        return unknown_pool_reply(args->pool, req.req_id);
+    }
+    int others = 0;
+    for (const auto& [name, other] : m_pools) {
+        others += name == args->pool ? 0 : other->config().size;
+    }
+    if (others + *args->size > m_budget.max) {
+        return protocol::make_error_reply(
+            {errc::bad_request, fmt::format("pool sizes would add up to {}, more than max_kernels = {}",
+                                            others + *args->size, m_budget.max)},
+            req.req_id);
+    }
+    const int before = p->config().size;
+    p->resize(*args->size, clock::now());
+    return protocol::make_ok_reply({{"pool", args->pool}, {"size", *args->size}, {"previous_size", before}},
+                                   req.req_id);
+}
+
+std::string daemon::op_drain(const envelope&, const protocol::control_request& req) {
+    auto args = protocol::parse_drain(req.body);
+    if (!args) {
+        return protocol::make_error_reply(args.err(), req.req_id);
+    }
+    pool* p = active_pool(args->pool);
+    if (p == nullptr) {
+        return unknown_pool_reply(args->pool, req.req_id);
+    }
+    const int before = p->config().size;
+    p->drain(clock::now());
+    return protocol::make_ok_reply({{"pool", args->pool}, {"size", 0}, {"previous_size", before}},
+                                   req.req_id);
 }
 
 } // namespace kpool::daemon
