@@ -1,6 +1,7 @@
 // kpool run: arguments, parameter merging, and running many notebooks N at a time.
 #include "client/run_command.hpp"
 
+#include "client/leased_kernel.hpp"
 #include "params/values.hpp"
 #include "runner/notebook_runner.hpp"
 
@@ -158,12 +159,14 @@ params::parameters merge_parameters(const parsed_run& r) {
 int run_many(const std::string& endpoint, const curve_keys& keys, const parsed_run& r) {
     std::error_code ec;
     fs::create_directories(r.output_dir, ec);
+    catch_stop_signals();
     std::atomic<std::size_t> next{0};
     std::atomic<int> failed{0};
     std::mutex print;
     auto worker = [&] {
         control_client control(endpoint, keys);
-        for (std::size_t i; (i = next++) < r.paths.size();) {
+        // After Ctrl-C the running notebooks are interrupted and no new one starts.
+        for (std::size_t i; stop_signal() == 0 && (i = next++) < r.paths.size();) {
             runner::run_options options = r.options;
             options.input = r.paths[i];
             options.output = (fs::path(r.output_dir) / fs::path(r.paths[i]).filename()).string();
@@ -187,6 +190,9 @@ int run_many(const std::string& endpoint, const curve_keys& keys, const parsed_r
     }
     for (auto& t : threads) {
         t.join();
+    }
+    if (stop_signal() != 0) {
+        return exit_interrupted;
     }
     return failed == 0 ? 0 : 1;
 }
