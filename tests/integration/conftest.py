@@ -113,6 +113,20 @@ def run_code(connection_file, code):
         kc.stop_channels()
 
 
+def coalesced(outputs):
+    """Consecutive stream outputs of one name joined: how a kernel batches its writes into
+    stream messages depends on timing (ipykernel flushes every 0.2 s and around subprocesses),
+    not on the client; the text and its order must be the same."""
+    out = []
+    for o in outputs:
+        if o["output_type"] == "stream" and out and out[-1]["output_type"] == "stream" \
+                and out[-1]["name"] == o["name"]:
+            out[-1] = dict(out[-1], text="".join(out[-1]["text"]) + "".join(o["text"]))
+        else:
+            out.append(dict(o, text="".join(o["text"])) if o["output_type"] == "stream" else o)
+    return out
+
+
 def wait_until(predicate, timeout=10.0, interval=0.05, what="condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

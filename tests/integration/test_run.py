@@ -16,7 +16,7 @@ import pytest
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_raw_cell
 
-from conftest import HERE, wait_until
+from conftest import HERE, coalesced, wait_until
 
 KPOOL = os.environ.get("KPOOL_CLI") or os.path.join(HERE, "..", "..", "build", "kpool")
 
@@ -73,7 +73,7 @@ def normalized(nb):
             continue
         c = {"cell_type": cell["cell_type"], "source": cell["source"]}
         if cell["cell_type"] == "code":
-            c["outputs"] = cell["outputs"]
+            c["outputs"] = coalesced(cell["outputs"])
             c["execution_count"] = cell["execution_count"]
         out.append(c)
     return out
