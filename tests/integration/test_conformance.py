@@ -1,7 +1,9 @@
 """The Jupyter conformance suite (jupyter_kernel_test) on pooled kernelspecs, side by side with the
 plain ones: a kernel handed out by kpoold must behave exactly as one jupyter_client started.
 ipykernel, IRkernel and xeus-python, each plain and through kpool-provisioner. The samples are
-those the kernels' own test suites use, kept to what passes on the plain kernel here."""
+those the kernels' own test suites use, kept to what passes on the plain kernel here. Debian's
+octave_kernel 0.32 is left out: its kernel_info_reply fails the suite's schema (its
+implementation_version is a list), so no test passes on the plain kernelspec either."""
 import os
 import subprocess
 import tempfile
