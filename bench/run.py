@@ -381,7 +381,7 @@ class Bench:
         (start_kernel + wait_for_ready), medians of n runs each, in the same run."""
         runs = 3 if self.args.quick else 7
         rows = []
-        for spec in ("python3", "ir", "xpython"):
+        for spec in ("python3", "ir", "xpython", "octave"):
             d = Daemon(self.kpoold, '[pools.k]\nkernelspec = "%s"\nsize = 0\nmax_starting = 1\n' % spec)
             pooled = []
             try:
