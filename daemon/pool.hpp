@@ -179,8 +179,9 @@ public:
     // kernel: it runs on until released or its lease expires.
     //
     // A new config for this pool. Warm kernels stay, unless `replace_warm` (they were started
-    // differently: another kernelspec, transport, ip or limits), then the idle ones are
-    // replaced. A smaller size stops the surplus, a larger one starts the difference.
+    // differently: another kernelspec or kernel.json, transport, ip, limits, startup_code,
+    // launcher or python; reload.cpp decides), then the idle ones are replaced. A smaller size
+    // stops the surplus, a larger one starts the difference.
     void reconfigure(config::pool_config cfg, bool replace_warm, clock::time_point now);
     void resize(int size, clock::time_point now);
     // Size 0, every warm and starting kernel stopped, waiters and new acquires refused with
