@@ -103,3 +103,19 @@ def install_python_package(workdir):
                     "--no-build-isolation", "--no-deps", "--no-index", "--target", site, src],
                    check=True)
     return site
+
+
+def cold_start_seconds(kernel_name):
+    """Seconds for jupyter_client to start a kernel and see it ready (start_kernel, then
+    wait_for_ready): the baseline of every pooled path. The kernel is shut down afterwards."""
+    from jupyter_client import KernelManager
+    t = time.perf_counter()
+    km = KernelManager(kernel_name=kernel_name)
+    km.start_kernel()
+    kc = km.client()
+    kc.start_channels()
+    kc.wait_for_ready(timeout=120)
+    seconds = time.perf_counter() - t
+    kc.stop_channels()
+    km.shutdown_kernel(now=True)
+    return seconds

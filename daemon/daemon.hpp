@@ -147,6 +147,7 @@ private:
     void finish_if_done();
     void reschedule();
     pool* pool_of_kernel(const std::string& id);
+    // kernel_sources.cpp: kernelspecs and launchers.
     // Reads every pool's kernelspec and resolves its program (at start and on reload); a
     // problem is logged with the config position and stays in status until the next reload.
     // Returns the pools whose kernelspec changed since last time.
