@@ -46,7 +46,7 @@ def rss_mib(pid):
 class Daemon:
     """A kpoold with its own runtime directory and a fake kernelspec beside the real ones."""
 
-    def __init__(self, kpoold, pools_toml, max_kernels=400):
+    def __init__(self, kpoold, pools_toml, max_kernels=400, daemon_toml=""):
         self.dir = tempfile.mkdtemp(prefix="kpool-bench-")
         spec = os.path.join(self.dir, "jupyter", "kernels", "fake")
         os.makedirs(spec)
@@ -56,8 +56,8 @@ class Daemon:
         self.endpoint = "ipc://%s/run/control" % self.dir
         cfg = os.path.join(self.dir, "kpool.toml")
         with open(cfg, "w") as f:
-            f.write('[daemon]\nruntime_dir = "%s/run"\nlog_level = "warn"\nmax_kernels = %d\n%s'
-                    % (self.dir, max_kernels, pools_toml))
+            f.write('[daemon]\nruntime_dir = "%s/run"\nlog_level = "warn"\nmax_kernels = %d\n%s\n%s'
+                    % (self.dir, max_kernels, daemon_toml, pools_toml))
         env = dict(os.environ, JUPYTER_PATH=os.path.join(self.dir, "jupyter"))
         self.started = time.perf_counter()
         self.proc = subprocess.Popen([kpoold, "--config", cfg], env=env,

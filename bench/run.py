@@ -24,6 +24,7 @@ from jupyter_client import BlockingKernelClient, KernelManager
 
 import loadgen
 import notebooks
+import refill
 from benchlib import (PYTHON, ROOT, Daemon, cold_start_seconds, cpu_seconds, install_python_package, percentile,
                       rss_mib, summary)
 
@@ -154,16 +155,22 @@ class Bench:
                 kc.context.destroy(linger=0)  # each client made its own context: free its fds
             return ready_ms
 
-        rows, first_errors = [], []
+        rows, first_errors, acquire_ms = [], [], {}
+        launcher = self.args.launcher
         for size in (2, 4, 8):
-            d = Daemon(self.kpoold, "[pools.python3]\nsize = %d\nmax_starting = 2\n" % size)
+            d = Daemon(self.kpoold, '[pools.python3]\nsize = %d\nmax_starting = 2\nlauncher = "%s"\n'
+                       % (size, launcher))
             try:
                 d.wait_warm("python3", size)
+                while launcher == "fork" and not d.pool("python3").get("zygote_ready"):
+                    time.sleep(0.05)
                 client = self.kpool.Client(d.endpoint)
+                acquire_ms[size] = []
 
                 def pooled_request():
                     t = time.perf_counter()
                     k = client.acquire("python3", timeout_ms=120000)
+                    acquire_ms[size].append((time.perf_counter() - t) * 1000)
                     kc = BlockingKernelClient()
                     kc.load_connection_file(k.connection_file)
                     try:
@@ -175,7 +182,7 @@ class Bench:
                 first_errors.extend(errors[:1])
                 c = d.pool("python3")["counters"]
                 made_warm = c["acquired"] + d.pool("python3")["warm"] - size
-                rows.append(("kpool, pool size %d" % size, summary(usable), c["waited"], len(usable),
+                rows.append(("kpool (%s), pool size %d" % (launcher, size), summary(usable), c["waited"], len(usable),
                              len(errors), made_warm / elapsed))
                 self.latencies["sustained kpool size=%d" % size] = usable
             finally:
@@ -196,7 +203,8 @@ class Bench:
         first_errors.extend(errors[:1])
         self.latencies["sustained cold start"] = usable
         base_p50 = rows[-1][1]["p50"]
-        self.md("## 3. Sustained load: %.1f kernel requests/s for %d s (ipykernel)" % (rate, duration), "",
+        self.md("## 3. Sustained load: %.1f kernel requests/s for %d s (ipykernel, launcher = %s)"
+                % (rate, duration, launcher), "",
                 "Each request gets a kernel, waits for its kernel_info_reply (the latency below), "
                 "runs a cell and gives the kernel back. Baseline: the same arrivals, each starting "
                 "its own kernel with jupyter_client.", "",
@@ -205,61 +213,17 @@ class Bench:
         for name, s_, waited, n, errs, kps in rows:
             self.md("| %s | %d | %d | %d | %.1f | %.1f | %.1f | %.1f | %.2f | %.1fx faster |" % (
                 name, n, errs, waited, s_["p50"], s_["p90"], s_["p99"], s_["max"], kps, base_p50 / s_["p50"]))
+        self.md("", "The acquire alone (request to reply with a kernel), ms:", "",
+                "| pool size | p50 | p99 | max |", "| --- | --- | --- | --- |")
+        for size, lat in acquire_ms.items():
+            if lat:
+                self.md("| %d | %.2f | %.2f | %.2f |" % (size, percentile(lat, 50), percentile(lat, 99), max(lat)))
         for e in first_errors:
             self.md("", "An error seen: `%s`" % e[:300])
         self.md("")
+        self.results["sustained_acquire_ms"] = acquire_ms
         self.results["sustained"] = [{"path": r[0], "latency_ms": r[1], "waited": r[2], "requests": r[3],
                                       "errors": r[4], "started_per_s": r[5]} for r in rows]
-
-    # 4 -------------------------------------------------------------------------------------
-    def refill(self):
-        """Kernels/s from an empty pool to N warm, for both launchers, against jupyter_client
-        cold starts: the pool is resized from 0 once the daemon (and the zygote) is up."""
-        quick = self.args.quick
-        concurrency = 4
-        runs = {}
-        for launcher, n in (("spawn", 4 if quick else 8), ("fork", 8 if quick else 24)):
-            d = Daemon(self.kpoold, '[pools.python3]\nsize = 0\nmax_starting = %d\nlauncher = "%s"\n'
-                       % (concurrency, launcher))
-            try:
-                d.wait_warm("python3", 0)
-                end = time.monotonic() + 120
-                while launcher == "fork" and not d.pool("python3").get("zygote_ready"):
-                    assert time.monotonic() < end, "the zygote never became ready"
-                    time.sleep(0.05)
-                t = time.perf_counter()
-                d.rpc(op="resize", pool="python3", size=n)
-                done = d.wait_warm("python3", n, interval=0.02)
-                runs[launcher] = {"n": n, "seconds": done - t, "per_s": n / (done - t)}
-            finally:
-                d.close()
-        n = runs["spawn"]["n"]
-        t = time.perf_counter()
-
-        def cold_start(_):
-            km = KernelManager(kernel_name="python3")
-            km.start_kernel()
-            kc = km.client()
-            kc.start_channels()
-            kc.wait_for_ready(timeout=120)
-            kc.stop_channels()
-            return km
-
-        with concurrent.futures.ThreadPoolExecutor(max_workers=concurrency) as ex:
-            kms = list(ex.map(cold_start, range(n)))
-        cold_s = time.perf_counter() - t
-        for km in kms:
-            km.shutdown_kernel(now=True)
-        cold = n / cold_s
-        self.md("## 4. Refill throughput from empty (ipykernels, %d at a time)" % concurrency, "",
-                "| path | kernels | seconds | kernels/s | ratio to cold |", "| --- | --- | --- | --- | --- |",
-                "| kpoold, launcher = spawn | %d | %.2f | %.2f | %.2fx |" % (
-                    runs["spawn"]["n"], runs["spawn"]["seconds"], runs["spawn"]["per_s"], runs["spawn"]["per_s"] / cold),
-                "| kpoold, launcher = fork | %d | %.2f | %.2f | %.2fx |" % (
-                    runs["fork"]["n"], runs["fork"]["seconds"], runs["fork"]["per_s"], runs["fork"]["per_s"] / cold),
-                "| jupyter_client start_kernel + wait_for_ready | %d | %.2f | %.2f | 1.00x |" % (n, cold_s, cold),
-                "", "fork refills at **%.2fx** the rate of spawn." % (runs["fork"]["per_s"] / runs["spawn"]["per_s"]), "")
-        self.results["refill"] = {"concurrency": concurrency, "runs": runs, "cold_s": cold_s, "cold_n": n}
 
     # 5 -------------------------------------------------------------------------------------
     def control_plane(self):
@@ -479,9 +443,9 @@ class Bench:
         import kpool
         self.kpool = kpool
         scenarios = {"1": self.warm_acquire, "2": self.usable_kernel, "3": self.sustained,
-                     "4": self.refill, "5": self.control_plane, "6": self.jupyter_execute,
+                     "4": lambda: refill.refill(self), "5": self.control_plane, "6": self.jupyter_execute,
                      "7": self.soak, "8": self.autosize, "9": lambda: notebooks.languages(self),
-                     "10": lambda: notebooks.notebooks(self)}
+                     "10": lambda: notebooks.notebooks(self), "11": lambda: refill.priority(self)}
         self.md("# kpool benchmark, %s" % datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "",
                 "Machine: %d cores; %s" % (os.cpu_count(), "quick mode" if self.args.quick else "full mode"), "")
         for key in self.args.only.split(","):
@@ -499,9 +463,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--quick", action="store_true", help="fewer requests, shorter runs")
-    parser.add_argument("--only", default="1,2,3,4,5,6,9,10",
+    parser.add_argument("--only", default="1,2,3,4,5,6,9,10,11",
                         help="scenarios to run, e.g. 1,5; 7 (the soak) and 8 (auto sizing) only when asked")
     parser.add_argument("--rate", type=float, default=2.0, help="scenario 3: kernel requests/s")
+    parser.add_argument("--launcher", default="spawn", choices=("spawn", "fork"),
+                        help="scenario 3: how the pools start kernels")
     parser.add_argument("--duration", type=int, default=0,
                         help="scenario 3: seconds (default 60, 15 quick); scenario 7: (600, 60 quick)")
     parser.add_argument("--out", default=os.path.join(

@@ -81,6 +81,17 @@ std::string read_string(const toml::table& table, std::string_view key, std::str
     return node->as_string()->get();
 }
 
+bool read_bool(const toml::table& table, std::string_view key, bool fallback) {
+    const toml::node* node = table.get(key);
+    if (node == nullptr) {
+        return fallback;
+    }
+    if (!node->is_boolean()) {
+        fail(node->source(), "'" + std::string(key) + "' must be true or false, not " + type_name(*node));
+    }
+    return node->as_boolean()->get();
+}
+
 int read_int(const toml::table& table, std::string_view key, int fallback, int min, int max) {
     const toml::node* node = table.get(key);
     if (node == nullptr) {
@@ -219,7 +230,8 @@ daemon_config read_daemon(const toml::table& root) {
     const toml::table& table = t != nullptr ? *t : empty;
     check_known_keys(table, "[daemon]",
                      {"control", "runtime_dir", "log_level", "max_kernels", "allowed_uids",
-                      "allowed_gids", "curve_secret_key_file", "curve_allowed_keys", "metrics"});
+                      "allowed_gids", "curve_secret_key_file", "curve_allowed_keys", "metrics",
+                      "background_priority"});
 
     d.runtime_dir = read_string(table, "runtime_dir", default_runtime_dir());
     check_value(table, "runtime_dir", [&] { return !d.runtime_dir.empty() && d.runtime_dir[0] == '/'; },
@@ -262,6 +274,7 @@ daemon_config read_daemon(const toml::table& root) {
                 [&] { return std::find(levels.begin(), levels.end(), d.log_level) != levels.end(); },
                 "'log_level' must be one of trace, debug, info, warn, error, critical, off");
     d.max_kernels = read_int(table, "max_kernels", d.max_kernels, 1, 4096);
+    d.background_priority = read_bool(table, "background_priority", d.background_priority);
     d.metrics = read_string(table, "metrics", "");
     check_value(table, "metrics", [&] { return d.metrics.empty() || valid_host_port(d.metrics); },
                 "'metrics' must be HOST:PORT, e.g. \"127.0.0.1:9464\"");
@@ -321,9 +334,11 @@ pool_config read_pool(const std::string& name, const toml::table& table, const d
     check_value(table, "python", [&] { return p.python.starts_with('/'); },
                 "'python' must be an absolute path to an interpreter, e.g. \"/usr/bin/python3\"");
     p.startup_code = read_string(table, "startup_code", "");
-    p.launcher = read_string(table, "launcher", p.launcher);
-    check_value(table, "launcher", [&] { return p.launcher == "spawn" || p.launcher == "fork"; },
+    const std::string launcher = read_string(table, "launcher", to_string(p.launcher));
+    const auto kind = launcher_kind_named(launcher);
+    check_value(table, "launcher", [&] { return kind.has_value(); },
                 "'launcher' must be \"spawn\" or \"fork\"");
+    p.launcher = kind.value_or(launcher_kind::spawn);
     p.heartbeat_s = read_seconds(table, "heartbeat_s", p.heartbeat_s, 0, 86400, false);
     p.heartbeat_timeout_s =
         read_seconds(table, "heartbeat_timeout_s", p.heartbeat_timeout_s, 0, 3600, true);
@@ -410,6 +425,20 @@ config default_config() {
         throw std::logic_error(cfg.err().message);
     }
     return std::move(cfg).value();
+}
+
+const char* to_string(launcher_kind kind) noexcept {
+    return kind == launcher_kind::fork ? "fork" : "spawn";
+}
+
+std::optional<launcher_kind> launcher_kind_named(std::string_view name) noexcept {
+    if (name == "spawn") {
+        return launcher_kind::spawn;
+    }
+    if (name == "fork") {
+        return launcher_kind::fork;
+    }
+    return std::nullopt;
 }
 
 } // namespace kpool::config

@@ -6,11 +6,17 @@
 
 #include "protocol/result.hpp"
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace kpool::config {
+
+// How a pool's kernels come to exist (daemon/launcher_registry.hpp).
+enum class launcher_kind { spawn, fork };
+const char* to_string(launcher_kind kind) noexcept;
+std::optional<launcher_kind> launcher_kind_named(std::string_view name) noexcept;
 
 // setrlimit values applied to each kernel at spawn; 0 leaves the daemon's own limit.
 struct kernel_limits {
@@ -42,9 +48,9 @@ struct pool_config {
     // Code applying a client's cwd/env in the kernel ("{context}" = JSON string literal);
     // empty: kpool's built-in snippet for the kernel's language, if any.
     std::string context_snippet;
-    // "spawn": a new interpreter per kernel; "fork": forked from a zygote that imported
-    // ipykernel (and startup_code's imports) once. Python kernelspecs only.
-    std::string launcher = "spawn";
+    // spawn: a new interpreter per kernel; fork: forked from a zygote that imported ipykernel
+    // (and startup_code's imports) once and pre-built its app and shell. Python only.
+    launcher_kind launcher = launcher_kind::spawn;
     // Run in each kernel before it counts as warm (e.g. "import numpy, pandas"), silently: no
     // output, no history, no execution count. An error is a failed start.
     std::string startup_code;
@@ -61,6 +67,9 @@ struct daemon_config {
     std::string runtime_dir; // connection files, ipc sockets
     std::string log_level = "info";
     int max_kernels = 64;    // warm + starting + leased + stopping, all pools together
+    // Starting and stopping kernels run at SCHED_IDLE, warm ones at normal priority
+    // (daemon/cpu_priority.hpp), where the daemon may do so.
+    bool background_priority = true;
     // ipc: peers allowed besides the daemon's own uid (checked with SO_PEERCRED through ZAP).
     // When either list is set the socket file is made connectable by everyone and ZAP decides.
     std::vector<unsigned> allowed_uids;

@@ -5,7 +5,6 @@
 #include "daemon/instance_dir.hpp"
 #include "daemon/logging.hpp"
 #include "daemon/runtime_files.hpp"
-#include "daemon/spawn_launcher.hpp"
 #include "protocol/control.hpp"
 #include "protocol/hmac.hpp"
 #include "kpool/version.hpp"
@@ -129,13 +128,12 @@ daemon::daemon(config::config cfg, std::string config_path)
         throw std::runtime_error(std::string("uv_loop_init: ") + uv_strerror(rc));
     }
     m_kernels_dir = m_cfg.daemon.runtime_dir + "/kernels";
-    m_launcher = std::make_unique<spawn_launcher>(&m_loop);
+    m_launchers = std::make_unique<launcher_registry>(&m_loop);
     m_budget.max = m_cfg.daemon.max_kernels;
     for (const auto& pc : m_cfg.pools) {
         m_pools.emplace(pc.name, make_pool(pc));
     }
     m_deadline_timer = std::make_unique<uv_timer>(&m_loop);
-    m_zygote_cleanup = std::make_unique<uv_timer>(&m_loop);
 }
 
 daemon::~daemon() {
@@ -148,10 +146,7 @@ daemon::~daemon() {
     m_deadline_timer.reset();
     m_watchdog_timer.reset();
     m_signals.clear();
-    m_zygotes.clear();
-    m_retired_zygotes.clear();
-    m_zygote_cleanup.reset();
-    m_launcher.reset(); // joins the spawner thread and closes its async handle
+    m_launchers.reset(); // zygotes, then the spawner thread joined and its async handle closed
     uv_walk(
         &m_loop,
         [](uv_handle_t* h, void*) {
@@ -211,10 +206,16 @@ int daemon::run() {
     m_ipc_dirs.emplace(m_instance->path(), m_cfg.daemon.runtime_dir,
                        m_kernels_dir + "/" + m_instance->id() + ".ipc");
     resolve_kernelspecs(m_cfg);
+    // Before any process is started: kernels and zygotes inherit the RLIMIT_NICE it raises.
+    m_priority = cpu_priority::prepare();
+    if (background_priority()) {
+        log->info("starting and stopping kernels run at SCHED_IDLE (background work)");
+    } else if (m_cfg.daemon.background_priority) {
+        log->warn("starting kernels run at normal CPU priority: {}", m_priority.why_not);
+    }
+    m_launchers->set_run(m_instance->path(), m_instance->id());
     for (const auto& pc : m_cfg.pools) {
-        if (pc.launcher == "fork") {
-            start_zygote(pc);
-        }
+        m_launchers->configure(pc, kernelspec_of(pc));
     }
     if (auto st = bind_control(); !st) {
         log->critical("{}", st.err().message);
@@ -282,7 +283,7 @@ status daemon::bind_control() {
     return ok_status();
 }
 
-status daemon::start_kernel(pool& owner, const std::string& id) {
+status daemon::start_kernel(pool& owner, const std::string& id, bool awaited) {
     if (auto st = check_fd_headroom(); !st) {
         return st;
     }
@@ -306,7 +307,9 @@ status daemon::start_kernel(pool& owner, const std::string& id) {
                        .limits = resource_limits(pc.limits),
                        .heartbeat_interval = to_ms(pc.heartbeat_s),
                        .heartbeat_timeout = to_ms(pc.heartbeat_timeout_s),
-                       .startup_code = pc.startup_code};
+                       .startup_code = pc.startup_code,
+                       .background_priority = background_priority(),
+                       .awaited = awaited};
     if (pc.transport == "ipc") {
         auto prefix = m_ipc_dirs->prefix_for(short_name(++m_kernels_started));
         if (!prefix) {
@@ -316,7 +319,7 @@ status daemon::start_kernel(pool& owner, const std::string& id) {
     } else {
         setup.ports = &m_ports;
     }
-    auto kernel = std::make_unique<kernel_process>(&m_loop, m_zmq, launcher_for(pc), std::move(setup),
+    auto kernel = std::make_unique<kernel_process>(&m_loop, m_zmq, m_launchers->launcher_for(pc.name), std::move(setup),
                                                    static_cast<kernel_events&>(*this));
     if (auto st = kernel->start(); !st) {
         return st;
@@ -329,6 +332,12 @@ status daemon::start_kernel(pool& owner, const std::string& id) {
 void daemon::kernel_spawned(const std::string& id, int pid) {
     if (pool* p = pool_of_kernel(id)) {
         p->on_spawned(id, pid);
+    }
+}
+
+void daemon::hurry(const std::string& id) {
+    if (auto it = m_kernels.find(id); it != m_kernels.end()) {
+        it->second->hurry();
     }
 }
 
@@ -403,8 +412,8 @@ void daemon::kernel_exited(const std::string& kernel_id, const exit_status& stat
     if (p != nullptr) {
         p->on_exited(id, reason, clock::now());
     }
-    if (!m_retired_zygotes.empty() || m_shutting_down) {
-        schedule_zygote_cleanup();
+    if (m_launchers->has_retired() || m_shutting_down) {
+        m_launchers->collect(m_shutting_down && m_kernels.empty());
     }
     // A removed pool goes once its last kernel has.
     std::erase_if(m_removed_pools, [this](const std::unique_ptr<pool>& removed) {
@@ -510,7 +519,7 @@ void daemon::finish_if_done() {
         return;
     }
     // Nothing is left running: release every handle so uv_run returns.
-    schedule_zygote_cleanup(); // not from here: we may be inside a zygote's callback
+    m_launchers->collect(true); // not from here: we may be inside a zygote's callback
     m_control.reset();
     m_zap.reset();
     m_deadline_timer->stop();

@@ -14,7 +14,9 @@
 #include "daemon/kernel_context.hpp"
 #include "daemon/kernel_process.hpp"
 #include "daemon/kernelspec.hpp"
+#include "daemon/cpu_priority.hpp"
 #include "daemon/launcher.hpp"
+#include "daemon/launcher_registry.hpp"
 #include "daemon/metrics.hpp"
 #include "daemon/pool.hpp"
 #include "daemon/port_registry.hpp"
@@ -23,7 +25,6 @@
 #include "daemon/uv_handle.hpp"
 #include "daemon/uv_timer.hpp"
 #include "daemon/zap_handler.hpp"
-#include "daemon/zygote_launcher.hpp"
 #include "protocol/control.hpp"
 
 #include <uv.h>
@@ -70,9 +71,10 @@ private:
     };
 
     // kernel_driver
-    status start_kernel(pool& owner, const std::string& id) override;
+    status start_kernel(pool& owner, const std::string& id, bool awaited) override;
     void stop_kernel(const std::string& id) override;
     void kernel_idle(const std::string& id, bool idle) override;
+    void hurry(const std::string& id) override;
     // waiter_sink
     bool granted(waiter_id waiter, const kernel_entry& kernel) override;
     void failed(waiter_id waiter, const error& err) override;
@@ -133,13 +135,6 @@ private:
         }
     }
     std::unique_ptr<pool> make_pool(const config::pool_config& pc);
-    // The launcher a pool's kernels come from: its zygote for launcher = "fork".
-    launcher& launcher_for(const config::pool_config& pc);
-    // (Re)starts a fork pool's zygote; a previous one lives on until its kernels are gone.
-    void start_zygote(const config::pool_config& pc);
-    void retire_zygote(const std::string& pool_name);
-    // Destroys zygotes that are done with, outside of their own callbacks.
-    void schedule_zygote_cleanup();
     void start_watchdog();
     void watch_signal(int signum);
     void on_signal(int signum);
@@ -147,7 +142,7 @@ private:
     void finish_if_done();
     void reschedule();
     pool* pool_of_kernel(const std::string& id);
-    // kernel_sources.cpp: kernelspecs and launchers.
+    // kernel_sources.cpp: kernelspecs.
     // Reads every pool's kernelspec and resolves its program (at start and on reload); a
     // problem is logged with the config position and stays in status until the next reload.
     // Returns the pools whose kernelspec changed since last time.
@@ -163,11 +158,10 @@ private:
     std::map<std::string, result<resolved_kernelspec>> m_specs; // by pool name
     uv_loop_t m_loop{};
     zmq::context_t m_zmq;
-    std::unique_ptr<launcher> m_launcher;
-    std::map<std::string, std::unique_ptr<zygote_launcher>> m_zygotes; // launcher = "fork" pools
-    std::vector<std::unique_ptr<zygote_launcher>> m_retired_zygotes;   // until their kernels go
-    std::unique_ptr<uv_timer> m_zygote_cleanup;
-    int m_zygotes_started = 0;
+    std::unique_ptr<launcher_registry> m_launchers;
+    cpu_priority::support m_priority; // whether starting kernels can run as background work
+    // Whether they do: the config wants it and the daemon may.
+    bool background_priority() const { return m_priority.available && m_cfg.daemon.background_priority; }
     kernel_budget m_budget;
     std::map<std::string, std::unique_ptr<pool>> m_pools;
     // Pools removed by a reload, alive until their last leased kernel is gone.

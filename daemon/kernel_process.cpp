@@ -1,6 +1,7 @@
 // kernel_process: launch, readiness probe over the wire protocol, graceful stop.
 #include "daemon/kernel_process.hpp"
 
+#include "daemon/cpu_priority.hpp"
 #include "daemon/instance_dir.hpp"
 #include "daemon/logging.hpp"
 #include "daemon/runtime_files.hpp"
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstring>
 
 extern char** environ;
 
@@ -83,7 +85,29 @@ launch_spec kernel_process::make_launch_spec() const {
     }
     spec.env = kernel_environment(m_setup.spec, m_setup.instance);
     spec.limits = m_setup.limits;
+    spec.connection_file = m_connection_file;
+    spec.idle = wants_idle();
     return spec;
+}
+
+bool kernel_process::wants_idle() const {
+    return m_setup.background_priority && !m_setup.awaited &&
+           (m_phase == phase::created || m_phase == phase::probing || m_phase == phase::preheating);
+}
+
+int kernel_process::restore_priority() {
+    if (!m_launched_idle || pid() <= 0) {
+        return 0;
+    }
+    m_launched_idle = false;
+    return cpu_priority::make_normal(pid());
+}
+
+void kernel_process::hurry() {
+    m_setup.awaited = true; // a relaunch starts at normal priority too
+    if (pid() > 0) {
+        restore_priority(); // else on_started does it
+    }
 }
 
 status kernel_process::start() {
@@ -143,6 +167,7 @@ status kernel_process::launch() {
     if (auto st = write_private_file(m_connection_file, protocol::dump_json(to_json(m_info))); !st) {
         return st;
     }
+    m_launched_idle = wants_idle();
     auto process = m_launcher.launch(make_launch_spec(),
                                      {[this](int pid) { on_started(pid); },
                                       [this](std::string_view out) { append_output(out); },
@@ -159,6 +184,9 @@ status kernel_process::launch() {
 void kernel_process::on_started(int pid) {
     logger("kernel")->info("kernel starting id={} pool={} pid={} spawn_ms={:.1f}", m_setup.id,
                            m_setup.pool, pid, seconds_since(m_started_at) * 1000);
+    if (m_launched_idle && m_setup.awaited) {
+        restore_priority(); // hurried before it existed
+    }
     m_events.kernel_spawned(m_setup.id, pid);
 }
 
@@ -380,6 +408,13 @@ void kernel_process::become_ready() {
         fail_start(st.err().message);
         return;
     }
+    // Before anyone can have it: a kernel left at SCHED_IDLE would run its user's code only
+    // on CPU nobody else wants.
+    if (const int rc = restore_priority(); rc != 0) {
+        fail_start(std::string("cannot give the kernel normal CPU priority back: ") +
+                   std::strerror(-rc));
+        return;
+    }
     m_phase = phase::ready;
     logger("kernel")->info("kernel warm id={} pool={} pid={} ms={:.0f}", m_setup.id, m_setup.pool,
                            pid(), seconds_since(m_started_at) * 1000);
@@ -411,6 +446,11 @@ void kernel_process::stop() {
     watch(false);
     close_shell();
     logger("kernel")->info("kernel stopping id={} pool={} pid={}", m_setup.id, m_setup.pool, pid());
+    // Its teardown (atexit, interpreter finalisation) is background work too.
+    if (m_setup.background_priority && pid() > 0) {
+        m_launched_idle = false;
+        cpu_priority::make_idle(pid());
+    }
     const auto grace = m_setup.shutdown_grace;
     auto kill_later = [this, grace] {
         m_process->signal_group(SIGTERM);

@@ -71,6 +71,10 @@ struct kernel_setup {
     std::chrono::milliseconds heartbeat_timeout{5000};
     // Run before the kernel counts as warm (imports, say); an error fails the start.
     std::string startup_code;
+    // Background work (cpu_priority.hpp): SCHED_IDLE while starting (unless `awaited`) and
+    // while stopping; SCHED_OTHER from the moment it is ready.
+    bool background_priority = false;
+    bool awaited = false; // an acquire waits for this start: normal priority from the first moment
 };
 
 class kernel_process {
@@ -91,6 +95,9 @@ public:
     // reports kernel_unresponsive when one is not answered within heartbeat_timeout. Only for
     // idle warm kernels: a kernel a client holds may be busy for hours, and is not ours to poke.
     void watch(bool on);
+
+    // An acquire now waits for this starting kernel: normal CPU priority from now on.
+    void hurry();
 
     // Signal to the kernel's process group; 0 or -errno. For a kernelspec whose
     // interrupt_mode is "message", SIGINT is an interrupt_request on the control channel.
@@ -140,6 +147,10 @@ private:
     void on_exit(const exit_status& status);
     void append_output(std::string_view bytes);
     launch_spec make_launch_spec() const;
+    // Whether the process should run (or start) at SCHED_IDLE now.
+    bool wants_idle() const;
+    // Back to SCHED_OTHER if it was launched at SCHED_IDLE; 0 or -errno.
+    int restore_priority();
 
     uv_loop_t* m_loop;
     zmq::context_t& m_zmq;
@@ -152,6 +163,7 @@ private:
     std::string m_connection_file;
     port_reservation m_ports;
     bool m_relaunched = false; // after losing a port: once per kernel
+    bool m_launched_idle = false; // the process started at SCHED_IDLE and has not left it
     std::string m_session; // our wire-protocol session id with this kernel
     std::set<std::string> m_probe_ids;
     std::string m_output_tail;

@@ -25,6 +25,8 @@ struct launch_spec {
     std::vector<std::string> env; // complete environment, "NAME=value"
     std::string cwd;              // empty: the daemon's
     std::vector<resource_limit> limits;
+    std::string connection_file;  // what {connection_file} in argv became (for the zygote)
+    bool idle = false;            // start at SCHED_IDLE: background work (daemon/cpu_priority.hpp)
 };
 
 struct exit_status {
@@ -40,9 +42,29 @@ class launched_process {
 public:
     virtual ~launched_process() = default;
     virtual int pid() const = 0;
-    // Sends signum to the process group (the kernel runs in a session of its own). 0 or -errno.
+    // Sends signum to the process group (the kernel leads one of its own). 0 or -errno.
     // Before the process exists, the signal is kept and sent as soon as it does.
     virtual int signal_group(int signum) = 0;
+};
+
+// What a launcher keeps about one process for its handle (the launched_process it returns), in
+// memory that may outlive the handle: the pid once known, a signal asked for before that,
+// whether it exited, whether the handle is gone. Both launchers' handles are thin wrappers over
+// it, so pending signals and kill-on-drop behave alike.
+struct process_record {
+    int pid = 0;
+    int pending_signal = 0;
+    bool exited = false;
+    bool owner_gone = false;
+
+    // Sends signum to the process group, or keeps it until the pid is known. 0 or -errno.
+    int signal_group(int signum);
+    // The pid is now known: delivers a signal asked for meanwhile (SIGKILL if nobody wants the
+    // process any more).
+    void started(int new_pid);
+    // The handle is dropped: a live process is killed; its exit is still reaped and reported to
+    // nobody.
+    void drop();
 };
 
 struct launch_callbacks {

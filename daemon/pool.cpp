@@ -1,6 +1,7 @@
 // pool: who gets which kernel, what to start, what to stop.
 #include "daemon/pool.hpp"
 
+#include "daemon/backoff.hpp"
 #include "daemon/logging.hpp"
 
 #include <algorithm>
@@ -12,9 +13,6 @@ namespace {
 using namespace std::chrono_literals;
 using json = nlohmann::json;
 
-// Consecutive start failures back off exponentially, so a broken kernelspec cannot fork-storm.
-constexpr auto backoff_base = 500ms;
-constexpr auto backoff_max = 30000ms;
 // After a start refused for want of resources, when to try again (exits also retry at once).
 constexpr auto resource_retry = 1000ms;
 
@@ -171,6 +169,13 @@ acquire_outcome pool::acquire(waiter_id who, std::chrono::milliseconds timeout,
         autosize(now);
     }
     m_waiters.push_back({who, now + timeout, lease_s});
+    // The kernels already starting are what this acquire waits for.
+    for (auto& [id, k] : m_kernels) {
+        if (k.state == kernel_state::starting && !k.awaited) {
+            k.awaited = true;
+            m_driver.hurry(id);
+        }
+    }
     refill(now);
     return acquire_queued{};
 }
@@ -258,8 +263,8 @@ void pool::serve_waiters(clock::time_point now) {
 void pool::record_failure(const std::string& reason, clock::time_point now) {
     m_counters.last_error = reason;
     ++m_consecutive_failures;
-    const auto delay = std::min<clock::duration>(
-        backoff_max, backoff_base * (1 << std::min(m_consecutive_failures - 1, 10)));
+    // Exponentially, so a broken kernelspec cannot fork-storm.
+    const auto delay = backoff_delay(m_consecutive_failures);
     m_backoff_until = now + delay;
     logger("pool")->error("pool {} kernel failure #{} ({}); next start in {:.1f} s", m_cfg.name,
                           m_consecutive_failures, reason,
@@ -397,9 +402,10 @@ void pool::refill(clock::time_point now) {
         k.pool = m_cfg.name;
         k.created = now;
         k.state_since = now;
+        k.awaited = !m_waiters.empty();
         m_kernels.emplace(id, std::move(k));
         ++m_budget.used;
-        if (auto st = m_driver.start_kernel(*this, id); !st) {
+        if (auto st = m_driver.start_kernel(*this, id, !m_waiters.empty()); !st) {
             m_kernels.erase(id);
             --m_budget.used;
             if (st.err().code == errc::capacity) {

@@ -43,6 +43,7 @@ struct kernel_entry {
     protocol::connection_info connection;
     std::string connection_file;
     bool failed = false; // start failed or died: counted once, never handed out
+    bool awaited = false; // starting while an acquire waits: not background work
 };
 
 struct pool_counters {
@@ -106,8 +107,12 @@ class kernel_driver {
 public:
     virtual ~kernel_driver() = default;
     // Start a kernel; afterwards report on_spawned, then on_warm or on_start_failed, and
-    // on_exited when the process is gone. An error means nothing was started.
-    virtual status start_kernel(pool& owner, const std::string& id) = 0;
+    // on_exited when the process is gone. An error means nothing was started. `awaited`: an
+    // acquire is waiting for it, so it starts at normal CPU priority rather than as background
+    // work.
+    virtual status start_kernel(pool& owner, const std::string& id, bool awaited) = 0;
+    // An acquire now waits for this starting kernel: background work no more.
+    virtual void hurry(const std::string& id) = 0;
     // Shut a kernel down; on_exited follows.
     virtual void stop_kernel(const std::string& id) = 0;
     // A kernel became warm (idle in the pool: watch its health) or stopped being warm (handed

@@ -68,7 +68,7 @@ void daemon::reload() {
             continue;
         }
         it->second->retire(now);
-        retire_zygote(it->first);
+        m_launchers->retire(it->first);
         if (!it->second->empty()) {
             m_removed_pools.push_back(std::move(it->second)); // leased kernels run on
         } else if (m_metrics) {
@@ -77,22 +77,18 @@ void daemon::reload() {
         it = m_pools.erase(it);
     }
     for (const config::pool_config& pc : next->pools) {
-        // A fork pool gets a fresh zygote on every reload, so an upgraded ipykernel (or
-        // anything its startup_code imports) is picked up; the old one lives on until its
+        // A fork pool gets a fresh zygote on every reload; the old one lives on until its
         // kernels are gone.
-        if (pc.launcher == "fork") {
-            start_zygote(pc);
-        } else {
-            retire_zygote(pc.name);
-        }
+        m_launchers->configure(pc, kernelspec_of(pc));
+        const bool forked = pc.launcher == config::launcher_kind::fork;
         auto it = m_pools.find(pc.name);
         if (it == m_pools.end()) {
             log->info("pool {} added: size {}", pc.name, pc.size);
             m_pools.emplace(pc.name, make_pool(pc)).first->second->refill(now);
-        } else if (!(it->second->config() == pc) || pc.launcher == "fork" ||
+        } else if (!(it->second->config() == pc) || forked ||
                    specs_changed.count(pc.name) != 0) {
             it->second->reconfigure(pc,
-                                    pc.launcher == "fork" || specs_changed.count(pc.name) != 0 ||
+                                    forked || specs_changed.count(pc.name) != 0 ||
                                         kernels_differ(it->second->config(), pc),
                                     now);
         }

@@ -300,7 +300,7 @@ std::string daemon::op_status(const envelope&, const protocol::control_request& 
     json kernels = json::array();
     for_each_pool([&](pool& p) {
         json ps = p.status_json(now);
-        ps["launcher"] = p.config().launcher;
+        m_launchers->describe(p.config(), ps);
         // What the pool runs, so clients (the provisioner's kernelspec) can show its language;
         // or why it cannot run anything.
         const auto& spec = kernelspec_of(p.config());
@@ -308,9 +308,6 @@ std::string daemon::op_status(const envelope&, const protocol::control_request& 
         ps["display_name"] = spec ? json(spec->spec.display_name) : json(nullptr);
         ps["program"] = spec ? json(spec->program) : json(nullptr);
         ps["kernelspec_error"] = spec ? json(nullptr) : json(spec.err().message);
-        if (auto z = m_zygotes.find(p.config().name); z != m_zygotes.end()) {
-            ps["zygote_ready"] = z->second->ready();
-        }
         for (auto& k : ps["kernels"]) {
             kernels.push_back(std::move(k));
         }
@@ -325,6 +322,12 @@ std::string daemon::op_status(const envelope&, const protocol::control_request& 
                                     {"shutting_down", m_shutting_down},
                                     {"max_kernels", m_budget.max},
                                     {"kernels_total", m_budget.used},
+                                    {"background_priority",
+                                     {{"on", background_priority()},
+                                      {"why_not", background_priority() ? json(nullptr)
+                                                  : !m_cfg.daemon.background_priority
+                                                      ? json("background_priority = false")
+                                                      : json(m_priority.why_not)}}},
                                     {"pools", std::move(pools)},
                                     {"kernels", std::move(kernels)}},
                                    req.req_id);

@@ -11,6 +11,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -28,20 +29,13 @@
 
 namespace kpool::daemon {
 
-std::string exit_status::describe() const {
-    if (term_signal != 0) {
-        return "killed by signal " + std::to_string(term_signal) + " (" + strsignal(term_signal) + ")";
-    }
-    return "exit code " + std::to_string(code);
-}
-
 namespace {
 
 // After the process exits, how long its output pipes may stay open (held by a descendant that
 // escaped the process group) before the exit is reported anyway.
 constexpr std::uint64_t output_drain_ms = 200;
 
-struct process_state {
+struct process_state : process_record {
     uv_poll_t exit_watch; // on the pidfd: readable once the process has exited
     uv_pipe_t out;
     uv_pipe_t err;
@@ -50,15 +44,11 @@ struct process_state {
     exit_status status;
     std::string file; // for messages
     uv_loop_t* loop = nullptr;
-    int pid = 0;
     int pidfd = -1;
-    int pending_signal = 0; // asked for before the process existed
     int open_handles = 0;
     int open_pipes = 2;
     bool in_flight = true; // the spawner thread holds it
-    bool exited = false;
     bool reported = false;
-    bool owner_gone = false;
 
     void maybe_free() {
         if (open_handles == 0 && owner_gone && !in_flight) {
@@ -98,14 +88,10 @@ struct process_state {
         ++open_handles;
         uv_poll_start(&exit_watch, UV_READABLE,
                       [](uv_poll_t* h, int, int) { static_cast<process_state*>(h->data)->reap(); });
-        if (owner_gone) {
-            pending_signal = SIGKILL; // nobody wants it any more
-        } else if (callbacks.on_started) {
+        if (!owner_gone && callbacks.on_started) {
             callbacks.on_started(pid);
         }
-        if (pending_signal != 0) {
-            ::kill(-pid, pending_signal);
-        }
+        process_record::started(pid);
     }
 
     void reap() {
@@ -182,24 +168,11 @@ class spawned_process final : public launched_process {
 public:
     explicit spawned_process(process_state* state) : m_state(state) {}
     ~spawned_process() override {
-        if (m_state->pid != 0 && !m_state->exited) {
-            // The owner gave up on a live process: kill it; its exit is still reaped.
-            ::kill(-m_state->pid, SIGKILL);
-        }
-        m_state->owner_gone = true;
+        m_state->drop();
         m_state->maybe_free();
     }
     int pid() const override { return m_state->pid; }
-    int signal_group(int signum) override {
-        if (m_state->exited) {
-            return -ESRCH;
-        }
-        if (m_state->pid == 0) { // never kill(-0, ...): that is our own process group
-            m_state->pending_signal = signum;
-            return 0;
-        }
-        return ::kill(-m_state->pid, signum) == 0 ? 0 : -errno;
-    }
+    int signal_group(int signum) override { return m_state->signal_group(signum); }
 
 private:
     process_state* m_state;
@@ -213,6 +186,7 @@ struct spawn_job {
     std::vector<std::string> env;
     std::string cwd;
     std::vector<resource_limit> limits;
+    bool idle = false;
     int out_w = -1;
     int err_w = -1;
     // results
@@ -235,6 +209,7 @@ struct exec_plan {
     int err_fd;
     int error_fd; // close-on-exec pipe: an errno written here means exec never happened
     pid_t parent;
+    bool idle;    // start at SCHED_IDLE (daemon/cpu_priority.hpp)
 };
 
 [[noreturn]] void exec_child(const exec_plan& plan) noexcept {
@@ -242,8 +217,17 @@ struct exec_plan {
     // Die with the daemon: if kpoold is SIGKILLed, its kernels are killed by the kernel rather
     // than left running with nobody to hand them out. The parent may have died before this
     // line; then getppid() is no longer it.
-    if (::setsid() < 0 || ::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != plan.parent) {
+    // A process group of its own, so kpoold signals the kernel and what it started at once; in
+    // kpoold's session, not a new one: with autogroup scheduling every session is a scheduling
+    // group of its own, where a SCHED_IDLE start would compete as an equal with leased kernels.
+    if (::setpgid(0, 0) < 0 || ::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != plan.parent) {
         failed_errno = errno != 0 ? errno : ESRCH;
+    }
+    if (failed_errno == 0 && plan.idle) {
+        const sched_param none{};
+        if (::sched_setscheduler(0, SCHED_IDLE, &none) != 0) {
+            failed_errno = errno;
+        }
     }
     // Default dispositions (kpoold ignores SIGPIPE; kernels must not), nothing blocked.
     struct sigaction dfl {};
@@ -295,7 +279,7 @@ void run_spawn(spawn_job& job) {
         const exec_plan plan{job.file.c_str(), argv.data(), envp.data(),
                              job.cwd.empty() ? nullptr : job.cwd.c_str(),
                              job.limits.data(), job.limits.size(), null_fd, job.out_w, job.err_w,
-                             error_pipe[1], ::getpid()};
+                             error_pipe[1], ::getpid(), job.idle};
         // vfork: no page-table copy, and this thread waits only until the child has exec'd.
         // This thread blocks every signal, so no handler can run in the child on our stack.
         const pid_t pid = ::vfork();
@@ -457,6 +441,7 @@ result<std::unique_ptr<launched_process>> spawn_launcher::launch(const launch_sp
     job->env = spec.env;
     job->cwd = spec.cwd;
     job->limits = spec.limits;
+    job->idle = spec.idle;
     job->out_w = out[1];
     job->err_w = err[1];
     {

@@ -2,36 +2,107 @@
 
 kpoold compiles this file in and starts it with the kernelspec's own interpreter:
 
-    PYTHON -c <this file> SOCKET_PATH STARTUP_CODE
+    PYTHON -c <this file> SOCKET_PATH STARTUP_CODE ARGS_TEMPLATE_JSON
 
 It imports ipykernel and IPython (and the import statements of the pool's startup_code) once,
-connects to kpoold's Unix socket, then forks one kernel per request: the expensive imports are
-paid once instead of per kernel. The zygote holds no ZeroMQ context and starts no threads, so a
-fork copies nothing that could be shared by mistake; each child sets itself up as a fresh
-process and only then initialises an ordinary IPKernelApp, with its own connection file, key,
-ports and random state.
+then pre-builds what every kernel would build the same way and that holds no thread, socket,
+file descriptor or per-kernel identity: the IPKernelApp's configuration (parsed from the
+kernelspec's arguments, with `{connection_file}` left as a placeholder) and the
+ZMQInteractiveShell (magics, formatters, completer, ...; its history disabled while pre-built).
+gc.freeze() then keeps the inherited objects out of each kernel's collections, whose first full
+pass would otherwise touch (and copy) all of them.
 
-Protocol, one JSON object per line:
-  kpoold -> zygote  {"fork": ID, "args": [...], "env": {...}, "cwd": DIR or "", "log": PATH,
-                     "limits": [[RESOURCE, VALUE], ...]}
-  zygote -> kpoold  {"ready": PID, "threads": N}            once, after the imports
-                    {"forked": ID, "pid": PID}  or  {"failed": ID, "error": TEXT}
+Each child then builds only what is its own: Session and key, ZeroMQ context, sockets and
+threads, the kernel object, a real HistoryManager (its own sqlite connection and session
+number), `In`/`Out`/`_dh`, the shell's environment, extensions and startup code.
+
+The first pre-built kernel, right after answering its first kernel_info_request, reports which of
+the zygote's private pages it has written; later children break copy-on-write for those pages in
+bulk (MADV_POPULATE_WRITE) instead of faulting them one by one.
+
+The fast path is refused for the whole zygote (status says why) when ipykernel is not 6.x, the
+arguments start a subcommand, IPython logging is configured, or pre-building left a thread or a
+file descriptor behind; and per request when the arguments differ from the template or an
+environment variable the imports read (or HOME, IPYTHONDIR, JUPYTER_*, XDG_*, PYTHON*, LANG,
+LC_*, PATH) differs. Those kernels are started as before: IPKernelApp.launch_instance in the
+child.
+
+Protocol, one JSON object per line (protocol/zygote_protocol.hpp is kpoold's side):
+  kpoold -> zygote  {"fork": ID, "args": [...], "connection_file": PATH, "env": {...},
+                     "cwd": DIR or "", "log": PATH, "limits": [[RESOURCE, VALUE], ...],
+                     "idle": BOOL}
+  zygote -> kpoold  {"ready": PID, "threads": N, "prebuilt": BOOL, "why_not": TEXT}   once
+                    {"forked": ID, "pid": PID, "prebuilt": BOOL, "why_not": TEXT}
+                    {"failed": ID, "error": TEXT}
                     {"exited": PID, "code": CODE, "signal": SIGNUM}
+                    {"learned": PAGES, "why_not": TEXT}   hot pages learned (or why not)
+                    {"error": TEXT}                        a request it could not read
 The zygote reaps its children and reports their exits: kpoold is not their parent.
 """
-import ast
-import ctypes
-import json
 import os
-import random
-import select
-import signal
-import socket
-import sys
-import threading
-import traceback
+
+# Registered before anything imports threading or random, whose after-fork hooks would otherwise
+# run first and fault the hot pages in one by one.
+_child_setup = {"idle": False, "prefault": []}
+
+
+def _after_fork_in_child():
+    if _child_setup["idle"]:
+        try:
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        except OSError:
+            pass
+    madvise = _child_setup.get("madvise")
+    for address, length in _child_setup["prefault"]:
+        madvise(address, length, MADV_POPULATE_WRITE)
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+import ast  # noqa: E402
+import atexit  # noqa: E402
+import ctypes  # noqa: E402
+import gc  # noqa: E402
+import json  # noqa: E402
+import random  # noqa: E402
+import select  # noqa: E402
+import signal  # noqa: E402
+import socket  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+import traceback  # noqa: E402
 
 PR_SET_PDEATHSIG = 1
+MADV_POPULATE_WRITE = 23  # Linux 5.14
+PAGE = os.sysconf("SC_PAGE_SIZE")
+MAX_PREFAULT_PAGES = 16384  # 64 MiB: a kernel writes 3,000-4,500 of our pages
+# Read by Python's start-up, by C libraries or lazily by IPython rather than through os.environ
+# during our imports: a request must agree on these too before taking the fast path.
+WATCHED_ENV = ("HOME", "IPYTHONDIR", "PATH", "LANG", "MPLBACKEND")
+WATCHED_ENV_PREFIXES = ("JUPYTER_", "XDG_", "PYTHON", "LC_")
+# Set by the zygote for itself only (silences debugpy's frozen-modules warning at import).
+ZYGOTE_ONLY_ENV = "PYDEVD_DISABLE_FILE_VALIDATION"
+
+
+class EnvironmentReads:
+    """Records every name read through os.environ while installed."""
+
+    def __init__(self):
+        self.names = set()
+        self._original = os._Environ.__getitem__
+
+    def __enter__(self):
+        names, original = self.names, self._original
+
+        def recording_getitem(environ, key):
+            names.add(key)
+            return original(environ, key)
+
+        os._Environ.__getitem__ = recording_getitem
+        return self
+
+    def __exit__(self, *exc):
+        os._Environ.__getitem__ = self._original
 
 
 def preload(startup_code):
@@ -46,10 +117,203 @@ def preload(startup_code):
     exec(compile(ast.Module(body=imports, type_ignores=[]), "<startup_code imports>", "exec"), {})
 
 
+def open_fds():
+    return {int(name) for name in os.listdir("/proc/self/fd")}
+
+
+def writable_private_ranges():
+    """(start, end) of this process's private writable mappings."""
+    ranges = []
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split()
+            if fields[1].startswith("rw") and fields[1].endswith("p"):
+                start, end = (int(x, 16) for x in fields[0].split("-"))
+                ranges.append((start, end))
+    return ranges
+
+
+def exclusive_pages():
+    """Runs [address, pages] of private writable pages present and mapped by this process
+    alone: in a forked child, the zygote's pages it has written (and pages it added)."""
+    runs = []
+    with open("/proc/self/pagemap", "rb") as pagemap:
+        for start, end in writable_private_ranges():
+            first = start // PAGE
+            count = (end - start) // PAGE
+            pagemap.seek(first * 8)
+            entries = memoryview(pagemap.read(count * 8)).cast("Q")
+            run_start = None
+            for i, entry in enumerate(entries):
+                hot = (entry >> 63) & 1 and (entry >> 56) & 1
+                if hot and run_start is None:
+                    run_start = i
+                elif not hot and run_start is not None:
+                    runs.append([(first + run_start) * PAGE, i - run_start])
+                    run_start = None
+            if run_start is not None:
+                runs.append([(first + run_start) * PAGE, count - run_start])
+    return runs
+
+
+class Prebuilt:
+    """The IPKernelApp and ZMQInteractiveShell every kernel of this zygote shares until fork."""
+
+    def __init__(self, template):
+        self.template = template
+        self.app = None
+        self.shell = None
+
+    def build(self):
+        """Returns None, or why the fast path is refused for this zygote."""
+        import ipykernel
+        if ipykernel.version_info[0] != 6:
+            return "ipykernel %s is not 6.x" % ipykernel.__version__
+        if self.template and not self.template[0].startswith("-"):
+            return "the kernel's arguments start a subcommand (%s)" % self.template[0]
+        if not any("{connection_file}" in a for a in self.template):
+            return "the kernel's arguments have no {connection_file}"
+        threads, fds = threading.active_count(), open_fds()
+        from IPython.core.application import BaseIPythonApplication
+        from IPython.core.history import HistoryManager
+        from ipykernel.compiler import XCachingCompiler
+        from ipykernel.kernelapp import IPKernelApp
+        from ipykernel.zmqshell import ZMQInteractiveShell
+
+        app = IPKernelApp.instance()
+        try:
+            app._init_asyncio_patch()
+            BaseIPythonApplication.initialize(app, list(self.template))
+        except SystemExit:
+            return "ipykernel refused the kernel's arguments"
+        if app.subapp is not None:
+            return "the kernel's arguments start a subcommand"
+
+        def disabled_history(shell):
+            # No sqlite connection and no saving thread may cross fork.
+            shell.history_manager = HistoryManager(shell=shell, parent=shell, enabled=False)
+            shell.configurables.append(shell.history_manager)
+
+        ZMQInteractiveShell.init_history = disabled_history
+        try:
+            shell = ZMQInteractiveShell.instance(parent=app, profile_dir=app.profile_dir,
+                                                 user_module=None, user_ns=None, kernel=None,
+                                                 compiler_class=XCachingCompiler)
+        finally:
+            del ZMQInteractiveShell.init_history
+        self.app, self.shell = app, shell
+        if shell.logstart or shell.logfile or shell.logappend:
+            return "IPython logging is configured"
+        warm_up()
+        if threading.active_count() != threads:
+            return "pre-building started a thread"
+        opened = open_fds() - fds
+        if opened:
+            return "pre-building left file descriptor(s) %s open" % sorted(opened)
+        return None
+
+    def discard(self):
+        """Undoes the singletons, for a zygote that does not take the fast path."""
+        from ipykernel.kernelapp import IPKernelApp
+        from ipykernel.zmqshell import ZMQInteractiveShell
+        if self.shell is not None:
+            atexit.unregister(self.shell.atexit_operations)
+        ZMQInteractiveShell.clear_instance()
+        IPKernelApp.clear_instance()
+        self.app = self.shell = None
+
+    def expected_args(self, connection_file):
+        return [a.replace("{connection_file}", connection_file) for a in self.template]
+
+
+def warm_up():
+    """Once, what every kernel would otherwise pay for on its first use."""
+    import sqlite3
+    sqlite3.connect(":memory:").close()
+    from jupyter_client import localinterfaces
+    localinterfaces.localhost()
+    import ipykernel.comm  # noqa: F401
+    import ipykernel.control  # noqa: F401
+    import ipykernel.heartbeat  # noqa: F401
+    import ipykernel.iostream  # noqa: F401
+    import ipykernel.ipkernel  # noqa: F401
+    import IPython.extensions.storemagic  # noqa: F401
+
+
+def start_prebuilt_kernel(prebuilt, request, report_fd):
+    """In the child: the rest of IPKernelApp.initialize, around the pre-built shell."""
+    from IPython.core.history import HistoryManager
+    app, shell = prebuilt.app, prebuilt.shell
+    app.connection_file = request["connection_file"]
+    app.argv = list(request["args"])
+    app.init_pdb()
+    app.init_blackhole()
+    app.init_connection_file()
+    # No parent poller: PR_SET_PDEATHSIG ends us with the zygote, and the zygote with kpoold.
+    app.init_sockets()
+    app.init_heartbeat()
+    app.write_connection_file()
+    app.log_connection_info()
+    app.init_io()
+    try:
+        app.init_signal()
+    except Exception:
+        pass
+    app.init_kernel()  # IPythonKernel gets the pre-built shell from ZMQInteractiveShell.instance()
+    kernel = app.kernel
+    shell.kernel = kernel
+    shell.parent = kernel
+    # This kernel's own history: sqlite connection, session number, _dh from its own cwd.
+    shell.configurables.remove(shell.history_manager)
+    shell.history_manager = HistoryManager(shell=shell, parent=shell)
+    shell.configurables.append(shell.history_manager)
+    shell.init_user_ns()
+    shell.init_environment()
+    app.init_path()
+    app.init_shell()
+    app.init_gui_pylab()
+    app.init_extensions()
+    app.init_code()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if report_fd is not None:
+        report_hot_pages_after_first_kernel_info(kernel, report_fd)
+    app.start()
+
+
+def report_hot_pages_after_first_kernel_info(kernel, fd):
+    """Wraps kernel_info_request (bound on shell and control alike) so that the first answer,
+    and only the first, is followed by the page report; the fd is closed exactly once."""
+    original = kernel.shell_handlers["kernel_info_request"]
+    pending = [fd]
+
+    async def kernel_info_then_report(stream, ident, parent):
+        await original(stream, ident, parent)
+        if not pending:
+            return
+        report = pending.pop()
+        try:
+            os.write(report, (json.dumps(exclusive_pages()) + "\n").encode())
+        except OSError:
+            pass
+        finally:
+            os.close(report)
+
+    kernel.shell_handlers["kernel_info_request"] = kernel_info_then_report
+    kernel.control_handlers["kernel_info_request"] = kernel_info_then_report
+
+
 class Zygote:
-    def __init__(self, path):
+    def __init__(self, path, prebuilt, why_not, env_reads, env_at_start, env_set_by_imports):
         self.pid = os.getpid()
         self.libc = ctypes.CDLL(None, use_errno=True)
+        self.prebuilt = prebuilt
+        self.why_not = why_not
+        self.env_reads = env_reads
+        self.env_at_start = env_at_start
+        self.env_set_by_imports = env_set_by_imports
+        self.learning = None  # (read fd of the page report, buffer) while the first kernel runs
+        self.learned = why_not is not None
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.connect(path)
         self.wake_r, self.wake_w = os.pipe()
@@ -57,6 +321,9 @@ class Zygote:
         os.set_blocking(self.wake_r, False)
         signal.set_wakeup_fd(self.wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes select through the fd
+        madvise = self.libc.madvise
+        madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+        _child_setup["madvise"] = madvise
 
     def send(self, obj):
         self.sock.sendall((json.dumps(obj) + "\n").encode())
@@ -74,10 +341,12 @@ class Zygote:
                        "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0})
 
     def serve(self):
-        self.send({"ready": self.pid, "threads": threading.active_count()})
+        self.send({"ready": self.pid, "threads": threading.active_count(),
+                   "prebuilt": self.why_not is None, "why_not": self.why_not})
         buffer = b""
         while True:
-            readable, _, _ = select.select([self.sock, self.wake_r], [], [])
+            watched = [self.sock, self.wake_r] + ([self.learning[0]] if self.learning else [])
+            readable, _, _ = select.select(watched, [], [])
             if self.wake_r in readable:
                 try:
                     while os.read(self.wake_r, 512):
@@ -85,6 +354,8 @@ class Zygote:
                 except BlockingIOError:
                     pass
                 self.reap()
+            if self.learning and self.learning[0] in readable:
+                self.read_page_report()
             if self.sock in readable:
                 data = self.sock.recv(65536)
                 if not data:
@@ -92,19 +363,115 @@ class Zygote:
                 buffer += data
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
-                    self.fork(json.loads(line))
+                    self.handle(line)
+
+    def handle(self, line):
+        try:
+            request = json.loads(line)
+            if not isinstance(request, dict) or not isinstance(request.get("fork"), int):
+                raise ValueError("not a fork request")
+            for key, kind in (("args", list), ("env", dict), ("log", str)):
+                if not isinstance(request.get(key), kind):
+                    raise ValueError("'%s' missing or not a %s" % (key, kind.__name__))
+        except ValueError as e:
+            self.send({"error": "unreadable request (%s): %.200r" % (e, line)})
+            return
+        try:
+            self.fork(request)
+        except Exception as e:  # a bug of ours fails one kernel, not the zygote and its kernels
+            traceback.print_exc()
+            self.send({"failed": request["fork"], "error": "%s: %s" % (type(e).__name__, e)})
+
+    def fast_path_refused(self, request):
+        """None when this request may start from the pre-built app and shell, else why not."""
+        if self.why_not is not None:
+            return self.why_not
+        connection_file = request.get("connection_file")
+        if not isinstance(connection_file, str) or \
+                request["args"] != self.prebuilt.expected_args(connection_file):
+            return "the kernel's arguments differ from the zygote's"
+        env = request["env"]
+        names = {n for n in self.env_reads if isinstance(n, str)} | {  # environb reads: bytes
+            n for n in set(env) | set(self.env_at_start)
+            if n in WATCHED_ENV or n.startswith(WATCHED_ENV_PREFIXES)}
+        names.discard(ZYGOTE_ONLY_ENV)
+        for name in sorted(names):
+            if env.get(name) != self.env_at_start.get(name):
+                return "environment variable %s differs from the zygote's" % name
+        return None
 
     def fork(self, request):
+        refused = self.fast_path_refused(request)
+        learn = refused is None and not self.learned and self.learning is None
+        report_r = report_w = None
+        if learn:
+            report_r, report_w = os.pipe()
+        _child_setup["idle"] = bool(request.get("idle"))
+        saved_prefault = _child_setup["prefault"]
+        if refused is not None:
+            _child_setup["prefault"] = []
         try:
             pid = os.fork()
         except OSError as e:
             self.send({"failed": request["fork"], "error": "fork: %s" % e})
+            for fd in (report_r, report_w):
+                if fd is not None:
+                    os.close(fd)
             return
+        finally:
+            _child_setup["prefault"] = saved_prefault
         if pid == 0:
-            self.become_kernel(request)  # never returns
-        self.send({"forked": request["fork"], "pid": pid})
+            if report_r is not None:
+                os.close(report_r)
+            self.become_kernel(request, refused, report_w)  # never returns
+        if learn:
+            os.close(report_w)
+            self.learning = (report_r, b"")
+        self.send({"forked": request["fork"], "pid": pid, "prebuilt": refused is None,
+                   "why_not": refused})
 
-    def become_kernel(self, request):
+    def read_page_report(self):
+        fd, buffer = self.learning
+        try:
+            data = os.read(fd, 65536)
+        except OSError:
+            data = b""
+        if data:
+            self.learning = (fd, buffer + data)
+            return
+        os.close(fd)
+        self.learning = None
+        self.learned = True
+        try:
+            runs = json.loads(buffer)
+        except ValueError:
+            self.send({"learned": 0, "why_not": "the first kernel exited before reporting"})
+            return
+        self.send(self.learn_hot_pages(runs))
+
+    def learn_hot_pages(self, runs):
+        """Keeps the reported runs that lie in our own private writable mappings, capped."""
+        ours = writable_private_ranges()
+        kept, total = [], 0
+        for address, pages in runs:
+            start, end = address, address + pages * PAGE
+            for lo, hi in ours:
+                a, b = max(start, lo), min(end, hi)
+                if a < b and total < MAX_PREFAULT_PAGES:
+                    n = min((b - a) // PAGE, MAX_PREFAULT_PAGES - total)
+                    kept.append((a, n * PAGE))
+                    total += n
+        if not kept:
+            return {"learned": 0, "why_not": "the first kernel wrote none of our pages"}
+        # Probe the call once here: a kernel without MADV_POPULATE_WRITE refuses it.
+        address, _ = kept[0]
+        if _child_setup["madvise"](address, PAGE, MADV_POPULATE_WRITE) != 0:
+            return {"learned": 0, "why_not": "madvise(MADV_POPULATE_WRITE): %s"
+                    % os.strerror(ctypes.get_errno())}
+        _child_setup["prefault"] = kept
+        return {"learned": total, "why_not": None}
+
+    def become_kernel(self, request, refused, report_fd):
         code = 1
         try:
             # Nothing of the zygote's plumbing survives into the kernel.
@@ -112,7 +479,13 @@ class Zygote:
             self.sock.close()
             os.close(self.wake_r)
             os.close(self.wake_w)
-            os.setsid()  # a session of its own: kpoold signals the kernel's process group
+            if self.learning:
+                os.close(self.learning[0])
+            # A process group of its own (kpoold signals the group) in kpoold's session, so
+            # that the scheduler weighs it against kpoold's other kernels (SCHED_IDLE while it
+            # starts means something); a session of its own would be a scheduling group of its
+            # own where autogroup is on.
+            os.setpgid(0, 0)
             if self.libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL) != 0 or os.getppid() != self.pid:
                 os._exit(1)  # the zygote (and so kpoold) is already gone
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -122,6 +495,10 @@ class Zygote:
                 resource.setrlimit(resource_id, (value, value))
             os.environ.clear()
             os.environ.update(request["env"])
+            # What the imports set in the zygote (debugpy's PYDEVD_USE_FRAME_EVAL, ...), as a
+            # spawned kernel's imports would have set it.
+            for name, value in self.env_set_by_imports.items():
+                os.environ.setdefault(name, value)
             if request.get("cwd"):
                 os.chdir(request["cwd"])
             log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -136,23 +513,50 @@ class Zygote:
             if "numpy" in sys.modules:
                 sys.modules["numpy"].random.seed()
             sys.argv = [sys.executable, "-m", "ipykernel_launcher"] + request["args"]
-            from ipykernel.kernelapp import IPKernelApp
-            IPKernelApp.launch_instance(argv=request["args"])
+            if refused is None:
+                start_prebuilt_kernel(self.prebuilt, request, report_fd)
+            else:
+                if self.prebuilt.app is not None:
+                    self.prebuilt.discard()
+                from ipykernel.kernelapp import IPKernelApp
+                IPKernelApp.launch_instance(argv=request["args"])
             code = 0
         except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else 1
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         except BaseException:
             traceback.print_exc()
-        finally:
+        # As an interpreter that ends normally would: atexit functions (IPython's history
+        # end_session, ipykernel's connection file cleanup), then the final flush.
+        try:
+            atexit._run_exitfuncs()
+        except BaseException:
+            traceback.print_exc()
+        try:
             sys.stdout.flush()
             sys.stderr.flush()
+        finally:
             os._exit(code)
 
 
 def main():
     path, startup_code = sys.argv[1], sys.argv[2]
-    preload(startup_code)
-    Zygote(path).serve()
+    template = json.loads(sys.argv[3]) if len(sys.argv) > 3 else None
+    env_at_start = dict(os.environ)
+    own = ZYGOTE_ONLY_ENV not in os.environ
+    if own:
+        os.environ[ZYGOTE_ONLY_ENV] = "1"
+    with EnvironmentReads() as reads:
+        preload(startup_code)
+        prebuilt = Prebuilt(template or [])
+        why_not = "no argument template" if template is None else prebuilt.build()
+    if own:
+        del os.environ[ZYGOTE_ONLY_ENV]
+    if why_not is not None and prebuilt.app is not None:
+        prebuilt.discard()
+    env_set_by_imports = {k: v for k, v in os.environ.items() if env_at_start.get(k) != v}
+    gc.collect()
+    gc.freeze()  # the first full collection in a kernel would touch (and copy) every object
+    Zygote(path, prebuilt, why_not, reads.names, env_at_start, env_set_by_imports).serve()
 
 
 main()

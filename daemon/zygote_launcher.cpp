@@ -1,6 +1,7 @@
 // zygote_launcher: the daemon's side of daemon/zygote.py (socket, requests, reports, restarts).
 #include "daemon/zygote_launcher.hpp"
 
+#include "daemon/backoff.hpp"
 #include "daemon/logging.hpp"
 #include "daemon/runtime_files.hpp"
 #include "protocol/control.hpp"
@@ -15,14 +16,10 @@ namespace kpool::daemon {
 namespace {
 
 using json = nlohmann::json;
-using namespace std::chrono_literals;
+namespace zp = protocol::zygote;
 
-constexpr auto restart_base = 500ms;
-constexpr auto restart_max = 30000ms;
-constexpr std::size_t max_line = 1 << 20;
+} // namespace
 
-// The arguments after `PYTHON -m ipykernel_launcher`, or nothing if the kernelspec is not an
-// ipykernel started that way (then the zygote cannot stand in for it).
 std::optional<std::vector<std::string>> ipykernel_args(const std::vector<std::string>& argv) {
     if (argv.size() < 3 || argv[1] != "-m" ||
         (argv[2] != "ipykernel_launcher" && argv[2] != "ipykernel")) {
@@ -31,21 +28,15 @@ std::optional<std::vector<std::string>> ipykernel_args(const std::vector<std::st
     return std::vector<std::string>(argv.begin() + 3, argv.end());
 }
 
-} // namespace
-
 struct zygote_launcher::pipe_handle {
     uv_pipe_t pipe; // first: the handle pointer is this object's pointer
     zygote_launcher* owner = nullptr;
 };
 
-struct zygote_launcher::child {
+struct zygote_launcher::child : process_record {
     launch_callbacks callbacks;
     std::string log_path;
     std::uint64_t request = 0;
-    int pid = 0;
-    int pending_signal = 0;
-    bool exited = false;
-    bool owner_gone = false;
 };
 
 namespace {
@@ -53,23 +44,9 @@ namespace {
 class forked_process final : public launched_process {
 public:
     explicit forked_process(std::shared_ptr<zygote_launcher::child> c) : m_child(std::move(c)) {}
-    ~forked_process() override {
-        if (m_child->pid != 0 && !m_child->exited) {
-            ::kill(-m_child->pid, SIGKILL); // the zygote reaps it and reports; nobody listens
-        }
-        m_child->owner_gone = true;
-    }
+    ~forked_process() override { m_child->drop(); } // the zygote reaps it; nobody listens
     int pid() const override { return m_child->pid; }
-    int signal_group(int signum) override {
-        if (m_child->exited) {
-            return -ESRCH;
-        }
-        if (m_child->pid == 0) {
-            m_child->pending_signal = signum;
-            return 0;
-        }
-        return ::kill(-m_child->pid, signum) == 0 ? 0 : -errno;
-    }
+    int signal_group(int signum) override { return m_child->signal_group(signum); }
 
 private:
     std::shared_ptr<zygote_launcher::child> m_child;
@@ -138,7 +115,7 @@ void zygote_launcher::on_connection() {
         return;
     }
     m_client = std::move(client);
-    m_read_buffer.clear();
+    m_lines.reset();
     uv_read_start(
         reinterpret_cast<uv_stream_t*>(&m_client->pipe),
         [](uv_handle_t*, size_t, uv_buf_t* buf) {
@@ -156,72 +133,121 @@ void zygote_launcher::on_connection() {
 }
 
 void zygote_launcher::on_read(std::string_view bytes) {
-    m_read_buffer.append(bytes);
-    for (std::size_t eol; (eol = m_read_buffer.find('\n')) != std::string::npos;) {
-        const std::string line = m_read_buffer.substr(0, eol);
-        m_read_buffer.erase(0, eol + 1);
-        json msg = json::parse(line, nullptr, false);
-        if (msg.is_object()) {
-            on_message(msg);
+    for (const std::string& line : m_lines.feed(bytes)) {
+        auto msg = zp::parse(line);
+        if (msg) {
+            on_message(*msg);
         } else {
-            logger("kernel")->warn("zygote {} sent a line that is not JSON", m_name);
+            logger("kernel")->warn("zygote {}: {}: {}", m_name, msg.err().message,
+                                   protocol::echo_safe(line.substr(0, 200)));
         }
-    }
-    if (m_read_buffer.size() > max_line) {
-        m_read_buffer.clear();
     }
 }
 
-void zygote_launcher::on_message(const json& msg) {
+void zygote_launcher::on_message(const zp::message& msg) {
+    std::visit([this](const auto& m) {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, zp::ready>) {
+            on_ready(m);
+        } else if constexpr (std::is_same_v<T, zp::forked>) {
+            on_forked(m);
+        } else if constexpr (std::is_same_v<T, zp::fork_failed>) {
+            on_fork_failed(m);
+        } else if constexpr (std::is_same_v<T, zp::exited>) {
+            on_exited(m);
+        } else if constexpr (std::is_same_v<T, zp::learned>) {
+            on_learned(m);
+        } else {
+            logger("kernel")->error("zygote {} could not read a request: {}", m_name,
+                                    protocol::echo_safe(m.error));
+        }
+    }, msg);
+}
+
+void zygote_launcher::on_ready(const zp::ready& m) {
     auto log = logger("kernel");
-    if (msg.contains("ready")) {
-        m_ready = true;
-        m_failures = 0;
-        const int threads = msg.value("threads", 0);
-        log->info("zygote {} ready pid={} threads={}", m_name, msg.value("ready", 0), threads);
-        if (threads > 1) {
-            log->warn("zygote {}: its imports started {} threads; a fork copies only one, which "
-                      "some libraries do not survive",
-                      m_name, threads);
-        }
-    } else if (msg.contains("forked")) {
-        auto it = m_by_request.find(msg.value("forked", std::uint64_t{0}));
-        if (it == m_by_request.end()) {
-            return;
-        }
-        auto c = it->second;
-        m_by_request.erase(it);
-        c->pid = msg.value("pid", 0);
-        m_by_pid[c->pid] = c;
-        if (c->owner_gone) {
-            ::kill(-c->pid, SIGKILL);
-            return;
-        }
-        if (c->callbacks.on_started) {
-            c->callbacks.on_started(c->pid);
-        }
-        if (c->pending_signal != 0) {
-            ::kill(-c->pid, c->pending_signal);
-        }
-    } else if (msg.contains("failed")) {
-        auto it = m_by_request.find(msg.value("failed", std::uint64_t{0}));
-        if (it != m_by_request.end()) {
-            auto c = it->second;
-            m_by_request.erase(it);
-            if (!c->owner_gone && c->callbacks.on_output) {
-                c->callbacks.on_output("kpoold: the zygote could not fork: " +
-                                       msg.value("error", std::string()) + "\n");
-            }
-            finish_child(c, exit_status{127, 0});
-        }
-    } else if (msg.contains("exited")) {
-        auto it = m_by_pid.find(msg.value("exited", 0));
-        if (it != m_by_pid.end()) {
-            auto c = it->second;
-            m_by_pid.erase(it);
-            finish_child(c, exit_status{msg.value("code", 0), msg.value("signal", 0)});
-        }
+    m_ready = true;
+    m_failures = 0;
+    m_stats.pid = m.pid;
+    m_stats.prebuilt = m.prebuilt;
+    m_stats.why_not = m.why_not;
+    m_stats.hot_pages.reset();
+    m_stats.hot_pages_why_not.clear();
+    log->info("zygote {} ready pid={} threads={} prebuilt={}{}", m_name, m.pid, m.threads,
+              m.prebuilt, m.prebuilt ? "" : " (" + m.why_not + ")");
+    if (m.threads > 1) {
+        log->warn("zygote {}: its imports started {} threads; a fork copies only one, which "
+                  "some libraries do not survive",
+                  m_name, m.threads);
     }
+}
+
+void zygote_launcher::on_forked(const zp::forked& m) {
+    auto it = m_by_request.find(m.request);
+    if (it == m_by_request.end()) {
+        return;
+    }
+    auto c = it->second;
+    m_by_request.erase(it);
+    m_by_pid[m.pid] = c;
+    if (m.prebuilt) {
+        ++m_stats.kernels_prebuilt;
+    } else {
+        ++m_stats.kernels_not_prebuilt;
+        ++m_stats.not_prebuilt_because[m.why_not];
+    }
+    if (!c->owner_gone && c->callbacks.on_started) {
+        c->pid = m.pid; // before the callback, which may signal it
+        c->callbacks.on_started(m.pid);
+    }
+    c->started(m.pid);
+}
+
+void zygote_launcher::on_fork_failed(const zp::fork_failed& m) {
+    auto it = m_by_request.find(m.request);
+    if (it == m_by_request.end()) {
+        return;
+    }
+    auto c = it->second;
+    m_by_request.erase(it);
+    if (!c->owner_gone && c->callbacks.on_output) {
+        c->callbacks.on_output("kpoold: the zygote could not fork: " + m.error + "\n");
+    }
+    finish_child(c, exit_status{127, 0});
+}
+
+void zygote_launcher::on_exited(const zp::exited& m) {
+    auto it = m_by_pid.find(m.pid);
+    if (it != m_by_pid.end()) {
+        auto c = it->second;
+        m_by_pid.erase(it);
+        finish_child(c, exit_status{m.code, m.term_signal});
+    }
+}
+
+void zygote_launcher::on_learned(const zp::learned& m) {
+    m_stats.hot_pages = m.pages;
+    m_stats.hot_pages_why_not = m.why_not;
+    logger("kernel")->info("zygote {}: {} hot pages to pre-fault in each kernel{}", m_name, m.pages,
+                           m.why_not.empty() ? "" : " (" + m.why_not + ")");
+}
+
+nlohmann::json zygote_launcher::describe() const {
+    json because = json::object();
+    for (const auto& [reason, n] : m_stats.not_prebuilt_because) {
+        because[reason] = n;
+    }
+    return json{{"ready", m_ready},
+                {"pid", m_ready ? json(m_stats.pid) : json(nullptr)},
+                {"prebuilt", m_ready && m_stats.prebuilt},
+                {"why_not", m_stats.why_not.empty() ? json(nullptr) : json(m_stats.why_not)},
+                {"kernels_prebuilt", m_stats.kernels_prebuilt},
+                {"kernels_not_prebuilt", m_stats.kernels_not_prebuilt},
+                {"not_prebuilt_because", std::move(because)},
+                {"kernels_spawned_meanwhile", m_stats.launched_by_fallback},
+                {"hot_pages", m_stats.hot_pages ? json(*m_stats.hot_pages) : json(nullptr)},
+                {"hot_pages_why_not",
+                 m_stats.hot_pages_why_not.empty() ? json(nullptr) : json(m_stats.hot_pages_why_not)}};
 }
 
 void zygote_launcher::finish_child(const std::shared_ptr<child>& c, exit_status status) {
@@ -246,9 +272,9 @@ void zygote_launcher::finish_child(const std::shared_ptr<child>& c, exit_status 
 void zygote_launcher::on_zygote_exit(const exit_status& status) {
     m_ready = false;
     m_client.reset();
+    m_lines.reset();
     ++m_failures;
-    const auto delay = std::min<std::chrono::milliseconds>(
-        restart_max, restart_base * (1 << std::min(m_failures - 1, 10)));
+    const auto delay = backoff_delay(m_failures);
     logger("kernel")->error("zygote {} exited ({}); its kernels die with it; restarting in {:.1f} s, "
                             "plain spawning meanwhile",
                             m_name, status.describe(),
@@ -285,26 +311,33 @@ result<std::unique_ptr<launched_process>> zygote_launcher::launch(const launch_s
                                                                   launch_callbacks callbacks) {
     auto args = ipykernel_args(spec.argv);
     if (!m_ready || !m_client || !args) {
+        if (args) {
+            ++m_stats.launched_by_fallback;
+        }
         return m_fallback.launch(spec, std::move(callbacks));
     }
     auto c = std::make_shared<child>();
     c->callbacks = std::move(callbacks);
     c->request = m_next_request++;
     c->log_path = m_socket_path + "-" + std::to_string(c->request) + ".log";
-    json env = json::object();
+    zp::fork_request request{.id = c->request,
+                             .args = std::move(*args),
+                             .connection_file = spec.connection_file,
+                             .env = {},
+                             .cwd = spec.cwd,
+                             .log = c->log_path,
+                             .limits = {},
+                             .idle = spec.idle};
     for (const std::string& entry : spec.env) {
         const auto eq = entry.find('=');
         if (eq != std::string::npos) {
-            env[entry.substr(0, eq)] = entry.substr(eq + 1);
+            request.env.emplace_back(entry.substr(0, eq), entry.substr(eq + 1));
         }
     }
-    json limits = json::array();
     for (const resource_limit& l : spec.limits) {
-        limits.push_back({l.resource, l.value});
+        request.limits.emplace_back(l.resource, l.value);
     }
-    const json request{{"fork", c->request}, {"args", *args},     {"env", std::move(env)},
-                       {"cwd", spec.cwd},     {"log", c->log_path}, {"limits", std::move(limits)}};
-    send_line(protocol::dump_json(request) + "\n");
+    send_line(zp::format(request));
     m_by_request.emplace(c->request, c);
     return std::unique_ptr<launched_process>(new forked_process(std::move(c)));
 }

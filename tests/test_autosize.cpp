@@ -92,12 +92,13 @@ namespace {
 struct counting_driver final : kernel_driver {
     int started = 0;
     std::vector<std::string> stopped;
-    kpool::status start_kernel(pool&, const std::string&) override {
+    kpool::status start_kernel(pool&, const std::string&, bool) override {
         ++started;
         return kpool::ok_status();
     }
     void stop_kernel(const std::string& id) override { stopped.push_back(id); }
     void kernel_idle(const std::string&, bool) override {}
+    void hurry(const std::string&) override {}
     // Stopped kernels exit at the next step (report_exits), as the daemon would report them.
     std::size_t reported = 0;
     void report_exits(pool& p, clock::time_point now) {

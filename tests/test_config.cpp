@@ -127,7 +127,7 @@ open_files = 256
         CHECK(a.min_size == 1);
         CHECK(a.max_size == 6);
         CHECK(a.size == 1); // starts at min
-        CHECK(a.launcher == "fork");
+        CHECK(a.launcher == launcher_kind::fork);
         CHECK(a.startup_code == "import json");
     }
 

@@ -16,7 +16,13 @@ struct fake_driver final : kernel_driver {
     std::vector<std::string> started;
     std::vector<std::string> stopped;
     bool fail_next_start = false;
-    kpool::status start_kernel(pool&, const std::string& id) override {
+    std::vector<std::string> awaited_starts; // started while an acquire waited
+    std::vector<std::string> hurried;
+    void hurry(const std::string& id) override { hurried.push_back(id); }
+    kpool::status start_kernel(pool&, const std::string& id, bool awaited) override {
+        if (awaited) {
+            awaited_starts.push_back(id);
+        }
         if (fail_next_start) {
             fail_next_start = false;
             return kpool::error{fail_code, fail_code == errc::capacity
@@ -137,6 +143,26 @@ TEST_SUITE("pool") {
         CHECK(f.sink.grants[1].first == 2);
         CHECK(f.p->counters().waited == 2);
         CHECK(f.p->count(kernel_state::leased) == 2);
+    }
+
+    TEST_CASE("refill is background work until an acquire waits for it") {
+        fixture f(1, 3);
+        f.p->refill(f.now);
+        CHECK(f.driver.started == std::vector<std::string>{"k1"});
+        CHECK(f.driver.awaited_starts.empty()); // nobody waits: background priority
+        f.warm("k1");
+        REQUIRE(granted(f.p->acquire(1, 5s, std::nullopt, f.now)) != nullptr);
+        f.p->refill(f.now); // as the daemon does once the reply is sent
+        // k2 replaces k1 in the background; an acquire now waits for it and for k3.
+        CHECK(f.driver.started == std::vector<std::string>{"k1", "k2"});
+        CHECK(std::holds_alternative<acquire_queued>(f.p->acquire(2, 5s, std::nullopt, f.now)));
+        CHECK(f.driver.hurried == std::vector<std::string>{"k2"});
+        CHECK(f.driver.awaited_starts == std::vector<std::string>{"k3"});
+        CHECK(f.kernel("k2").awaited);
+        // A second waiter hurries nothing twice (k3 started at normal priority already).
+        CHECK(std::holds_alternative<acquire_queued>(f.p->acquire(3, 5s, std::nullopt, f.now)));
+        CHECK(f.driver.hurried == std::vector<std::string>{"k2"});
+        CHECK(f.driver.awaited_starts == std::vector<std::string>{"k3", "k4"});
     }
 
     TEST_CASE("a waiter times out at its deadline; timeout 0 fails at once") {

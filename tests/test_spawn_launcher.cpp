@@ -46,7 +46,7 @@ outcome run(const launch_spec& spec, const std::function<void(launched_process&)
 
 outcome run(const std::vector<std::string>& argv,
             const std::function<void(launched_process&)>& before_run = {}) {
-    return run(launch_spec{argv, {"PATH=/usr/bin:/bin"}, "", {}}, before_run);
+    return run(launch_spec{argv, {"PATH=/usr/bin:/bin"}, "", {}, "", false}, before_run);
 }
 
 } // namespace
@@ -63,7 +63,9 @@ TEST_SUITE("spawn_launcher") {
         CHECK(out.exit->describe() == "exit code 3");
     }
 
-    TEST_CASE("the child runs in a session of its own with default signal handling") {
+    TEST_CASE("the child runs in a process group of its own, in our session") {
+        // Our session, not a new one: with autogroup scheduling a session is a scheduling group
+        // of its own, and SCHED_IDLE starts would then compete as equals (cpu_priority.hpp).
         auto out = run({"sh", "-c", "ps -o sid= -o pgid= -p $$; trap - PIPE; exit 0"});
         REQUIRE(out.exit.has_value());
         CHECK(out.exit->code == 0);
@@ -71,8 +73,19 @@ TEST_SUITE("spawn_launcher") {
         int sid = 0;
         int pgid = 0;
         ids >> sid >> pgid;
-        CHECK(sid == out.pid);
+        CHECK(sid == ::getsid(0));
         CHECK(pgid == out.pid);
+    }
+
+    TEST_CASE("an idle launch starts at SCHED_IDLE, threads included; a normal one does not") {
+        const char* code = "import os, threading; t = threading.Thread(target=lambda: print(os.sched_getscheduler(0))); "
+                           "print(os.sched_getscheduler(0)); t.start(); t.join()";
+        auto idle = run(launch_spec{{"/usr/bin/python3", "-c", code}, {"PATH=/usr/bin:/bin"}, "", {}, "", true});
+        REQUIRE(idle.exit.has_value());
+        CHECK(idle.output == "5\n5\n"); // SCHED_IDLE
+        auto normal = run({"/usr/bin/python3", "-c", code});
+        REQUIRE(normal.exit.has_value());
+        CHECK(normal.output == "0\n0\n"); // SCHED_OTHER
     }
 
     TEST_CASE("a signal sent before the process exists is delivered when it does") {
@@ -89,7 +102,9 @@ TEST_SUITE("spawn_launcher") {
         auto out = run(launch_spec{{"sh", "-c", "ulimit -Sn; ulimit -Hn; ulimit -St"},
                                    {"PATH=/usr/bin:/bin"},
                                    "",
-                                   {{RLIMIT_NOFILE, 77}, {RLIMIT_CPU, 50}}});
+                                   {{RLIMIT_NOFILE, 77}, {RLIMIT_CPU, 50}},
+                                   "",
+                                   false});
         REQUIRE(out.exit.has_value());
         CHECK(out.exit->code == 0);
         CHECK(out.output == "77\n77\n50\n");
@@ -120,7 +135,7 @@ TEST_SUITE("spawn_launcher") {
         std::string output;
         {
             spawn_launcher launcher(&loop);
-            auto proc = launcher.launch({{"/bin/true"}, {}, "/nonexistent/dir", {}},
+            auto proc = launcher.launch({{"/bin/true"}, {}, "/nonexistent/dir", {}, "", false},
                                         {nullptr, [&](std::string_view s) { output += s; },
                                          [&](exit_status st) { exit = st; }});
             REQUIRE(proc.ok());

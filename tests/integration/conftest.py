@@ -98,17 +98,26 @@ def alive(pid):
 
 def run_code(connection_file, code):
     """Connects like any Jupyter client would and returns the stdout of `code`."""
+    return run_cells(connection_file, [code])[0]
+
+
+def run_cells(connection_file, cells):
+    """Runs cells in order through one client; returns the stdout of each."""
     kc = BlockingKernelClient()
     kc.load_connection_file(connection_file)
     kc.start_channels()
     try:
         kc.wait_for_ready(timeout=30)
-        out = []
-        reply = kc.execute_interactive(
-            code, timeout=30,
-            output_hook=lambda m: out.append(m["content"].get("text", "")) if m["msg_type"] == "stream" else None)
-        assert reply["content"]["status"] == "ok", reply["content"]
-        return "".join(out)
+        results = []
+        for code in cells:
+            out = []
+            reply = kc.execute_interactive(
+                code, timeout=30,
+                output_hook=lambda m: out.append(m["content"].get("text", ""))
+                if m["msg_type"] == "stream" else None)
+            assert reply["content"]["status"] == "ok", reply["content"]
+            results.append("".join(out))
+        return results
     finally:
         kc.stop_channels()
 

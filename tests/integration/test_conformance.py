@@ -1,6 +1,7 @@
 """The Jupyter conformance suite (jupyter_kernel_test) on pooled kernelspecs, side by side with the
 plain ones: a kernel handed out by kpoold must behave exactly as one jupyter_client started.
-ipykernel, IRkernel and xeus-python, each plain and through kpool-provisioner. The samples are
+ipykernel, IRkernel and xeus-python, each plain and through kpool-provisioner, and ipykernel
+forked from a zygote that pre-built its app and shell (launcher = "fork"). The samples are
 those the kernels' own test suites use, kept to what passes on the plain kernel here. Debian's
 octave_kernel 0.32 is left out: its kernel_info_reply fails the suite's schema (its
 implementation_version is a list), so no test passes on the plain kernelspec either."""
@@ -12,9 +13,9 @@ import unittest
 import jupyter_kernel_test as jkt
 import pytest
 
-from conftest import PYTHON, Daemon
+from conftest import PYTHON, Daemon, wait_until
 
-POOLS = {"python3": "python3", "ir": "ir", "xpython": "xpython"}
+POOLS = {"python3": "python3", "ir": "ir", "xpython": "xpython", "python3fork": "python3"}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -22,6 +23,7 @@ def pooled_kernelspecs(kernelspec_path):
     """One daemon with a pool per kernel, and their pooled kernelspecs on JUPYTER_PATH."""
     work = tempfile.mkdtemp(prefix="kpool-conformance-")
     toml = "".join('[pools.%s]\nkernelspec = "%s"\nsize = 1\n' % item for item in POOLS.items())
+    toml = toml.replace('[pools.python3fork]\n', '[pools.python3fork]\nlauncher = "fork"\n')
     d = Daemon(work, toml, env=dict(os.environ, JUPYTER_PATH=kernelspec_path)).start()
     prefix = os.path.join(work, "prefix")
     for pool in POOLS:
@@ -32,7 +34,16 @@ def pooled_kernelspecs(kernelspec_path):
     os.environ["JUPYTER_RUNTIME_DIR"] = os.path.join(work, "jupyter-runtime")
     for pool in POOLS:
         d.wait_warm(pool, 1, timeout=90)
+    # Only pre-built forked kernels in the fork pool (the first ones start while the zygote
+    # imports, by plain spawning).
+    wait_until(lambda: d.pool("python3fork").get("zygote_ready"), timeout=60, what="the zygote")
+    d.rpc(op="drain", pool="python3fork")
+    d.rpc(op="resize", pool="python3fork", size=2)
+    d.wait_warm("python3fork", 2, timeout=60)
+    assert d.pool("python3fork")["zygote"]["kernels_prebuilt"] >= 2
     yield d
+    zygote = d.pool("python3fork")["zygote"]
+    assert zygote["kernels_not_prebuilt"] == 0 and zygote["kernels_spawned_meanwhile"] <= 1, zygote
     for k, v in saved.items():
         if v is None:
             os.environ.pop(k, None)
@@ -99,6 +110,10 @@ class PooledIRkernel(IRkernel):
 
 class PooledXeusPython(XeusPython):
     kernel_name = "xpython-pooled"
+
+
+class ForkedPrebuiltIPyKernel(IPyKernel):
+    kernel_name = "python3fork-pooled"
 
 
 del jkt  # its KernelTests base class is not a test of its own here

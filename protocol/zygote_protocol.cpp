@@ -1,0 +1,144 @@
+// zygote_protocol: fork requests to JSON lines, the zygote's JSON lines to typed messages.
+#include "protocol/zygote_protocol.hpp"
+
+#include "protocol/control.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace kpool::protocol::zygote {
+namespace {
+
+using json = nlohmann::json;
+
+error bad(std::string what) { return error{errc::bad_request, "zygote message: " + std::move(what)}; }
+
+// A field that must be there with the right type: unsigned, int, string or bool.
+template <class T> bool read(const json& j, const char* key, T& out) {
+    auto it = j.find(key);
+    if (it == j.end()) {
+        return false;
+    }
+    if constexpr (std::is_same_v<T, std::string>) {
+        if (!it->is_string()) return false;
+    } else if constexpr (std::is_same_v<T, bool>) {
+        if (!it->is_boolean()) return false;
+    } else if constexpr (std::is_unsigned_v<T>) {
+        if (!it->is_number_unsigned()) return false;
+    } else {
+        if (!it->is_number_integer()) return false;
+    }
+    out = it->get<T>();
+    return true;
+}
+
+// An optional text: absent or null is empty.
+bool read_text(const json& j, const char* key, std::string& out) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) {
+        out.clear();
+        return true;
+    }
+    return read(j, key, out);
+}
+
+} // namespace
+
+std::string format(const fork_request& r) {
+    json env = json::object();
+    for (const auto& [name, value] : r.env) {
+        env[name] = value;
+    }
+    json limits = json::array();
+    for (const auto& [resource, value] : r.limits) {
+        limits.push_back({resource, value});
+    }
+    const json j{{"fork", r.id},   {"args", r.args}, {"connection_file", r.connection_file},
+                 {"env", env},     {"cwd", r.cwd},   {"log", r.log},
+                 {"limits", limits}, {"idle", r.idle}};
+    return dump_json(j) + "\n";
+}
+
+result<message> parse(std::string_view line) {
+    const json j = json::parse(line, nullptr, false);
+    if (!j.is_object()) {
+        return bad("not a JSON object");
+    }
+    if (j.contains("ready")) {
+        ready m;
+        if (!read(j, "ready", m.pid) || !read(j, "threads", m.threads)) {
+            return bad("'ready' needs pid and threads");
+        }
+        if (j.contains("prebuilt") && (!read(j, "prebuilt", m.prebuilt) || !read_text(j, "why_not", m.why_not))) {
+            return bad("'ready' has a malformed prebuilt or why_not");
+        }
+        return message{m};
+    }
+    if (j.contains("forked")) {
+        forked m;
+        if (!read(j, "forked", m.request) || !read(j, "pid", m.pid) || m.pid <= 0) {
+            return bad("'forked' needs a request id and a pid");
+        }
+        if (j.contains("prebuilt") && (!read(j, "prebuilt", m.prebuilt) || !read_text(j, "why_not", m.why_not))) {
+            return bad("'forked' has a malformed prebuilt or why_not");
+        }
+        return message{m};
+    }
+    if (j.contains("failed")) {
+        fork_failed m;
+        if (!read(j, "failed", m.request) || !read_text(j, "error", m.error)) {
+            return bad("'failed' needs a request id");
+        }
+        return message{m};
+    }
+    if (j.contains("exited")) {
+        exited m;
+        if (!read(j, "exited", m.pid) || !read(j, "code", m.code) || !read(j, "signal", m.term_signal)) {
+            return bad("'exited' needs pid, code and signal");
+        }
+        return message{m};
+    }
+    if (j.contains("learned")) {
+        learned m;
+        if (!read(j, "learned", m.pages) || !read_text(j, "why_not", m.why_not)) {
+            return bad("'learned' needs a page count");
+        }
+        return message{m};
+    }
+    if (j.contains("error")) {
+        complaint m;
+        if (!read_text(j, "error", m.error)) {
+            return bad("'error' needs a text");
+        }
+        return message{m};
+    }
+    return bad("no known key");
+}
+
+std::vector<std::string> line_splitter::feed(std::string_view bytes) {
+    std::vector<std::string> lines;
+    while (!bytes.empty()) {
+        const auto eol = bytes.find('\n');
+        const std::string_view piece = bytes.substr(0, eol);
+        if (!m_skipping) {
+            if (m_partial.size() + piece.size() > m_max) {
+                m_partial.clear();
+                m_skipping = true;
+                ++m_dropped;
+            } else {
+                m_partial.append(piece);
+            }
+        }
+        if (eol == std::string_view::npos) {
+            break;
+        }
+        if (!m_skipping) {
+            lines.push_back(std::move(m_partial));
+        }
+        m_partial.clear();
+        m_skipping = false;
+        bytes.remove_prefix(eol + 1);
+    }
+    return lines;
+}
+
+} // namespace kpool::protocol::zygote

@@ -1,0 +1,81 @@
+// The line protocol between kpoold and its fork servers (daemon/zygote.py): one JSON object per
+// line each way. Pure code: requests to lines, lines to messages, bytes to lines. The zygote's
+// docstring shows the same protocol from its side.
+#pragma once
+
+#include "protocol/result.hpp"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace kpool::protocol::zygote {
+
+// kpoold -> zygote: fork one kernel.
+struct fork_request {
+    std::uint64_t id = 0;
+    std::vector<std::string> args;                           // after `PYTHON -m ipykernel_launcher`
+    std::string connection_file;                             // fills the template's {connection_file}
+    std::vector<std::pair<std::string, std::string>> env;    // the complete environment
+    std::string cwd;                                         // empty: the zygote's
+    std::string log;                                         // stdout and stderr go here
+    std::vector<std::pair<int, std::uint64_t>> limits;       // setrlimit(resource, value)
+    bool idle = false;                                       // start at SCHED_IDLE
+};
+std::string format(const fork_request& request); // one line, '\n' included
+
+// zygote -> kpoold.
+struct ready {                 // once, after the imports and pre-building
+    int pid = 0;
+    int threads = 0;
+    bool prebuilt = false;
+    std::string why_not;       // why kernels are not pre-built, when they are not
+};
+struct forked {
+    std::uint64_t request = 0;
+    int pid = 0;
+    bool prebuilt = false;
+    std::string why_not;
+};
+struct fork_failed {
+    std::uint64_t request = 0;
+    std::string error;
+};
+struct exited {
+    int pid = 0;
+    std::int64_t code = 0;
+    int term_signal = 0;
+};
+struct learned {               // hot pages learned from the first pre-built kernel
+    std::uint64_t pages = 0;
+    std::string why_not;       // why none will be pre-faulted, when none will
+};
+struct complaint {             // a request line the zygote could not read
+    std::string error;
+};
+using message = std::variant<ready, forked, fork_failed, exited, learned, complaint>;
+
+// A line without its '\n'. Errors name what is wrong; the caller logs and goes on.
+result<message> parse(std::string_view line);
+
+// Splits a byte stream into lines, holding at most `max_line` bytes of an unfinished one (a
+// longer line is dropped whole and counted).
+class line_splitter {
+public:
+    explicit line_splitter(std::size_t max_line) : m_max(max_line) {}
+    // Complete lines in `bytes` (with what was held before), without their '\n'.
+    std::vector<std::string> feed(std::string_view bytes);
+    std::uint64_t dropped() const { return m_dropped; }
+    void reset() { m_partial.clear(); m_skipping = false; }
+
+private:
+    std::size_t m_max;
+    std::string m_partial;
+    bool m_skipping = false; // inside a line too long to keep
+    std::uint64_t m_dropped = 0;
+};
+
+} // namespace kpool::protocol::zygote

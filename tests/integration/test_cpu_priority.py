@@ -1,0 +1,142 @@
+"""Refill that never steals CPU from work (issue #12): a kernel runs at SCHED_IDLE while it starts
+(all its threads) and at SCHED_OTHER from the moment it is warm, before anyone can have it; a
+start that an acquire waits for runs at normal priority from the first moment, and an acquire
+arriving during a background start hurries it. As an unprivileged user this needs RLIMIT_NICE
+20 (LimitNICE=20 in the unit); without it kernels start at normal priority and status says why."""
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+
+import pytest
+
+from conftest import Daemon, wait_until
+
+SCHED_OTHER, SCHED_IDLE = os.SCHED_OTHER, os.SCHED_IDLE
+
+SLOW_START = """
+[pools.py]
+kernelspec = "python3"
+launcher = "%s"
+size = %d
+startup_code = "import time\\ntime.sleep(%s)"
+"""
+
+
+def policies(pid):
+    """The scheduling policies of every thread of pid."""
+    found = set()
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            found.add(os.sched_getscheduler(int(tid)))
+        except OSError:
+            pass  # the thread ended meanwhile
+    return found
+
+
+def threads(pid):
+    return len(os.listdir("/proc/%d/task" % pid))
+
+
+def starting_kernel(d, pool="py"):
+    """The pid of a kernel of `pool` that is starting and has started its threads."""
+    def find():
+        for k in d.status()["kernels"]:
+            if k["pool"] == pool and k["state"] == "starting" and k["pid"] and threads(k["pid"]) > 3:
+                return k["pid"]
+        return None
+    return wait_until(find, timeout=60, what="a starting kernel with its threads")
+
+
+def fresh_start(d, launcher, size):
+    """Makes the pool start `size` kernels now (forked ones for a fork pool)."""
+    if launcher == "fork":
+        wait_until(lambda: d.pool("py").get("zygote_ready"), timeout=60, what="the zygote")
+    assert d.rpc(op="drain", pool="py")["ok"]
+    assert d.rpc(op="resize", pool="py", size=size)["ok"]
+
+
+@pytest.mark.parametrize("launcher", ["spawn", "fork"])
+def test_a_kernel_starts_at_idle_priority_and_is_normal_once_warm(kpoold, launcher):
+    d = kpoold(SLOW_START % (launcher, 0, 3))
+    assert d.status()["background_priority"] == {"on": True, "why_not": None}
+    fresh_start(d, launcher, 1)
+    pid = starting_kernel(d)
+    assert policies(pid) == {SCHED_IDLE}
+    d.wait_warm("py", 1, timeout=60)
+    assert policies(pid) == {SCHED_OTHER}
+    k = d.acquire("py")
+    assert k["pid"] == pid and policies(pid) == {SCHED_OTHER}
+    d.rpc(op="release", kernel_id=k["kernel_id"])
+
+
+@pytest.mark.parametrize("launcher", ["spawn", "fork"])
+def test_a_start_an_acquire_waits_for_runs_at_normal_priority(kpoold, launcher):
+    d = kpoold(SLOW_START % (launcher, 0, 3))
+    fresh_start(d, launcher, 0)
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(d.rpc(op="acquire", pool="py", timeout_ms=60000)))
+    waiter.start()
+    pid = starting_kernel(d)
+    assert policies(pid) == {SCHED_OTHER}
+    waiter.join()
+    assert got[0]["ok"] and got[0]["pid"] == pid
+    d.rpc(op="release", kernel_id=got[0]["kernel_id"])
+
+
+def test_an_acquire_hurries_a_background_start(kpoold):
+    d = kpoold(SLOW_START % ("spawn", 1, 4))
+    pid = starting_kernel(d)
+    assert policies(pid) == {SCHED_IDLE}
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(d.rpc(op="acquire", pool="py", timeout_ms=60000)))
+    waiter.start()
+    wait_until(lambda: policies(pid) == {SCHED_OTHER}, timeout=10, what="the start to be hurried")
+    assert any(k["pid"] == pid and k["state"] == "starting" for k in d.status()["kernels"])
+    waiter.join()
+    assert got[0]["ok"] and got[0]["pid"] == pid
+    d.rpc(op="release", kernel_id=got[0]["kernel_id"])
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
+                    reason="needs root to run kpoold as another user")
+@pytest.mark.parametrize("nice_limit", [0, 20])
+def test_as_an_unprivileged_user_background_priority_needs_rlimit_nice(nice_limit):
+    """kpoold as uid 65534: with RLIMIT_NICE 20 (LimitNICE=20) starts are background work and
+    warm kernels get normal priority back; with 0 (the default) kernels start at normal
+    priority, never stuck at idle, and status says why."""
+    if subprocess.run(["prlimit", "--nice=%d:%d" % (nice_limit, nice_limit), "true"]).returncode != 0:
+        pytest.skip("this machine does not let root raise RLIMIT_NICE to %d (no CAP_SYS_RESOURCE)"
+                    % nice_limit)
+    work = tempfile.mkdtemp(prefix="kpool-nobody-")
+    os.chmod(work, 0o755)
+    os.chown(work, 65534, 65534)
+    env = {"HOME": work, "IPYTHONDIR": os.path.join(work, "ipython"), "JUPYTER_PATH": "",
+           "JUPYTER_RUNTIME_DIR": os.path.join(work, "jupyter-runtime")}
+    wrapper = ["prlimit", "--nice=%d:%d" % (nice_limit, nice_limit), "setpriv", "--reuid=65534",
+               "--regid=65534", "--clear-groups", "--"]
+    d = Daemon(work, SLOW_START % ("spawn", 0, 2), daemon_toml="allowed_uids = [0]\n", env=env,
+               wrapper=wrapper)
+    try:
+        d.start()
+        priority = d.status()["background_priority"]
+        fresh_start(d, "spawn", 1)
+        pid = starting_kernel(d)
+        assert os.stat("/proc/%d" % pid).st_uid == 65534
+        if nice_limit == 20:
+            assert priority == {"on": True, "why_not": None}
+            assert policies(pid) == {SCHED_IDLE}
+        else:
+            assert priority["on"] is False
+            assert "RLIMIT_NICE is 0" in priority["why_not"] and "LimitNICE=20" in priority["why_not"]
+            assert policies(pid) == {SCHED_OTHER}
+        d.wait_warm("py", 1, timeout=60)
+        assert policies(pid) == {SCHED_OTHER}
+        assert d.pool("py")["counters"]["spawn_failures"] == 0
+        assert d.stop() == 0, d.log_text()
+        d.assert_no_leaks()
+    finally:
+        if d.proc is not None and d.proc.poll() is None:
+            d.proc.kill()
+        subprocess.run(["rm", "-rf", work])

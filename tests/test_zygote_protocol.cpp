@@ -1,0 +1,90 @@
+// The zygote line protocol (protocol/zygote_protocol.hpp): requests out, messages in, lines split.
+#include "protocol/zygote_protocol.hpp"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+using namespace kpool::protocol::zygote;
+
+TEST_SUITE("zygote protocol") {
+    TEST_CASE("a fork request is one line of JSON with every field") {
+        fork_request r{.id = 7,
+                       .args = {"-f", "/run/k.json"},
+                       .connection_file = "/run/k.json",
+                       .env = {{"HOME", "/root"}, {"X", "a\nb"}},
+                       .cwd = "",
+                       .log = "/run/z1-7.log",
+                       .limits = {{9, 1024}},
+                       .idle = true};
+        const std::string line = format(r);
+        REQUIRE(line.back() == '\n');
+        CHECK(line.find('\n') == line.size() - 1); // a newline in a value stays escaped
+        const auto j = nlohmann::json::parse(line);
+        CHECK(j["fork"] == 7);
+        CHECK(j["args"] == nlohmann::json::array({"-f", "/run/k.json"}));
+        CHECK(j["connection_file"] == "/run/k.json");
+        CHECK(j["env"]["X"] == "a\nb");
+        CHECK(j["limits"] == nlohmann::json::parse("[[9, 1024]]"));
+        CHECK(j["idle"] == true);
+    }
+
+    TEST_CASE("each message kind parses into its type") {
+        auto ready_msg = parse(R"({"ready": 12, "threads": 1, "prebuilt": false, "why_not": "ipykernel 7.0 is not 6.x"})");
+        REQUIRE(ready_msg);
+        const auto& r = std::get<ready>(*ready_msg);
+        CHECK(r.pid == 12);
+        CHECK_FALSE(r.prebuilt);
+        CHECK(r.why_not == "ipykernel 7.0 is not 6.x");
+
+        auto old_ready = parse(R"({"ready": 12, "threads": 3})"); // the first zygote's form
+        REQUIRE(old_ready);
+        CHECK(std::get<ready>(*old_ready).threads == 3);
+
+        auto f = parse(R"({"forked": 3, "pid": 99, "prebuilt": true, "why_not": null})");
+        REQUIRE(f);
+        CHECK(std::get<forked>(*f).request == 3);
+        CHECK(std::get<forked>(*f).prebuilt);
+        CHECK(std::get<forked>(*f).why_not.empty());
+
+        auto failed_msg = parse(R"({"failed": 4, "error": "fork: [Errno 11]"})");
+        REQUIRE(failed_msg);
+        CHECK(std::get<fork_failed>(*failed_msg).error == "fork: [Errno 11]");
+
+        auto e = parse(R"({"exited": 99, "code": 0, "signal": 9})");
+        REQUIRE(e);
+        CHECK(std::get<exited>(*e).term_signal == 9);
+
+        auto l = parse(R"({"learned": 3120, "why_not": null})");
+        REQUIRE(l);
+        CHECK(std::get<learned>(*l).pages == 3120);
+
+        auto c = parse(R"({"error": "unreadable request"})");
+        REQUIRE(c);
+        CHECK(std::get<complaint>(*c).error == "unreadable request");
+    }
+
+    TEST_CASE("malformed lines are errors that say what is wrong, never a crash") {
+        for (const char* line : {"", "not json", "[1,2]", "{}", R"({"forked": "3", "pid": 9})",
+                                 R"({"forked": 3, "pid": -1})", R"({"forked": 3})",
+                                 R"({"exited": 9, "code": 0})", R"({"ready": 1})",
+                                 R"({"learned": -5})", R"({"ready": 1, "threads": 1, "prebuilt": "yes"})",
+                                 R"({"error": 5})", "{\"forked\": 1, \"pid\": 2"}) {
+            CAPTURE(line);
+            auto m = parse(line);
+            REQUIRE_FALSE(m);
+            CHECK(m.err().message.starts_with("zygote message: "));
+        }
+    }
+
+    TEST_CASE("lines are split across reads, and an overlong line is dropped whole") {
+        line_splitter split(10);
+        CHECK(split.feed("ab").empty());
+        CHECK(split.feed("c\nde\n\nf") == std::vector<std::string>{"abc", "de", ""});
+        CHECK(split.feed("0123456789ABC") .empty()); // "f" + 13 bytes: too long
+        CHECK(split.feed("DEF\nok\n") == std::vector<std::string>{"ok"});
+        CHECK(split.dropped() == 1);
+        split.feed("partial");
+        split.reset();
+        CHECK(split.feed("x\n") == std::vector<std::string>{"x"});
+    }
+}
