@@ -81,14 +81,4 @@ std::optional<autosizer::clock::time_point> autosizer::next_check(clock::time_po
     return std::nullopt;
 }
 
-nlohmann::json autosizer::status(clock::time_point now) const {
-    auto rounded = [](double v) { return std::round(v * 1000) / 1000; };
-    return {{"min", m_params.min},
-            {"max", m_params.max},
-            {"target", m_target},
-            {"rate_per_s", rounded(rate_per_s(now))},
-            {"time_to_warm_s", m_time_to_warm < 0 ? nlohmann::json(nullptr)
-                                                  : nlohmann::json(rounded(m_time_to_warm))}};
-}
-
 } // namespace kpool::daemon

@@ -10,7 +10,6 @@
 // away. Pure code: time is passed in, so tests script arrivals exactly.
 #pragma once
 
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -50,7 +49,7 @@ public:
 
     double rate_per_s(clock::time_point now) const;
     double time_to_warm_s() const { return m_time_to_warm; }
-    nlohmann::json status(clock::time_point now) const;
+    const params& parameters() const { return m_params; }
 
 private:
     int wanted(clock::time_point now) const;

@@ -44,38 +44,6 @@ std::vector<resource_limit> resource_limits(const config::kernel_limits& limits)
     return out;
 }
 
-// File descriptors a kernel costs the daemon while it starts (connection file, two output
-// pipes, a pidfd, a shell socket and its mailbox) with room to spare, and those kept back for
-// control clients and the daemon's own work. A start that would eat into the reserve is refused
-// with `capacity` rather than left to fail halfway through with EMFILE.
-constexpr int fds_per_kernel = 10;
-constexpr int fds_reserved = 32;
-
-int open_fd_count() {
-    std::error_code ec;
-    int n = 0;
-    for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
-         !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-        ++n;
-    }
-    return n;
-}
-
-status check_fd_headroom() {
-    rlimit limit{};
-    if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) {
-        return ok_status();
-    }
-    const int open = open_fd_count();
-    if (static_cast<rlim_t>(open + fds_per_kernel + fds_reserved) > limit.rlim_cur) {
-        return error{errc::capacity,
-                     fmt::format("out of file descriptors ({} of {} open; a kernel needs about {} "
-                                 "and {} are kept for clients)",
-                                 open, limit.rlim_cur, fds_per_kernel, fds_reserved)};
-    }
-    return ok_status();
-}
-
 // The daemon's CURVE secret key from its file (Z85 text), refusing a file others could read.
 result<std::string> read_curve_secret_key(const std::string& path) {
     struct stat st{};
@@ -284,7 +252,7 @@ status daemon::bind_control() {
 }
 
 status daemon::start_kernel(pool& owner, const std::string& id, bool awaited) {
-    if (auto st = check_fd_headroom(); !st) {
+    if (auto st = m_fd_headroom.reserve_for_start(clock::now()); !st) {
         return st;
     }
     const config::pool_config& pc = owner.config();
@@ -409,6 +377,7 @@ void daemon::kernel_exited(const std::string& kernel_id, const exit_status& stat
     }
     // Destroying the kernel_process from inside its own exit callback is safe: it calls us last.
     m_kernels.erase(id);
+    m_fd_headroom.released();
     if (p != nullptr) {
         p->on_exited(id, reason, clock::now());
     }

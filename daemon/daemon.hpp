@@ -15,6 +15,7 @@
 #include "daemon/kernel_process.hpp"
 #include "daemon/kernelspec.hpp"
 #include "daemon/cpu_priority.hpp"
+#include "daemon/fd_headroom.hpp"
 #include "daemon/launcher.hpp"
 #include "daemon/launcher_registry.hpp"
 #include "daemon/metrics.hpp"
@@ -155,6 +156,7 @@ private:
     std::optional<instance_dir> m_instance; // this run's; after the kernels in destruction order
     std::optional<ipc_socket_dirs> m_ipc_dirs; // inside or beside m_instance: destroyed first
     port_registry m_ports; // tcp ports of live kernels: outlives them
+    fd_headroom m_fd_headroom = fd_headroom::of_this_process();
     std::map<std::string, result<resolved_kernelspec>> m_specs; // by pool name
     uv_loop_t m_loop{};
     zmq::context_t m_zmq;

@@ -31,12 +31,16 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-std::unique_ptr<zmq::socket_t> make_dealer(zmq::context_t& zmq, const std::string& endpoint) {
-    auto socket = std::make_unique<zmq::socket_t>(zmq, zmq::socket_type::dealer);
-    socket->set(zmq::sockopt::linger, 0);
-    socket->set(zmq::sockopt::reconnect_ivl, 20); // ipc sockets appear a moment after launch
-    socket->connect(endpoint);
-    return socket;
+// An execute_request that leaves no trace: silent (no execute_result or execute_input on
+// iopub), store_history false (no history entry, no execution count: the user's first cell is
+// still In[1]).
+json silent_execute(const std::string& code) {
+    return {{"code", code},
+            {"silent", true},
+            {"store_history", false},
+            {"user_expressions", json::object()},
+            {"allow_stdin", false},
+            {"stop_on_error", false}};
 }
 
 } // namespace
@@ -44,13 +48,12 @@ std::unique_ptr<zmq::socket_t> make_dealer(zmq::context_t& zmq, const std::strin
 kernel_process::kernel_process(uv_loop_t* loop, zmq::context_t& zmq, launcher& launcher,
                                kernel_setup setup, kernel_events& events)
     : m_loop(loop), m_zmq(zmq), m_launcher(launcher), m_setup(std::move(setup)), m_events(events),
-      m_session(protocol::random_hex(16)), m_ready_deadline(loop), m_poll_timer(loop),
-      m_escalation(loop), m_code_deadline(loop), m_heartbeat(loop), m_heartbeat_deadline(loop) {}
+      m_session(protocol::random_hex(16)), m_shell(loop, zmq, "kernel " + m_setup.id + " shell"),
+      m_control(loop, zmq, "kernel " + m_setup.id + " control"), m_ready_deadline(loop),
+      m_poll_timer(loop), m_escalation(loop), m_code_deadline(loop), m_heartbeat(loop),
+      m_heartbeat_deadline(loop) {}
 
-kernel_process::~kernel_process() {
-    m_shell_watcher.reset(); // before the sockets they watch
-    m_control_watcher.reset();
-}
+kernel_process::~kernel_process() = default;
 
 std::vector<std::string> kernel_environment(const kernelspec& spec, const std::string& instance) {
     std::map<std::string, std::string> env;
@@ -202,19 +205,9 @@ bool kernel_process::lost_a_port() const {
     return false;
 }
 
-void kernel_process::open_shell() {
-    if (!m_shell) {
-        m_shell = make_dealer(m_zmq, m_info.endpoint(m_info.shell_port));
-        m_shell_watcher =
-            std::make_unique<zmq_watcher>(m_loop, *m_shell, [this] { on_shell_message(); });
-    }
-}
+void kernel_process::open_shell() { m_shell.open(m_info.endpoint(m_info.shell_port), m_info.key, m_session); }
 
-void kernel_process::close_shell() {
-    // May run inside the watcher's own callback: the watcher is built for that.
-    m_shell_watcher.reset();
-    m_shell.reset();
-}
+void kernel_process::close_shell() { m_shell.close(); }
 
 void kernel_process::begin_probe() {
     m_phase = phase::probing;
@@ -231,51 +224,24 @@ void kernel_process::begin_probe() {
 }
 
 void kernel_process::send_kernel_info_request() {
-    auto msg = protocol::make_message("kernel_info_request", m_session);
-    m_probe_ids.insert(msg.msg_id());
-    send_frames(*m_shell, protocol::serialize(msg, m_info.key));
-}
-
-void kernel_process::on_shell_message() {
-    auto frames = recv_frames(*m_shell);
-    if (!frames) {
-        return;
-    }
-    auto msg = protocol::parse(*frames, m_info.key);
-    if (!msg) {
-        logger("kernel")->warn("kernel {} sent a bad message: {}", m_setup.id, msg.err().message);
-        return;
-    }
-    if (m_phase == phase::probing && msg->msg_type() == "kernel_info_reply" &&
-        m_probe_ids.count(msg->parent_msg_id()) != 0) {
+    // Every probe's answer means the same: whichever comes first ends the probing.
+    m_shell.send("kernel_info_request", json::object(), [this](const protocol::wire_message& reply) {
+        if (m_phase != phase::probing || reply.msg_type() != "kernel_info_reply") {
+            return;
+        }
         if (m_setup.startup_code.empty()) {
             become_ready();
         } else {
             run_startup_code();
         }
-    } else if (m_phase == phase::preheating && msg->msg_type() == "execute_reply" &&
-               msg->parent_msg_id() == m_startup_msg_id) {
-        on_startup_reply(*msg);
-    } else if (m_phase == phase::ready && msg->msg_type() == "execute_reply" &&
-               msg->parent_msg_id() == m_code_msg_id) {
-        on_execute_reply(*msg);
-    } else if (m_phase == phase::ready && msg->msg_type() == "kernel_info_reply" &&
-               !m_heartbeat_id.empty() && msg->parent_msg_id() == m_heartbeat_id) {
-        m_heartbeat_id.clear();
-        m_heartbeat_deadline.stop();
-        // Between beats an idle kernel costs the daemon no socket: its file descriptors stay
-        // the same whether or not it has been beaten (a connection per beat is cheap).
-        if (!m_code_done) {
-            close_shell();
-        }
-    }
+    });
 }
 
 void kernel_process::watch(bool on) {
     if (!on || m_phase != phase::ready) {
         m_heartbeat.stop();
         m_heartbeat_deadline.stop();
-        m_heartbeat_id.clear();
+        m_beat_in_flight = false;
         if (!m_code_done) {
             close_shell();
         }
@@ -288,7 +254,7 @@ void kernel_process::watch(bool on) {
 }
 
 void kernel_process::send_heartbeat() {
-    if (!m_heartbeat_id.empty()) {
+    if (m_beat_in_flight) {
         return; // the last beat is still within its deadline
     }
     try {
@@ -297,12 +263,22 @@ void kernel_process::send_heartbeat() {
         logger("kernel")->warn("kernel {}: no heartbeat this time: {}", m_setup.id, e.what());
         return;
     }
-    auto msg = protocol::make_message("kernel_info_request", m_session);
-    m_heartbeat_id = msg.msg_id();
-    send_frames(*m_shell, protocol::serialize(msg, m_info.key));
+    m_beat_in_flight = true;
+    m_shell.send("kernel_info_request", json::object(), [this](const protocol::wire_message& reply) {
+        if (!m_beat_in_flight || reply.msg_type() != "kernel_info_reply") {
+            return; // answered after the watch ended
+        }
+        m_beat_in_flight = false;
+        m_heartbeat_deadline.stop();
+        // Between beats an idle kernel costs the daemon no socket: its file descriptors stay
+        // the same whether or not it has been beaten (a connection per beat is cheap).
+        if (!m_code_done) {
+            close_shell();
+        }
+    });
     m_heartbeat_deadline.start(m_setup.heartbeat_timeout, [this] {
         m_heartbeat.stop();
-        m_heartbeat_id.clear();
+        m_beat_in_flight = false;
         const std::string reason = fmt::format(
             "no kernel_info_reply to a heartbeat within {:.1f} s",
             std::chrono::duration<double>(m_setup.heartbeat_timeout).count());
@@ -329,7 +305,11 @@ void kernel_process::run_code(const std::string& code, std::chrono::milliseconds
         finish_code(error{errc::timeout, fmt::format("the kernel did not run the setup code within {} ms",
                                                      timeout.count())});
     });
-    m_code_msg_id = send_silent_execute(code);
+    m_shell.send("execute_request", silent_execute(code), [this](const protocol::wire_message& reply) {
+        if (reply.msg_type() == "execute_reply") {
+            on_execute_reply(reply);
+        }
+    });
 }
 
 void kernel_process::on_execute_reply(const protocol::wire_message& msg) {
@@ -348,7 +328,6 @@ void kernel_process::finish_code(const status& outcome) {
         return;
     }
     m_code_deadline.stop();
-    m_code_msg_id.clear();
     close_shell(); // not kept for a leased kernel
     auto done = std::move(m_code_done);
     m_code_done = nullptr;
@@ -360,21 +339,12 @@ void kernel_process::run_startup_code() {
     m_poll_timer.stop(); // no more kernel_info resends
     // Silent: no execute_result, no history entry, no execution count; the ready deadline
     // still runs, so startup_code that hangs fails the start too.
-    m_startup_msg_id = send_silent_execute(m_setup.startup_code);
-}
-
-std::string kernel_process::send_silent_execute(const std::string& code) {
-    // silent: no execute_result or execute_input on iopub; store_history false: no history
-    // entry and no execution count. The user's first cell is still In[1].
-    auto msg = protocol::make_message("execute_request", m_session,
-                                      {{"code", code},
-                                       {"silent", true},
-                                       {"store_history", false},
-                                       {"user_expressions", json::object()},
-                                       {"allow_stdin", false},
-                                       {"stop_on_error", false}});
-    send_frames(*m_shell, protocol::serialize(msg, m_info.key));
-    return msg.msg_id();
+    m_shell.send("execute_request", silent_execute(m_setup.startup_code),
+                 [this](const protocol::wire_message& reply) {
+                     if (m_phase == phase::preheating && reply.msg_type() == "execute_reply") {
+                         on_startup_reply(reply);
+                     }
+                 });
 }
 
 void kernel_process::on_startup_reply(const protocol::wire_message& msg) {
@@ -467,22 +437,15 @@ void kernel_process::stop() {
     }
 }
 
-void kernel_process::send_shutdown_request() {
-    send_control(protocol::make_message("shutdown_request", m_session, {{"restart", false}}));
-}
+void kernel_process::send_shutdown_request() { send_control("shutdown_request", {{"restart", false}}); }
 
-void kernel_process::send_control(const protocol::wire_message& msg) {
+void kernel_process::send_control(std::string_view msg_type, json content) {
     try {
-        if (!m_control) {
-            m_control = make_dealer(m_zmq, m_info.endpoint(m_info.control_port));
-            // Replies (shutdown_reply, interrupt_reply) are read and dropped, not left queued.
-            m_control_watcher = std::make_unique<zmq_watcher>(m_loop, *m_control, [this] {
-                (void)recv_frames(*m_control);
-            });
-        }
-        send_frames(*m_control, protocol::serialize(msg, m_info.key));
+        // Replies (shutdown_reply, interrupt_reply) are read and dropped, not left queued.
+        m_control.open(m_info.endpoint(m_info.control_port), m_info.key, m_session);
+        m_control.send(msg_type, std::move(content));
     } catch (const zmq::error_t& e) {
-        logger("kernel")->warn("kernel {}: cannot send {}: {}", m_setup.id, msg.msg_type(), e.what());
+        logger("kernel")->warn("kernel {}: cannot send {}: {}", m_setup.id, msg_type, e.what());
     }
 }
 
@@ -494,7 +457,7 @@ int kernel_process::signal(int signum) {
         // Such a kernel interrupts itself on request (and may not handle SIGINT at all).
         logger("kernel")->info("kernel {}: interrupt_mode is message: interrupt_request on control",
                                m_setup.id);
-        send_control(protocol::make_message("interrupt_request", m_session));
+        send_control("interrupt_request", json::object());
         return 0;
     }
     return m_process->signal_group(signum);
@@ -518,9 +481,7 @@ void kernel_process::on_exit(const exit_status& status) {
                                m_setup.id, m_setup.pool);
         m_poll_timer.stop();
         close_shell();
-        m_control_watcher.reset();
-        m_control.reset();
-        m_probe_ids.clear();
+        m_control.close();
         m_output_tail.clear();
         m_process.reset(); // inside its own exit callback: launchers allow that
         if (launch()) {
@@ -535,8 +496,7 @@ void kernel_process::on_exit(const exit_status& status) {
     m_escalation.stop();
     watch(false);
     close_shell();
-    m_control_watcher.reset();
-    m_control.reset();
+    m_control.close();
     remove_kernel_files(m_connection_file, m_info);
     m_ports = port_reservation(); // the kernel is gone: its ports may go to another
     auto log = logger("kernel");

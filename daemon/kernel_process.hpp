@@ -13,6 +13,7 @@
 // socket path prefix (ipc_socket_dirs.hpp), so nothing can collide.
 #pragma once
 
+#include "daemon/kernel_channel.hpp"
 #include "daemon/kernelspec.hpp"
 #include "daemon/launcher.hpp"
 #include "daemon/port_registry.hpp"
@@ -132,18 +133,15 @@ private:
     void send_heartbeat();
     void open_shell();
     void close_shell();
-    void on_shell_message();
     void on_execute_reply(const protocol::wire_message& msg);
     void finish_code(const status& outcome);
     void run_startup_code();
-    // Sends code to run silently on the shell channel; returns the request's msg_id.
-    std::string send_silent_execute(const std::string& code);
     void on_startup_reply(const protocol::wire_message& msg);
     void become_ready();
     void fail_start(const std::string& reason);
     void send_shutdown_request();
-    // Sends on the control channel, opening it (and a watcher that discards replies) first.
-    void send_control(const protocol::wire_message& msg);
+    // Sends on the control channel, opening it first; its replies are dropped.
+    void send_control(std::string_view msg_type, nlohmann::json content);
     void on_exit(const exit_status& status);
     void append_output(std::string_view bytes);
     launch_spec make_launch_spec() const;
@@ -165,20 +163,16 @@ private:
     bool m_relaunched = false; // after losing a port: once per kernel
     bool m_launched_idle = false; // the process started at SCHED_IDLE and has not left it
     std::string m_session; // our wire-protocol session id with this kernel
-    std::set<std::string> m_probe_ids;
     std::string m_output_tail;
-    std::string m_code_msg_id; // the execute_request run_code is waiting on
-    std::string m_heartbeat_id; // the kernel_info_request of the beat in flight
-    std::string m_startup_msg_id; // the execute_request of startup_code
-    code_done m_code_done;
+    code_done m_code_done;      // run_code's caller, while its code runs
+    bool m_beat_in_flight = false;
     std::chrono::steady_clock::time_point m_started_at;
 
     std::unique_ptr<launched_process> m_process;
-    // Sockets before their watchers: a watcher must be destroyed before its socket.
-    std::unique_ptr<zmq::socket_t> m_shell;
-    std::unique_ptr<zmq_watcher> m_shell_watcher;
-    std::unique_ptr<zmq::socket_t> m_control;
-    std::unique_ptr<zmq_watcher> m_control_watcher;
+    // Requests to the kernel, each reply routed to its continuation: the readiness probe,
+    // startup_code, run_code and heartbeats on shell; shutdown and interrupts on control.
+    kernel_channel m_shell;
+    kernel_channel m_control;
     uv_timer m_ready_deadline;
     uv_timer m_poll_timer;   // kernel_info resends
     uv_timer m_escalation;   // SIGTERM, then SIGKILL, during stop

@@ -11,7 +11,6 @@ namespace kpool::daemon {
 namespace {
 
 using namespace std::chrono_literals;
-using json = nlohmann::json;
 
 // After a start refused for want of resources, when to try again (exits also retry at once).
 constexpr auto resource_retry = 1000ms;
@@ -503,49 +502,6 @@ void pool::retire(clock::time_point now) {
     m_retired = true;
     fail_waiters({errc::unknown_pool, "pool '" + m_cfg.name + "' was removed from the config"});
     stop_surplus(0, now);
-}
-
-json pool::status_json(clock::time_point now) const {
-    json kernels = json::array();
-    for (const auto& [id, k] : m_kernels) {
-        json entry{{"id", id}, {"pool", m_cfg.name}, {"pid", k.pid},
-                   {"state", to_string(k.state)},
-                   {"age_s", std::round(seconds_between(k.created, now) * 1000) / 1000}};
-        if (k.lease_deadline) {
-            entry["lease_remaining_s"] =
-                std::round(seconds_between(now, *k.lease_deadline) * 1000) / 1000;
-        }
-        kernels.push_back(std::move(entry));
-    }
-    const pool_counters& c = m_counters;
-    json counters = json::object();
-    for (const counter_description& d : pool_counter_table) {
-        counters[d.name] = c.*d.field;
-    }
-    auto rounded = [](std::optional<double> v, double scale) {
-        return v ? json(std::round(*v * scale * 1000) / 1000) : json(nullptr);
-    };
-    return json{{"name", m_cfg.name},
-                {"kernelspec", m_cfg.kernelspec},
-                {"size", m_cfg.size},
-                {"warm", count(kernel_state::warm)},
-                {"starting", count(kernel_state::starting)},
-                {"leased", count(kernel_state::leased)},
-                {"stopping", count(kernel_state::stopping)},
-                {"waiting", m_waiters.size()},
-                {"failing", failing()},
-                {"drained", m_drained},
-                {"removed", m_retired},
-                {"consecutive_failures", m_consecutive_failures},
-                {"counters", counters},
-                {"last_error", c.last_error.empty() ? json(nullptr) : json(c.last_error)},
-                // Over the last 256 of each: acquire request to reply, launch to warm.
-                {"auto", m_auto ? m_auto->status(now) : json(nullptr)},
-                {"recent",
-                 {{"acquire_ms_p50", rounded(m_acquire_seconds.percentile(50), 1000)},
-                  {"acquire_ms_p99", rounded(m_acquire_seconds.percentile(99), 1000)},
-                  {"time_to_warm_s_p50", rounded(m_warm_seconds.percentile(50), 1)}}},
-                {"kernels", std::move(kernels)}};
 }
 
 } // namespace kpool::daemon

@@ -12,8 +12,6 @@
 #include "protocol/connection_info.hpp"
 #include "protocol/result.hpp"
 
-#include <nlohmann/json.hpp>
-
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -199,7 +197,11 @@ public:
     bool retired() const { return m_retired; }
     bool empty() const { return m_kernels.empty(); }
 
-    nlohmann::json status_json(clock::time_point now) const;
+    // What status reports (daemon/status_json.hpp) beyond the above.
+    int consecutive_failures() const { return m_consecutive_failures; }
+    const autosizer* auto_sizer() const { return m_auto ? &*m_auto : nullptr; }
+    const recent_samples& recent_acquire_seconds() const { return m_acquire_seconds; }
+    const recent_samples& recent_warm_seconds() const { return m_warm_seconds; } // launch to warm
 
 private:
     struct queued_acquire {

@@ -4,6 +4,7 @@
 #include "daemon/kernel_context.hpp"
 #include "daemon/kernelspec.hpp"
 #include "daemon/logging.hpp"
+#include "daemon/status_json.hpp"
 #include "kpool/version.hpp"
 #include "protocol/control.hpp"
 
@@ -299,7 +300,7 @@ std::string daemon::op_status(const envelope&, const protocol::control_request& 
     json pools = json::array();
     json kernels = json::array();
     for_each_pool([&](pool& p) {
-        json ps = p.status_json(now);
+        json ps = pool_status_json(p, now);
         m_launchers->describe(p.config(), ps);
         // What the pool runs, so clients (the provisioner's kernelspec) can show its language;
         // or why it cannot run anything.

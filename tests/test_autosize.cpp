@@ -2,6 +2,7 @@
 // a burst, and silence afterwards.
 #include "daemon/autosize.hpp"
 #include "daemon/pool.hpp"
+#include "daemon/status_json.hpp"
 
 #include <doctest/doctest.h>
 
@@ -32,7 +33,7 @@ TEST_SUITE("autosize") {
         const tp end = arrivals(a, t0, 500ms, 300s); // 2 per second for 5 minutes
         CHECK(a.rate_per_s(end) == doctest::Approx(2.0).epsilon(0.05));
         CHECK(a.update(end) == 6); // ceil(2/s x 2 s x 1.5)
-        CHECK(a.status(end)["target"] == 6);
+        CHECK(autosizer_status_json(a, end)["target"] == 6);
     }
 
     TEST_CASE("a burst grows the pool at once, up to max") {
@@ -157,7 +158,7 @@ TEST_SUITE("autosize") {
             p.expire(now);
             p.refill(now);
         }
-        const auto st = p.status_json(now);
+        const auto st = pool_status_json(p, now);
         CHECK(st["size"].get<int>() >= 4);
         CHECK(st["auto"]["target"] == st["size"]);
         CHECK(st["auto"]["time_to_warm_s"].get<double>() == doctest::Approx(2.0).epsilon(0.3));
@@ -177,6 +178,6 @@ TEST_SUITE("autosize") {
         CHECK_FALSE(driver.stopped.empty());
         // A resize fixes the size: auto sizing is off until the next reload.
         p.resize(3, now);
-        CHECK(p.status_json(now)["auto"].is_null());
+        CHECK(pool_status_json(p, now)["auto"].is_null());
     }
 }

@@ -1,5 +1,6 @@
 // The pool state machine, driven deterministically: a fake driver and a hand-moved clock.
 #include "daemon/pool.hpp"
+#include "daemon/status_json.hpp"
 
 #include <doctest/doctest.h>
 
@@ -212,11 +213,11 @@ TEST_SUITE("pool") {
         f.p->on_exited("k2", "exit code 1", f.now); // died while starting: failure #2
         CHECK(f.p->counters().spawn_failures == 2);
         CHECK(f.p->next_deadline() == f.now + 1000ms);
-        CHECK(f.p->status_json(f.now)["consecutive_failures"] == 2);
-        CHECK(f.p->status_json(f.now)["failing"] == false); // not yet: see the next case
+        CHECK(pool_status_json(*f.p, f.now)["consecutive_failures"] == 2);
+        CHECK(pool_status_json(*f.p, f.now)["failing"] == false); // not yet: see the next case
         f.advance(1000ms);
         f.warm("k3");
-        CHECK(f.p->status_json(f.now)["consecutive_failures"] == 0);
+        CHECK(pool_status_json(*f.p, f.now)["consecutive_failures"] == 0);
         CHECK_FALSE(f.p->next_deadline().has_value());
     }
 
@@ -240,7 +241,7 @@ TEST_SUITE("pool") {
         CHECK(err.message ==
               "pool 'py' cannot start kernels (3 failures in a row; next attempt in 2.0 s); last "
               "error: kernel k3 exited while starting: exit code 1; output: ImportError");
-        CHECK(f.p->status_json(f.now)["failing"] == true);
+        CHECK(pool_status_json(*f.p, f.now)["failing"] == true);
         f.advance(2000ms); // retried all the same
         REQUIRE(f.driver.started.size() == 4);
         f.warm("k4");
@@ -277,7 +278,7 @@ TEST_SUITE("pool") {
         f.driver.fail_code = errc::capacity;
         f.p->refill(f.now);
         CHECK(f.p->counters().spawn_failures == 0);
-        CHECK(f.p->status_json(f.now)["consecutive_failures"] == 0);
+        CHECK(pool_status_json(*f.p, f.now)["consecutive_failures"] == 0);
         auto out = f.p->acquire(1, 5s, std::nullopt, f.now);
         REQUIRE(std::holds_alternative<kpool::error>(out));
         CHECK(std::get<kpool::error>(out).code == errc::capacity);
@@ -454,7 +455,7 @@ TEST_SUITE("pool") {
         fixture f(2, 2);
         f.p->refill(f.now);
         f.warm("k1");
-        auto s = f.p->status_json(f.now + 1500ms);
+        auto s = pool_status_json(*f.p, f.now + 1500ms);
         CHECK(s["name"] == "py");
         CHECK(s["size"] == 2);
         CHECK(s["warm"] == 1);
