@@ -13,7 +13,7 @@
 
 namespace kpool::config {
 
-// How a pool's kernels come to exist (daemon/launcher_registry.hpp).
+// How a pool's kernels come to exist (daemon/process/launcher_registry.hpp).
 enum class launcher_kind { spawn, fork };
 const char* to_string(launcher_kind kind) noexcept;
 std::optional<launcher_kind> launcher_kind_named(std::string_view name) noexcept;
@@ -31,11 +31,11 @@ struct pool_config {
     std::string kernelspec;       // defaults to name
     std::string kernelspec_at;    // "file:line:col" of that choice, for problems found later
     // The interpreter a kernelspec whose argv[0] is "python" or "python3" runs (see
-    // resolve_kernel_program in daemon/kernelspec.hpp).
+    // resolve_kernel_program in daemon/process/kernelspec.hpp).
     std::string python = "/usr/bin/python3";
     int size = 2;                 // warm kernels kept ready (auto: the starting size, = min)
     // size = "auto": the daemon sizes the pool between min and max from the arrival rate and
-    // the measured time to warm (daemon/autosize.hpp).
+    // the measured time to warm (daemon/core/autosize.hpp).
     bool auto_size = false;
     int min_size = 0;
     int max_size = 0;
@@ -44,7 +44,7 @@ struct pool_config {
     double lease_s = 3600;        // default lease of an acquired kernel; 0 means no limit
     double shutdown_grace_s = 2;  // shutdown_request to SIGTERM, and SIGTERM to SIGKILL
     std::string transport = "tcp";
-    std::string ip = "127.0.0.1"; // tcp only; ipc sockets: see daemon/ipc_socket_dirs.hpp
+    std::string ip = "127.0.0.1"; // tcp only; ipc sockets: see daemon/process/ipc_socket_dirs.hpp
     // Code applying a client's cwd/env in the kernel ("{context}" = JSON string literal);
     // empty: kpool's built-in snippet for the kernel's language, if any.
     std::string context_snippet;
@@ -68,7 +68,7 @@ struct daemon_config {
     std::string log_level = "info";
     int max_kernels = 64;    // warm + starting + leased + stopping, all pools together
     // Starting and stopping kernels run at SCHED_IDLE, warm ones at normal priority
-    // (daemon/cpu_priority.hpp), where the daemon may do so.
+    // (daemon/process/cpu_priority.hpp), where the daemon may do so.
     bool background_priority = true;
     // ipc: peers allowed besides the daemon's own uid (checked with SO_PEERCRED through ZAP).
     // When either list is set the socket file is made connectable by everyone and ZAP decides.

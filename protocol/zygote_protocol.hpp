@@ -1,4 +1,4 @@
-// The line protocol between kpoold and its fork servers (daemon/zygote.py): one JSON object per
+// The line protocol between kpoold and its fork servers (daemon/process/zygote.py): one JSON object per
 // line each way. Pure code: requests to lines, lines to messages, bytes to lines. The zygote's
 // docstring shows the same protocol from its side.
 #pragma once

@@ -1,5 +1,5 @@
 // access_policy: ZAP requests built by hand, as libzmq sends them, and the decisions on them.
-#include "daemon/access_policy.hpp"
+#include "daemon/service/access_policy.hpp"
 
 #include <doctest/doctest.h>
 #include <zmq.h>

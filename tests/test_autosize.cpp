@@ -1,8 +1,8 @@
 // autosizer and an auto-sized pool, with scripted arrivals on a hand-moved clock: steady load,
 // a burst, and silence afterwards.
-#include "daemon/autosize.hpp"
-#include "daemon/pool.hpp"
-#include "daemon/status_json.hpp"
+#include "daemon/core/autosize.hpp"
+#include "daemon/core/pool.hpp"
+#include "daemon/service/status_json.hpp"
 
 #include <doctest/doctest.h>
 

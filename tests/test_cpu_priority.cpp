@@ -1,5 +1,5 @@
 // cpu_priority: every thread of a process to SCHED_IDLE and back, on a real child process.
-#include "daemon/cpu_priority.hpp"
+#include "daemon/process/cpu_priority.hpp"
 
 #include <doctest/doctest.h>
 

@@ -1,5 +1,5 @@
 // fd_headroom: counted at most once a second, starts estimated in between, refused near the limit.
-#include "daemon/fd_headroom.hpp"
+#include "daemon/process/fd_headroom.hpp"
 
 #include <doctest/doctest.h>
 

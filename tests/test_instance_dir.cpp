@@ -1,6 +1,6 @@
 // instance_dir: a run's locked directory, and the sweep that removes dead runs' files and
 // processes but never a live run's.
-#include "daemon/instance_dir.hpp"
+#include "daemon/process/instance_dir.hpp"
 
 #include <doctest/doctest.h>
 

@@ -1,6 +1,6 @@
 // ipc_socket_dirs: socket prefixes short enough for every kernel, in the run directory when it
 // fits, else in a short private directory that is listed for the crash cleanup and removed.
-#include "daemon/ipc_socket_dirs.hpp"
+#include "daemon/process/ipc_socket_dirs.hpp"
 
 #include <doctest/doctest.h>
 

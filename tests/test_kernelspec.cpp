@@ -1,5 +1,5 @@
 // Kernelspec discovery (search order, first match wins, case) and argv/env substitution.
-#include "daemon/kernelspec.hpp"
+#include "daemon/process/kernelspec.hpp"
 
 #include <doctest/doctest.h>
 

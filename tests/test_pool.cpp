@@ -1,6 +1,6 @@
 // The pool state machine, driven deterministically: a fake driver and a hand-moved clock.
-#include "daemon/pool.hpp"
-#include "daemon/status_json.hpp"
+#include "daemon/core/pool.hpp"
+#include "daemon/service/status_json.hpp"
 
 #include <doctest/doctest.h>
 

@@ -1,6 +1,6 @@
 // port_registry: five distinct free ports per kernel, never one held by another kernel of ours,
 // given back on release; and telling a port someone else bound from a free one.
-#include "daemon/port_registry.hpp"
+#include "daemon/process/port_registry.hpp"
 
 #include <doctest/doctest.h>
 

@@ -1,7 +1,7 @@
 // spawn_launcher with real processes on a real libuv loop: start, output, exit codes, signals
 // sent before the process exists, and a loop that closes with nothing left open.
-#include "daemon/executable.hpp"
-#include "daemon/spawn_launcher.hpp"
+#include "daemon/process/executable.hpp"
+#include "daemon/process/spawn_launcher.hpp"
 
 #include <doctest/doctest.h>
 

@@ -13,7 +13,7 @@ import time
 from conftest import PYTHON, alive, run_cells, run_code, wait_until
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ZYGOTE_SOURCE = os.path.join(REPO, "daemon", "zygote.py")
+ZYGOTE_SOURCE = os.path.join(REPO, "daemon", "process", "zygote.py")
 
 FORK_AND_SPAWN = """
 [pools.py]
@@ -94,7 +94,7 @@ def test_forked_kernels_get_the_environment_the_imports_set_and_run_atexit(kpool
 
 
 class Zygote:
-    """daemon/zygote.py driven directly over its socket, as kpoold drives it."""
+    """daemon/process/zygote.py driven directly over its socket, as kpoold drives it."""
 
     def __init__(self, tmp_path, template):
         self.dir = tmp_path

@@ -1,0 +1,93 @@
+// cpu_priority: SCHED_IDLE for starting and stopping kernels, SCHED_OTHER for warm ones.
+#include "daemon/process/cpu_priority.hpp"
+
+#include <sched.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <thread>
+
+namespace kpool::daemon::cpu_priority {
+namespace {
+
+// RLIMIT_NICE of 20 lets a process return to nice 0 (ceiling 20 - limit) and so leave SCHED_IDLE.
+constexpr rlim_t nice_limit_for_normal = 20;
+
+// Applies `policy` to every thread of `pid`. Threads started while we walk inherit the policy of
+// the thread that started them, so the walk repeats until it finds no thread it has not set.
+int set_policy(int pid, int policy) {
+    const sched_param none{};
+    std::set<int> done;
+    for (int round = 0; round < 4; ++round) {
+        std::error_code ec;
+        std::filesystem::directory_iterator tasks("/proc/" + std::to_string(pid) + "/task", ec);
+        if (ec) {
+            return -ESRCH;
+        }
+        bool found_new = false;
+        for (const auto& entry : tasks) {
+            const int tid = std::atoi(entry.path().filename().c_str());
+            if (tid <= 0 || !done.insert(tid).second) {
+                continue;
+            }
+            found_new = true;
+            if (::sched_setscheduler(tid, policy, &none) != 0 && errno != ESRCH) {
+                return -errno; // a thread that exited meanwhile is no failure
+            }
+        }
+        if (!found_new) {
+            break;
+        }
+    }
+    return done.empty() ? -ESRCH : 0;
+}
+
+} // namespace
+
+support prepare() {
+    rlimit limit{};
+    if (::getrlimit(RLIMIT_NICE, &limit) == 0 && limit.rlim_cur < nice_limit_for_normal) {
+        const rlim_t wanted = limit.rlim_max == RLIM_INFINITY
+                                  ? nice_limit_for_normal
+                                  : std::min(limit.rlim_max, nice_limit_for_normal);
+        if (wanted > limit.rlim_cur) {
+            limit.rlim_cur = wanted;
+            ::setrlimit(RLIMIT_NICE, &limit);
+        }
+    }
+    // A thread of our own, so kpoold's loop never leaves normal priority, even for a moment.
+    int result = 0;
+    std::thread probe([&result] {
+        const sched_param none{};
+        if (::sched_setscheduler(0, SCHED_IDLE, &none) != 0) {
+            result = errno;
+        } else if (::sched_setscheduler(0, SCHED_OTHER, &none) != 0) {
+            result = errno;
+        }
+    });
+    probe.join();
+    if (result == 0) {
+        return {true, ""};
+    }
+    ::getrlimit(RLIMIT_NICE, &limit);
+    return {false, "a thread cannot leave SCHED_IDLE (" + std::string(std::strerror(result)) +
+                       "): kpoold lacks CAP_SYS_NICE and its RLIMIT_NICE is " +
+                       std::to_string(limit.rlim_cur) + " (hard " + std::to_string(limit.rlim_max) +
+                       "), 20 is needed; set LimitNICE=20 in the service"};
+}
+
+int make_idle(int pid) { return set_policy(pid, SCHED_IDLE); }
+
+int make_normal(int pid) { return set_policy(pid, SCHED_OTHER); }
+
+int policy_of(int tid) {
+    const int policy = ::sched_getscheduler(tid);
+    return policy < 0 ? -errno : policy;
+}
+
+} // namespace kpool::daemon::cpu_priority

@@ -1,0 +1,512 @@
+// kernel_process: launch, readiness probe over the wire protocol, graceful stop.
+#include "daemon/process/kernel_process.hpp"
+
+#include "daemon/process/cpu_priority.hpp"
+#include "daemon/process/instance_dir.hpp"
+#include "daemon/loop/logging.hpp"
+#include "daemon/process/runtime_files.hpp"
+#include "daemon/loop/zmq_frames.hpp"
+#include "protocol/control.hpp"
+#include "protocol/hmac.hpp"
+#include "protocol/wire.hpp"
+
+#include <unistd.h>
+
+#include <csignal>
+#include <cstring>
+
+extern char** environ;
+
+namespace kpool::daemon {
+namespace {
+
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+
+constexpr auto connection_file_poll = 20ms;
+constexpr auto kernel_info_resend = 1000ms;
+constexpr std::size_t output_tail_bytes = 4096;
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// An execute_request that leaves no trace: silent (no execute_result or execute_input on
+// iopub), store_history false (no history entry, no execution count: the user's first cell is
+// still In[1]).
+json silent_execute(const std::string& code) {
+    return {{"code", code},
+            {"silent", true},
+            {"store_history", false},
+            {"user_expressions", json::object()},
+            {"allow_stdin", false},
+            {"stop_on_error", false}};
+}
+
+} // namespace
+
+kernel_process::kernel_process(uv_loop_t* loop, zmq::context_t& zmq, launcher& launcher,
+                               kernel_setup setup, kernel_events& events)
+    : m_loop(loop), m_zmq(zmq), m_launcher(launcher), m_setup(std::move(setup)), m_events(events),
+      m_session(protocol::random_hex(16)), m_shell(loop, zmq, "kernel " + m_setup.id + " shell"),
+      m_control(loop, zmq, "kernel " + m_setup.id + " control"), m_ready_deadline(loop),
+      m_poll_timer(loop), m_escalation(loop), m_code_deadline(loop), m_heartbeat(loop),
+      m_heartbeat_deadline(loop) {}
+
+kernel_process::~kernel_process() = default;
+
+std::vector<std::string> kernel_environment(const kernelspec& spec, const std::string& instance) {
+    std::map<std::string, std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+        std::string_view entry(*e);
+        const auto eq = entry.find('=');
+        if (eq != std::string_view::npos) {
+            env[std::string(entry.substr(0, eq))] = std::string(entry.substr(eq + 1));
+        }
+    }
+    const auto inherited = env;
+    for (const auto& [name, value] : spec.env) {
+        env[name] = expand_env_value(value, inherited);
+    }
+    // As jupyter_client's launcher does: the kernel knows its parent, and ipykernel then
+    // installs its interrupt handling and exits if the daemon disappears.
+    env["JPY_PARENT_PID"] = std::to_string(::getpid());
+    // Marks the kernel and whatever it starts as this run's, for the cleanup after a crash.
+    env[instance_env_var] = instance;
+    std::vector<std::string> out;
+    for (const auto& [name, value] : env) {
+        out.push_back(name + "=" + value);
+    }
+    return out;
+}
+
+launch_spec kernel_process::make_launch_spec() const {
+    launch_spec spec;
+    spec.argv = format_argv(m_setup.spec, m_connection_file);
+    if (!m_setup.program.empty()) {
+        spec.argv.at(0) = m_setup.program;
+    }
+    spec.env = kernel_environment(m_setup.spec, m_setup.instance);
+    spec.limits = m_setup.limits;
+    spec.connection_file = m_connection_file;
+    spec.idle = wants_idle();
+    return spec;
+}
+
+bool kernel_process::wants_idle() const {
+    return m_setup.background_priority && !m_setup.awaited &&
+           (m_phase == phase::created || m_phase == phase::probing || m_phase == phase::preheating);
+}
+
+int kernel_process::restore_priority() {
+    if (!m_launched_idle || pid() <= 0) {
+        return 0;
+    }
+    m_launched_idle = false;
+    return cpu_priority::make_normal(pid());
+}
+
+void kernel_process::hurry() {
+    m_setup.awaited = true; // a relaunch starts at normal priority too
+    if (pid() > 0) {
+        restore_priority(); // else on_started does it
+    }
+}
+
+status kernel_process::start() {
+    m_started_at = std::chrono::steady_clock::now();
+    m_connection_file = m_setup.kernels_dir + "/kernel-" + m_setup.id + ".json";
+    m_info.transport = m_setup.transport;
+    m_info.key = protocol::random_hex(32); // 256 bits, fresh for every kernel
+    m_info.kernel_name = m_setup.spec.name;
+    if (m_setup.transport == "ipc") {
+        // jupyter_client's convention: `ip` is the path prefix, channel N is PREFIX-N.
+        m_info.ip = m_setup.ipc_prefix;
+        m_info.shell_port = 1;
+        m_info.iopub_port = 2;
+        m_info.stdin_port = 3;
+        m_info.control_port = 4;
+        m_info.hb_port = 5;
+    } else {
+        m_info.ip = m_setup.ip;
+    }
+    if (auto st = launch(); !st) {
+        m_phase = phase::exited;
+        return st;
+    }
+    m_ready_deadline.start(
+        std::chrono::duration_cast<std::chrono::milliseconds>(m_setup.ready_timeout), [this] {
+            fail_start(fmt::format("no kernel_info_reply within {:.1f} s",
+                                   std::chrono::duration<double>(m_setup.ready_timeout).count()));
+        });
+    return ok_status();
+}
+
+status kernel_process::assign_ports() {
+    if (m_setup.ports == nullptr) {
+        return error{errc::internal, "no port registry for a tcp kernel"};
+    }
+    m_ports = port_reservation(); // the old ones back first: they may be the lost ones
+    auto ports = m_setup.ports->reserve(m_info.ip);
+    if (!ports) {
+        return ports.err();
+    }
+    m_ports = std::move(ports).value();
+    const auto& p = m_ports.ports();
+    m_info.shell_port = p[0];
+    m_info.iopub_port = p[1];
+    m_info.stdin_port = p[2];
+    m_info.control_port = p[3];
+    m_info.hb_port = p[4];
+    return ok_status();
+}
+
+status kernel_process::launch() {
+    if (m_info.transport == "tcp") {
+        if (auto st = assign_ports(); !st) {
+            return st;
+        }
+    }
+    if (auto st = write_private_file(m_connection_file, protocol::dump_json(to_json(m_info))); !st) {
+        return st;
+    }
+    m_launched_idle = wants_idle();
+    auto process = m_launcher.launch(make_launch_spec(),
+                                     {[this](int pid) { on_started(pid); },
+                                      [this](std::string_view out) { append_output(out); },
+                                      [this](const exit_status& st) { on_exit(st); }});
+    if (!process) {
+        remove_kernel_files(m_connection_file, m_info);
+        return process.err();
+    }
+    m_process = std::move(process).value();
+    begin_probe();
+    return ok_status();
+}
+
+void kernel_process::on_started(int pid) {
+    logger("kernel")->info("kernel starting id={} pool={} pid={} spawn_ms={:.1f}", m_setup.id,
+                           m_setup.pool, pid, seconds_since(m_started_at) * 1000);
+    if (m_launched_idle && m_setup.awaited) {
+        restore_priority(); // hurried before it existed
+    }
+    m_events.kernel_spawned(m_setup.id, pid);
+}
+
+bool kernel_process::lost_a_port() const {
+    if (m_info.transport != "tcp") {
+        return false;
+    }
+    for (std::uint16_t port : m_ports.ports()) {
+        if (port_registry::taken_by_another(m_info.ip, port)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+void kernel_process::open_shell() { m_shell.open(m_info.endpoint(m_info.shell_port), m_info.key, m_session); }
+
+void kernel_process::close_shell() { m_shell.close(); }
+
+void kernel_process::begin_probe() {
+    m_phase = phase::probing;
+    try {
+        open_shell();
+    } catch (const zmq::error_t& e) { // out of file descriptors, most likely
+        fail_start(std::string("cannot connect to the kernel's shell socket: ") + e.what());
+        return;
+    }
+    // The first request waits in the socket until the kernel has bound its shell port. Resent
+    // every second, as jupyter_client's wait_for_ready does: cheap, and robust against a request
+    // that arrives before the kernel's shell handler is listening.
+    m_poll_timer.start(0ms, [this] { send_kernel_info_request(); }, kernel_info_resend);
+}
+
+void kernel_process::send_kernel_info_request() {
+    // Every probe's answer means the same: whichever comes first ends the probing.
+    m_shell.send("kernel_info_request", json::object(), [this](const protocol::wire_message& reply) {
+        if (m_phase != phase::probing || reply.msg_type() != "kernel_info_reply") {
+            return;
+        }
+        if (m_setup.startup_code.empty()) {
+            become_ready();
+        } else {
+            run_startup_code();
+        }
+    });
+}
+
+void kernel_process::watch(bool on) {
+    if (!on || m_phase != phase::ready) {
+        m_heartbeat.stop();
+        m_heartbeat_deadline.stop();
+        m_beat_in_flight = false;
+        if (!m_code_done) {
+            close_shell();
+        }
+        return;
+    }
+    if (m_setup.heartbeat_interval.count() > 0) {
+        m_heartbeat.start(m_setup.heartbeat_interval, [this] { send_heartbeat(); },
+                          m_setup.heartbeat_interval);
+    }
+}
+
+void kernel_process::send_heartbeat() {
+    if (m_beat_in_flight) {
+        return; // the last beat is still within its deadline
+    }
+    try {
+        open_shell();
+    } catch (const zmq::error_t& e) {
+        logger("kernel")->warn("kernel {}: no heartbeat this time: {}", m_setup.id, e.what());
+        return;
+    }
+    m_beat_in_flight = true;
+    m_shell.send("kernel_info_request", json::object(), [this](const protocol::wire_message& reply) {
+        if (!m_beat_in_flight || reply.msg_type() != "kernel_info_reply") {
+            return; // answered after the watch ended
+        }
+        m_beat_in_flight = false;
+        m_heartbeat_deadline.stop();
+        // Between beats an idle kernel costs the daemon no socket: its file descriptors stay
+        // the same whether or not it has been beaten (a connection per beat is cheap).
+        if (!m_code_done) {
+            close_shell();
+        }
+    });
+    m_heartbeat_deadline.start(m_setup.heartbeat_timeout, [this] {
+        m_heartbeat.stop();
+        m_beat_in_flight = false;
+        const std::string reason = fmt::format(
+            "no kernel_info_reply to a heartbeat within {:.1f} s",
+            std::chrono::duration<double>(m_setup.heartbeat_timeout).count());
+        logger("kernel")->warn("kernel {} pool={} pid={}: {}", m_setup.id, m_setup.pool, pid(),
+                               reason);
+        m_events.kernel_unresponsive(m_setup.id, reason); // may stop this kernel
+    });
+}
+
+void kernel_process::run_code(const std::string& code, std::chrono::milliseconds timeout,
+                              code_done done) {
+    if (m_phase != phase::ready || m_code_done) {
+        done(error{errc::internal, "kernel " + m_setup.id + " cannot run code now"});
+        return;
+    }
+    try {
+        open_shell();
+    } catch (const zmq::error_t& e) {
+        done(error{errc::capacity, std::string("cannot connect to the kernel: ") + e.what()});
+        return;
+    }
+    m_code_done = std::move(done);
+    m_code_deadline.start(timeout, [this, timeout] {
+        finish_code(error{errc::timeout, fmt::format("the kernel did not run the setup code within {} ms",
+                                                     timeout.count())});
+    });
+    m_shell.send("execute_request", silent_execute(code), [this](const protocol::wire_message& reply) {
+        if (reply.msg_type() == "execute_reply") {
+            on_execute_reply(reply);
+        }
+    });
+}
+
+void kernel_process::on_execute_reply(const protocol::wire_message& msg) {
+    const json& content = msg.content;
+    if (content.value("status", "") == "ok") {
+        finish_code(ok_status());
+        return;
+    }
+    finish_code(error{errc::bad_request,
+                      protocol::echo_safe(content.value("ename", std::string("error")) + ": " +
+                                          content.value("evalue", std::string()))});
+}
+
+void kernel_process::finish_code(const status& outcome) {
+    if (!m_code_done) {
+        return;
+    }
+    m_code_deadline.stop();
+    close_shell(); // not kept for a leased kernel
+    auto done = std::move(m_code_done);
+    m_code_done = nullptr;
+    done(outcome);
+}
+
+void kernel_process::run_startup_code() {
+    m_phase = phase::preheating;
+    m_poll_timer.stop(); // no more kernel_info resends
+    // Silent: no execute_result, no history entry, no execution count; the ready deadline
+    // still runs, so startup_code that hangs fails the start too.
+    m_shell.send("execute_request", silent_execute(m_setup.startup_code),
+                 [this](const protocol::wire_message& reply) {
+                     if (m_phase == phase::preheating && reply.msg_type() == "execute_reply") {
+                         on_startup_reply(reply);
+                     }
+                 });
+}
+
+void kernel_process::on_startup_reply(const protocol::wire_message& msg) {
+    const json& content = msg.content;
+    if (content.value("status", "") == "ok") {
+        logger("kernel")->debug("kernel {}: startup_code ran in {:.0f} ms since launch", m_setup.id,
+                                seconds_since(m_started_at) * 1000);
+        become_ready();
+        return;
+    }
+    std::string traceback;
+    if (auto tb = content.find("traceback"); tb != content.end() && tb->is_array()) {
+        for (const json& line : *tb) {
+            if (line.is_string()) {
+                traceback += protocol::strip_ansi(line.get<std::string>()) + "\n";
+            }
+        }
+    }
+    logger("kernel")->error("kernel {} pool={}: startup_code failed:\n{}", m_setup.id, m_setup.pool,
+                            traceback.substr(traceback.size() > 4000 ? traceback.size() - 4000 : 0));
+    fail_start("startup_code raised " + content.value("ename", std::string("an error")) + ": " +
+               content.value("evalue", std::string()));
+}
+
+void kernel_process::become_ready() {
+    m_ready_deadline.stop();
+    m_poll_timer.stop();
+    close_shell(); // reopened by the heartbeat if the kernel is watched
+    // The file clients get holds all nine fields, kernel_name included.
+    if (auto st = write_private_file(m_connection_file, protocol::dump_json(to_json(m_info))); !st) {
+        fail_start(st.err().message);
+        return;
+    }
+    // Before anyone can have it: a kernel left at SCHED_IDLE would run its user's code only
+    // on CPU nobody else wants.
+    if (const int rc = restore_priority(); rc != 0) {
+        fail_start(std::string("cannot give the kernel normal CPU priority back: ") +
+                   std::strerror(-rc));
+        return;
+    }
+    m_phase = phase::ready;
+    logger("kernel")->info("kernel warm id={} pool={} pid={} ms={:.0f}", m_setup.id, m_setup.pool,
+                           pid(), seconds_since(m_started_at) * 1000);
+    m_events.kernel_warm(m_setup.id);
+}
+
+void kernel_process::fail_start(const std::string& reason) {
+    if (m_phase != phase::probing && m_phase != phase::preheating) {
+        return;
+    }
+    logger("kernel")->error("kernel failed to start id={} pool={} pid={}: {}; output tail: {}",
+                            m_setup.id, m_setup.pool, pid(), reason,
+                            protocol::echo_safe(m_output_tail.substr(
+                                m_output_tail.size() > 512 ? m_output_tail.size() - 512 : 0)));
+    stop();
+    m_events.kernel_start_failed(m_setup.id, reason);
+}
+
+void kernel_process::stop() {
+    if (m_phase == phase::stopping || m_phase == phase::exited || m_phase == phase::created) {
+        return;
+    }
+    // A kernel still probing may not have bound its control port yet; one that answered has.
+    const bool channels_known = m_phase == phase::preheating || m_phase == phase::ready;
+    finish_code(error{errc::internal, "the kernel is being shut down"});
+    m_phase = phase::stopping;
+    m_ready_deadline.stop();
+    m_poll_timer.stop();
+    watch(false);
+    close_shell();
+    logger("kernel")->info("kernel stopping id={} pool={} pid={}", m_setup.id, m_setup.pool, pid());
+    // Its teardown (atexit, interpreter finalisation) is background work too.
+    if (m_setup.background_priority && pid() > 0) {
+        m_launched_idle = false;
+        cpu_priority::make_idle(pid());
+    }
+    const auto grace = m_setup.shutdown_grace;
+    auto kill_later = [this, grace] {
+        m_process->signal_group(SIGTERM);
+        m_escalation.start(grace, [this] {
+            logger("kernel")->warn("kernel {} ignored SIGTERM; sending SIGKILL", m_setup.id);
+            m_process->signal_group(SIGKILL);
+        });
+    };
+    if (channels_known) {
+        send_shutdown_request();
+        m_escalation.start(grace, kill_later);
+    } else {
+        kill_later();
+    }
+}
+
+void kernel_process::send_shutdown_request() { send_control("shutdown_request", {{"restart", false}}); }
+
+void kernel_process::send_control(std::string_view msg_type, json content) {
+    try {
+        // Replies (shutdown_reply, interrupt_reply) are read and dropped, not left queued.
+        m_control.open(m_info.endpoint(m_info.control_port), m_info.key, m_session);
+        m_control.send(msg_type, std::move(content));
+    } catch (const zmq::error_t& e) {
+        logger("kernel")->warn("kernel {}: cannot send {}: {}", m_setup.id, msg_type, e.what());
+    }
+}
+
+int kernel_process::signal(int signum) {
+    if (!m_process || exited()) {
+        return -ESRCH;
+    }
+    if (signum == SIGINT && m_setup.spec.interrupt_mode == "message") {
+        // Such a kernel interrupts itself on request (and may not handle SIGINT at all).
+        logger("kernel")->info("kernel {}: interrupt_mode is message: interrupt_request on control",
+                               m_setup.id);
+        send_control("interrupt_request", json::object());
+        return 0;
+    }
+    return m_process->signal_group(signum);
+}
+
+void kernel_process::append_output(std::string_view bytes) {
+    m_output_tail.append(bytes);
+    if (m_output_tail.size() > output_tail_bytes) {
+        m_output_tail.erase(0, m_output_tail.size() - output_tail_bytes);
+    }
+}
+
+void kernel_process::on_exit(const exit_status& status) {
+    if ((m_phase == phase::probing || m_phase == phase::preheating) && !m_relaunched &&
+        lost_a_port()) {
+        // Another process bound one of our ports between our choice and the kernel's bind:
+        // not the kernelspec's fault. Once more, with fresh ports.
+        m_relaunched = true;
+        logger("kernel")->warn("kernel {} pool={}: another process took one of its ports before it "
+                               "could bind them; starting it again with fresh ports",
+                               m_setup.id, m_setup.pool);
+        m_poll_timer.stop();
+        close_shell();
+        m_control.close();
+        m_output_tail.clear();
+        m_process.reset(); // inside its own exit callback: launchers allow that
+        if (launch()) {
+            return;
+        }
+    }
+    const bool expected = m_phase == phase::stopping;
+    m_phase = phase::exited;
+    finish_code(error{errc::internal, "the kernel exited: " + status.describe()});
+    m_ready_deadline.stop();
+    m_poll_timer.stop();
+    m_escalation.stop();
+    watch(false);
+    close_shell();
+    m_control.close();
+    remove_kernel_files(m_connection_file, m_info);
+    m_ports = port_reservation(); // the kernel is gone: its ports may go to another
+    auto log = logger("kernel");
+    // A kernel leaving by itself with status 0 is usually a client's shutdown_request.
+    const bool clean = status.code == 0 && status.term_signal == 0;
+    log->log(expected || clean ? spdlog::level::info : spdlog::level::warn,
+             "kernel exited id={} pool={} pid={} {} after {:.1f} s", m_setup.id, m_setup.pool,
+             pid(), status.describe(), seconds_since(m_started_at));
+    // Last statement: the handler may destroy this object.
+    m_events.kernel_exited(m_setup.id, status, m_output_tail);
+}
+
+} // namespace kpool::daemon

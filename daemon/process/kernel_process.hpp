@@ -1,0 +1,184 @@
+// One kernel's life as an OS process: launch, prove readiness over the wire protocol, shut down.
+//
+//   probing (from launch: kernel_info_request every second) --(signed kernel_info_reply)-->
+//   [preheating: the pool's startup_code runs, silently] --> ready
+//   any phase --stop()--> stopping: shutdown_request on control, SIGTERM, SIGKILL to the group
+//   any phase --process exits--> exited: files removed, events.kernel_exited()
+//
+// The daemon chooses the five channels before launch, as jupyter_client does, since only
+// ipykernel would choose and write back ports of its own. With tcp they come from the
+// port_registry (never two kernels of ours on one port); a kernel that dies before it is ready
+// because another process bound one of its ports in the meantime is launched once more with
+// fresh ports, not counted as a failed start. With ipc the ports are 1 to 5 after a per-kernel
+// socket path prefix (ipc_socket_dirs.hpp), so nothing can collide.
+#pragma once
+
+#include "daemon/process/kernel_channel.hpp"
+#include "daemon/process/kernelspec.hpp"
+#include "daemon/process/launcher.hpp"
+#include "daemon/process/port_registry.hpp"
+#include "daemon/loop/uv_timer.hpp"
+#include "daemon/loop/zmq_watcher.hpp"
+#include "protocol/connection_info.hpp"
+#include "protocol/wire.hpp"
+
+#include <zmq.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+
+namespace kpool::daemon {
+
+// What kernel_process reports; the daemon forwards these to the kernel's pool.
+class kernel_events {
+public:
+    virtual ~kernel_events() = default;
+    // The process exists (launching finishes after start() returns).
+    virtual void kernel_spawned(const std::string& id, int pid) = 0;
+    virtual void kernel_warm(const std::string& id) = 0;
+    // Start failed (timeout, bad connection file). The kernel is being stopped; kernel_exited
+    // follows.
+    virtual void kernel_start_failed(const std::string& id, const std::string& reason) = 0;
+    // A ready kernel missed a heartbeat (watch(true)). It keeps running until stopped.
+    virtual void kernel_unresponsive(const std::string& id, const std::string& reason) = 0;
+    // The process is gone and its files removed. `output_tail` is its last stdout/stderr bytes.
+    virtual void kernel_exited(const std::string& id, const exit_status& status,
+                               const std::string& output_tail) = 0;
+};
+
+// The environment a kernel of `spec` starts with: the daemon's, the kernelspec's env on top,
+// JPY_PARENT_PID and KPOOL_INSTANCE=`instance`, as "NAME=value" entries.
+std::vector<std::string> kernel_environment(const kernelspec& spec, const std::string& instance);
+
+struct kernel_setup {
+    std::string id;
+    std::string pool;
+    kernelspec spec;
+    // What runs: the kernelspec's argv with argv[0] resolved (resolve_kernel_program).
+    std::string program;
+    std::string kernels_dir; // 0700 directory for the connection file
+    std::string instance;    // this daemon run's id, given to the kernel as KPOOL_INSTANCE
+    std::string transport;   // "tcp" or "ipc"
+    std::string ip;          // tcp: the address the kernel binds
+    std::string ipc_prefix;  // ipc: the socket path prefix (ipc_socket_dirs)
+    port_registry* ports = nullptr; // tcp: where the kernel's ports come from
+    std::chrono::milliseconds ready_timeout{60000};
+    std::chrono::milliseconds shutdown_grace{2000};
+    std::vector<resource_limit> limits;
+    std::chrono::milliseconds heartbeat_interval{0}; // 0: no heartbeat
+    std::chrono::milliseconds heartbeat_timeout{5000};
+    // Run before the kernel counts as warm (imports, say); an error fails the start.
+    std::string startup_code;
+    // Background work (cpu_priority.hpp): SCHED_IDLE while starting (unless `awaited`) and
+    // while stopping; SCHED_OTHER from the moment it is ready.
+    bool background_priority = false;
+    bool awaited = false; // an acquire waits for this start: normal priority from the first moment
+};
+
+class kernel_process {
+public:
+    kernel_process(uv_loop_t* loop, zmq::context_t& zmq, launcher& launcher, kernel_setup setup,
+                   kernel_events& events);
+    ~kernel_process();
+    kernel_process(const kernel_process&) = delete;
+    kernel_process& operator=(const kernel_process&) = delete;
+
+    // Writes the connection file and launches the process. An error means nothing is running.
+    status start();
+
+    // Begins the graceful shutdown sequence; idempotent. kernel_exited follows.
+    void stop();
+
+    // While on (and the kernel ready), sends a kernel_info_request every heartbeat_interval and
+    // reports kernel_unresponsive when one is not answered within heartbeat_timeout. Only for
+    // idle warm kernels: a kernel a client holds may be busy for hours, and is not ours to poke.
+    void watch(bool on);
+
+    // An acquire now waits for this starting kernel: normal CPU priority from now on.
+    void hurry();
+
+    // Signal to the kernel's process group; 0 or -errno. For a kernelspec whose
+    // interrupt_mode is "message", SIGINT is an interrupt_request on the control channel.
+    int signal(int signum);
+
+    // Executes `code` silently (no history, no execution count) in a ready kernel and calls
+    // `done` once with the outcome: an error if it raised, timed out, or the kernel went away.
+    // One at a time. `done` may destroy nothing but may stop this kernel.
+    using code_done = std::function<void(const status&)>;
+    void run_code(const std::string& code, std::chrono::milliseconds timeout, code_done done);
+
+    const kernelspec& spec() const { return m_setup.spec; }
+
+    const std::string& id() const { return m_setup.id; }
+    int pid() const { return m_process ? m_process->pid() : 0; }
+    bool exited() const { return m_phase == phase::exited; }
+    const protocol::connection_info& connection() const { return m_info; }
+    const std::string& connection_file() const { return m_connection_file; }
+    std::chrono::steady_clock::time_point started_at() const { return m_started_at; }
+
+private:
+    enum class phase { created, probing, preheating, ready, stopping, exited };
+
+    void on_started(int pid);
+    // Chooses the channels (fresh tcp ports), writes the connection file, launches, probes.
+    status launch();
+    status assign_ports();
+    // Whether another process holds one of our tcp ports (the kernel could not bind it).
+    bool lost_a_port() const;
+    void begin_probe();
+    void send_kernel_info_request();
+    void send_heartbeat();
+    void open_shell();
+    void close_shell();
+    void on_execute_reply(const protocol::wire_message& msg);
+    void finish_code(const status& outcome);
+    void run_startup_code();
+    void on_startup_reply(const protocol::wire_message& msg);
+    void become_ready();
+    void fail_start(const std::string& reason);
+    void send_shutdown_request();
+    // Sends on the control channel, opening it first; its replies are dropped.
+    void send_control(std::string_view msg_type, nlohmann::json content);
+    void on_exit(const exit_status& status);
+    void append_output(std::string_view bytes);
+    launch_spec make_launch_spec() const;
+    // Whether the process should run (or start) at SCHED_IDLE now.
+    bool wants_idle() const;
+    // Back to SCHED_OTHER if it was launched at SCHED_IDLE; 0 or -errno.
+    int restore_priority();
+
+    uv_loop_t* m_loop;
+    zmq::context_t& m_zmq;
+    launcher& m_launcher;
+    kernel_setup m_setup;
+    kernel_events& m_events;
+
+    phase m_phase = phase::created;
+    protocol::connection_info m_info;
+    std::string m_connection_file;
+    port_reservation m_ports;
+    bool m_relaunched = false; // after losing a port: once per kernel
+    bool m_launched_idle = false; // the process started at SCHED_IDLE and has not left it
+    std::string m_session; // our wire-protocol session id with this kernel
+    std::string m_output_tail;
+    code_done m_code_done;      // run_code's caller, while its code runs
+    bool m_beat_in_flight = false;
+    std::chrono::steady_clock::time_point m_started_at;
+
+    std::unique_ptr<launched_process> m_process;
+    // Requests to the kernel, each reply routed to its continuation: the readiness probe,
+    // startup_code, run_code and heartbeats on shell; shutdown and interrupts on control.
+    kernel_channel m_shell;
+    kernel_channel m_control;
+    uv_timer m_ready_deadline;
+    uv_timer m_poll_timer;   // kernel_info resends
+    uv_timer m_escalation;   // SIGTERM, then SIGKILL, during stop
+    uv_timer m_code_deadline;
+    uv_timer m_heartbeat;          // next beat
+    uv_timer m_heartbeat_deadline; // the beat in flight must be answered by then
+};
+
+} // namespace kpool::daemon

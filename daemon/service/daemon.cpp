@@ -1,0 +1,527 @@
+// daemon: startup, kernels, deadlines, signals and orderly shutdown.
+#include "daemon/service/daemon.hpp"
+
+#include "config/paths.hpp"
+#include "daemon/process/instance_dir.hpp"
+#include "daemon/loop/logging.hpp"
+#include "daemon/process/runtime_files.hpp"
+#include "protocol/control.hpp"
+#include "protocol/hmac.hpp"
+#include "kpool/version.hpp"
+
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+namespace kpool::daemon {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::chrono::milliseconds to_ms(double seconds) {
+    return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
+}
+
+
+std::vector<resource_limit> resource_limits(const config::kernel_limits& limits) {
+    std::vector<resource_limit> out;
+    constexpr std::uint64_t mib = 1024 * 1024;
+    if (limits.address_space_mb > 0) {
+        out.push_back({RLIMIT_AS, static_cast<std::uint64_t>(limits.address_space_mb) * mib});
+    }
+    if (limits.cpu_seconds > 0) {
+        out.push_back({RLIMIT_CPU, static_cast<std::uint64_t>(limits.cpu_seconds)});
+    }
+    if (limits.open_files > 0) {
+        out.push_back({RLIMIT_NOFILE, static_cast<std::uint64_t>(limits.open_files)});
+    }
+    return out;
+}
+
+// The daemon's CURVE secret key from its file (Z85 text), refusing a file others could read.
+result<std::string> read_curve_secret_key(const std::string& path) {
+    struct stat st{};
+    if (::stat(path.c_str(), &st) != 0) {
+        return error{errc::internal, "curve_secret_key_file " + path + ": " + std::strerror(errno)};
+    }
+    if ((st.st_mode & 077) != 0 || st.st_uid != ::geteuid()) {
+        return error{errc::internal, "curve_secret_key_file " + path +
+                                         " must belong to this user and be readable by it alone "
+                                         "(chmod 600)"};
+    }
+    auto text = read_small_file(path, 1024);
+    if (!text) {
+        return text.err();
+    }
+    std::string z85 = *text;
+    while (!z85.empty() && std::isspace(static_cast<unsigned char>(z85.back()))) {
+        z85.pop_back();
+    }
+    std::string key(32, '\0');
+    if (z85.size() != 40 ||
+        zmq_z85_decode(reinterpret_cast<std::uint8_t*>(key.data()), z85.c_str()) == nullptr) {
+        return error{errc::internal, "curve_secret_key_file " + path +
+                                         " must hold a 40-character Z85 secret key "
+                                         "(`kpool keygen` writes one)"};
+    }
+    return key;
+}
+
+} // namespace
+
+// A UUID-4 shaped id, like jupyter_server's kernel ids.
+std::string make_kernel_id() {
+    std::string hex = protocol::random_hex(16);
+    hex[12] = '4';
+    hex[16] = "89ab"[hex[16] % 4];
+    return hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-" +
+           hex.substr(16, 4) + "-" + hex.substr(20);
+}
+
+std::unique_ptr<pool> daemon::make_pool(const config::pool_config& pc) {
+    return std::make_unique<pool>(pc, m_budget, static_cast<kernel_driver&>(*this),
+                                  static_cast<waiter_sink&>(*this), make_kernel_id);
+}
+
+daemon::daemon(config::config cfg, std::string config_path)
+    : m_cfg(std::move(cfg)), m_config_path(std::move(config_path)),
+      m_notify(sd_notifier::from_environment()) {
+    if (int rc = uv_loop_init(&m_loop); rc != 0) {
+        throw std::runtime_error(std::string("uv_loop_init: ") + uv_strerror(rc));
+    }
+    m_kernels_dir = m_cfg.daemon.runtime_dir + "/kernels";
+    m_launchers = std::make_unique<launcher_registry>(&m_loop);
+    m_budget.max = m_cfg.daemon.max_kernels;
+    for (const auto& pc : m_cfg.pools) {
+        m_pools.emplace(pc.name, make_pool(pc));
+    }
+    m_deadline_timer = std::make_unique<uv_timer>(&m_loop);
+}
+
+daemon::~daemon() {
+    // Close what holds sockets or handles before the loop and the ZeroMQ context go away.
+    m_control.reset();
+    m_zap.reset();
+    m_kernels.clear();
+    m_pools.clear();
+    m_removed_pools.clear();
+    m_deadline_timer.reset();
+    m_watchdog_timer.reset();
+    m_signals.clear();
+    m_launchers.reset(); // zygotes, then the spawner thread joined and its async handle closed
+    uv_walk(
+        &m_loop,
+        [](uv_handle_t* h, void*) {
+            if (uv_is_closing(h) == 0) {
+                // Left only on abnormal exits (a process still being reaped): close it anyway so
+                // the loop can close.
+                uv_close(h, nullptr);
+            }
+        },
+        nullptr);
+    uv_run(&m_loop, UV_RUN_DEFAULT);
+    if (uv_loop_close(&m_loop) != 0) {
+        logger("daemon")->error("event loop closed with handles still open");
+    }
+}
+
+int daemon::run() {
+    auto log = logger("daemon");
+    m_started_at = clock::now();
+    for (const std::string& dir : {m_cfg.daemon.runtime_dir, m_kernels_dir}) {
+        if (auto st = ensure_private_dir(dir); !st) {
+            log->critical("{}", st.err().message);
+            return 1;
+        }
+    }
+    const std::string_view ipc = "ipc://";
+    if (m_cfg.daemon.restricts_ipc_peers() &&
+        m_cfg.daemon.control == config::default_control_endpoint(m_cfg.daemon.runtime_dir)) {
+        // Other users must reach the socket inside it: searchable, not listable. The kernels/
+        // directory below stays 0700.
+        if (::chmod(m_cfg.daemon.runtime_dir.c_str(), 0711) != 0) {
+            log->warn("cannot open {} to allowed users: {}", m_cfg.daemon.runtime_dir,
+                      std::strerror(errno));
+        }
+    }
+    if (m_cfg.daemon.control.starts_with(ipc)) {
+        const std::string path = m_cfg.daemon.control.substr(ipc.size()) + ".lock";
+        bool held_elsewhere = false;
+        auto lock = file_lock::acquire(path, true, &held_elsewhere);
+        if (!lock) {
+            log->critical("{}", held_elsewhere ? "another kpoold (pid " + file_lock::owner_pid(path) +
+                                                     ") holds " + path +
+                                                     ": it serves this control endpoint already"
+                                               : lock.err().message);
+            return 1;
+        }
+        lock->write_owner_pid();
+        m_endpoint_lock.emplace(std::move(lock).value());
+    }
+    sweep_stale_instances(m_kernels_dir);
+    auto instance = instance_dir::create(m_kernels_dir);
+    if (!instance) {
+        log->critical("{}", instance.err().message);
+        return 1;
+    }
+    m_instance.emplace(std::move(instance).value());
+    m_ipc_dirs.emplace(m_instance->path(), m_cfg.daemon.runtime_dir,
+                       m_kernels_dir + "/" + m_instance->id() + ".ipc");
+    resolve_kernelspecs(m_cfg);
+    // Before any process is started: kernels and zygotes inherit the RLIMIT_NICE it raises.
+    m_priority = cpu_priority::prepare();
+    if (background_priority()) {
+        log->info("starting and stopping kernels run at SCHED_IDLE (background work)");
+    } else if (m_cfg.daemon.background_priority) {
+        log->warn("starting kernels run at normal CPU priority: {}", m_priority.why_not);
+    }
+    m_launchers->set_run(m_instance->path(), m_instance->id());
+    for (const auto& pc : m_cfg.pools) {
+        m_launchers->configure(pc, kernelspec_of(pc));
+    }
+    if (auto st = bind_control(); !st) {
+        log->critical("{}", st.err().message);
+        return 1;
+    }
+    if (!m_cfg.daemon.metrics.empty()) {
+        try {
+            m_metrics = std::make_unique<metrics>(m_cfg.daemon.metrics);
+        } catch (const std::exception& e) {
+            log->critical("cannot serve metrics at {}: {}", m_cfg.daemon.metrics, e.what());
+            return 1;
+        }
+        log->info("metrics at http://{}/metrics", m_cfg.daemon.metrics);
+    }
+    for (int signum : {SIGINT, SIGTERM, SIGHUP}) {
+        watch_signal(signum);
+    }
+    log->info("kpoold {} started pid={} pools={} max_kernels={}", kpool::version, ::getpid(),
+              m_pools.size(), m_budget.max);
+    for (auto& [name, p] : m_pools) {
+        p->refill(clock::now());
+    }
+    reschedule();
+    // Ready: the config is loaded and the control socket bound, so clients can connect (and
+    // wait for warm kernels) from now on.
+    m_notify.send("READY=1\nMAINPID=" + std::to_string(::getpid()));
+    start_watchdog();
+    uv_run(&m_loop, UV_RUN_DEFAULT);
+    log->info("kpoold stopped");
+    return m_exit_code;
+}
+
+status daemon::bind_control() {
+    const config::daemon_config& d = m_cfg.daemon;
+    control_security security;
+    access_policy policy;
+    policy.own_uid = ::geteuid();
+    policy.allowed_uids.insert(d.allowed_uids.begin(), d.allowed_uids.end());
+    policy.allowed_gids.insert(d.allowed_gids.begin(), d.allowed_gids.end());
+    if (d.is_tcp()) {
+        auto secret = read_curve_secret_key(d.curve_secret_key_file);
+        if (!secret) {
+            return secret.err();
+        }
+        security.curve_secret_key = std::move(*secret);
+        for (const std::string& z85 : d.curve_allowed_keys) {
+            std::string key(32, '\0');
+            zmq_z85_decode(reinterpret_cast<std::uint8_t*>(key.data()), z85.c_str());
+            policy.allowed_curve_keys.insert(std::move(key));
+        }
+    }
+    security.ask_zap = d.is_tcp() || d.restricts_ipc_peers();
+    security.ipc_world_connectable = d.restricts_ipc_peers();
+    try {
+        if (security.ask_zap) {
+            m_zap = std::make_unique<zap_handler>(&m_loop, m_zmq, std::move(policy));
+        }
+        m_control = std::make_unique<control_server>(
+            &m_loop, m_zmq, d.control, security,
+            [this](const envelope& env, std::string_view body) { handle_request(env, body); });
+    } catch (const zmq::error_t& e) {
+        return error{errc::internal,
+                     "cannot bind the control socket " + d.control + ": " + e.what()};
+    }
+    return ok_status();
+}
+
+status daemon::start_kernel(pool& owner, const std::string& id, bool awaited) {
+    if (auto st = m_fd_headroom.reserve_for_start(clock::now()); !st) {
+        return st;
+    }
+    const config::pool_config& pc = owner.config();
+    const auto& spec = kernelspec_of(pc);
+    if (!spec) {
+        return spec.err();
+    }
+    kernel_setup setup{.id = id,
+                       .pool = pc.name,
+                       .spec = spec->spec,
+                       .program = spec->program,
+                       .kernels_dir = m_instance->path(),
+                       .instance = m_instance->id(),
+                       .transport = pc.transport,
+                       .ip = pc.ip,
+                       .ipc_prefix = {},
+                       .ports = nullptr,
+                       .ready_timeout = to_ms(pc.ready_timeout_s),
+                       .shutdown_grace = to_ms(pc.shutdown_grace_s),
+                       .limits = resource_limits(pc.limits),
+                       .heartbeat_interval = to_ms(pc.heartbeat_s),
+                       .heartbeat_timeout = to_ms(pc.heartbeat_timeout_s),
+                       .startup_code = pc.startup_code,
+                       .background_priority = background_priority(),
+                       .awaited = awaited};
+    if (pc.transport == "ipc") {
+        auto prefix = m_ipc_dirs->prefix_for(short_name(++m_kernels_started));
+        if (!prefix) {
+            return prefix.err();
+        }
+        setup.ipc_prefix = std::move(*prefix);
+    } else {
+        setup.ports = &m_ports;
+    }
+    auto kernel = std::make_unique<kernel_process>(&m_loop, m_zmq, m_launchers->launcher_for(pc.name), std::move(setup),
+                                                   static_cast<kernel_events&>(*this));
+    if (auto st = kernel->start(); !st) {
+        return st;
+    }
+    m_kernels.emplace(id, std::move(kernel));
+    m_kernel_pool.emplace(id, &owner);
+    return ok_status();
+}
+
+void daemon::kernel_spawned(const std::string& id, int pid) {
+    if (pool* p = pool_of_kernel(id)) {
+        p->on_spawned(id, pid);
+    }
+}
+
+void daemon::hurry(const std::string& id) {
+    if (auto it = m_kernels.find(id); it != m_kernels.end()) {
+        it->second->hurry();
+    }
+}
+
+void daemon::kernel_idle(const std::string& id, bool idle) {
+    if (auto it = m_kernels.find(id); it != m_kernels.end()) {
+        it->second->watch(idle);
+    }
+}
+
+void daemon::kernel_unresponsive(const std::string& id, const std::string& reason) {
+    if (pool* p = pool_of_kernel(id)) {
+        p->on_unresponsive(id, reason, clock::now());
+    }
+    reschedule();
+}
+
+void daemon::stop_kernel(const std::string& id) {
+    if (auto it = m_kernels.find(id); it != m_kernels.end()) {
+        it->second->stop();
+    }
+}
+
+pool* daemon::pool_of_kernel(const std::string& id) {
+    auto it = m_kernel_pool.find(id);
+    return it == m_kernel_pool.end() ? nullptr : it->second;
+}
+
+void daemon::kernel_warm(const std::string& id) {
+    if (pool* p = pool_of_kernel(id)) {
+        const kernel_process& k = *m_kernels.at(id);
+        if (m_metrics) {
+            m_metrics->observe_time_to_warm(
+                p->config().name,
+                std::chrono::duration<double>(clock::now() - k.started_at()).count());
+        }
+        p->on_warm(id, k.connection(), k.connection_file(), clock::now());
+    }
+    reschedule();
+}
+
+void daemon::kernel_start_failed(const std::string& id, const std::string& reason) {
+    if (pool* p = pool_of_kernel(id)) {
+        p->on_start_failed(id, reason, clock::now());
+    }
+    reschedule();
+}
+
+void daemon::kernel_exited(const std::string& kernel_id, const exit_status& status,
+                           const std::string& output_tail) {
+    // Copies: the arguments live in the kernel_process destroyed below.
+    const std::string id = kernel_id;
+    std::string reason = status.describe();
+    if (!output_tail.empty()) {
+        const std::size_t keep = 300;
+        reason += "; output: " + protocol::echo_safe(output_tail.size() > keep
+                                                         ? output_tail.substr(output_tail.size() - keep)
+                                                         : output_tail);
+    }
+    pool* p = pool_of_kernel(id);
+    m_kernel_pool.erase(id);
+    if (m_handed_out.erase(id) != 0) {
+        constexpr std::size_t remembered = 4096;
+        m_exited.emplace(id, status);
+        m_exited_order.push_back(id);
+        if (m_exited_order.size() > remembered) {
+            m_exited.erase(m_exited_order.front());
+            m_exited_order.pop_front();
+        }
+    }
+    // Destroying the kernel_process from inside its own exit callback is safe: it calls us last.
+    m_kernels.erase(id);
+    m_fd_headroom.released();
+    if (p != nullptr) {
+        p->on_exited(id, reason, clock::now());
+    }
+    if (m_launchers->has_retired() || m_shutting_down) {
+        m_launchers->collect(m_shutting_down && m_kernels.empty());
+    }
+    // A removed pool goes once its last kernel has.
+    std::erase_if(m_removed_pools, [this](const std::unique_ptr<pool>& removed) {
+        if (!removed->empty()) {
+            return false;
+        }
+        if (m_metrics) {
+            m_metrics->forget(removed->config().name);
+        }
+        return true;
+    });
+    // The room this kernel took under max_kernels may let another pool refill or serve.
+    for (auto& [name, other] : m_pools) {
+        other->refill(clock::now());
+    }
+    reschedule();
+    finish_if_done();
+}
+
+bool daemon::granted(waiter_id waiter, const kernel_entry& kernel) {
+    auto it = m_pending.find(waiter);
+    if (it == m_pending.end()) {
+        return false;
+    }
+    pending_acquire pending = std::move(it->second);
+    m_pending.erase(it);
+    return hand_over(std::move(pending), kernel);
+}
+
+void daemon::failed(waiter_id waiter, const error& err) {
+    auto it = m_pending.find(waiter);
+    if (it == m_pending.end()) {
+        return;
+    }
+    send_reply(it->second.env, protocol::make_error_reply(err, it->second.req_id));
+    m_pending.erase(it);
+}
+
+void daemon::reschedule() {
+    publish_state();
+    std::optional<clock::time_point> next;
+    for_each_pool([&next](pool& p) {
+        auto d = p.next_deadline();
+        if (d && (!next || *d < *next)) {
+            next = d;
+        }
+    });
+    if (!next) {
+        m_deadline_timer->stop();
+        return;
+    }
+    // At least 1 ms: a timer re-armed for "now" inside its own callback would run again
+    // before the loop ever polls for I/O.
+    const auto delay = std::chrono::ceil<std::chrono::milliseconds>(*next - clock::now());
+    m_deadline_timer->start(std::max(delay, 1ms), [this] {
+        const auto now = clock::now();
+        for_each_pool([now](pool& p) { p.expire(now); });
+        reschedule();
+    });
+}
+
+void daemon::watch_signal(int signum) {
+    uv_ptr<signal_watch> watch(new signal_watch{});
+    watch->owner = this;
+    uv_signal_init(&m_loop, &watch->handle);
+    watch->handle.data = watch.get();
+    uv_signal_start(
+        &watch->handle,
+        [](uv_signal_t* h, int sig) { static_cast<signal_watch*>(h->data)->owner->on_signal(sig); },
+        signum);
+    m_signals.push_back(std::move(watch));
+}
+
+void daemon::on_signal(int signum) {
+    auto log = logger("daemon");
+    if (signum == SIGHUP) {
+        if (!m_shutting_down) {
+            reload();
+        }
+        return;
+    }
+    if (!m_shutting_down) {
+        log->info("received {}: shutting down", strsignal(signum));
+        begin_shutdown();
+        return;
+    }
+    log->warn("received {} again: killing every kernel now", strsignal(signum));
+    for (auto& [id, k] : m_kernels) {
+        k->signal(SIGKILL);
+    }
+}
+
+void daemon::begin_shutdown() {
+    m_shutting_down = true;
+    m_notify.send("STOPPING=1");
+    for_each_pool([](pool& p) { p.shut_down(); });
+    reschedule();
+    finish_if_done();
+}
+
+void daemon::finish_if_done() {
+    if (!m_shutting_down || !m_kernels.empty()) {
+        return;
+    }
+    // Nothing is left running: release every handle so uv_run returns.
+    m_launchers->collect(true); // not from here: we may be inside a zygote's callback
+    m_control.reset();
+    m_zap.reset();
+    m_deadline_timer->stop();
+    m_watchdog_timer.reset();
+    m_signals.clear();
+}
+
+void daemon::start_watchdog() {
+    const auto interval = m_notify.watchdog_interval();
+    if (!interval) {
+        return;
+    }
+    // Pinged from the loop itself: a loop stuck anywhere stops the pings, and systemd restarts
+    // the service.
+    m_watchdog_timer = std::make_unique<uv_timer>(&m_loop);
+    m_watchdog_timer->start(*interval, [this] { m_notify.send("WATCHDOG=1"); }, *interval);
+    m_watchdog_timer->unref(); // never what keeps the loop running
+}
+
+void daemon::publish_state() {
+    if (m_notify.enabled()) {
+        std::string line;
+        for (const auto& [name, p] : m_pools) {
+            line += fmt::format("{}{}: {} warm, {} starting, {} leased{}", line.empty() ? "" : "; ",
+                                name, p->count(kernel_state::warm), p->count(kernel_state::starting),
+                                p->count(kernel_state::leased),
+                                p->failing() ? " (failing)" : p->drained() ? " (drained)" : "");
+        }
+        m_notify.status(m_shutting_down ? "shutting down: " + line : line);
+    }
+    if (m_metrics) {
+        for_each_pool([this](pool& p) { m_metrics->update(p); });
+    }
+}
+
+} // namespace kpool::daemon

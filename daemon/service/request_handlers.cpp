@@ -1,0 +1,392 @@
+// The control protocol's ops (protocol/PROTOCOL.md), dispatched through a table by op name.
+#include "daemon/service/daemon.hpp"
+
+#include "daemon/process/kernel_context.hpp"
+#include "daemon/process/kernelspec.hpp"
+#include "daemon/loop/logging.hpp"
+#include "daemon/service/status_json.hpp"
+#include "kpool/version.hpp"
+#include "protocol/control.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace kpool::daemon {
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+// Without timeout_ms an acquire waits this long for a kernel.
+constexpr auto default_acquire_timeout = 30000ms;
+// How long a kernel may take to apply a client's cwd and env.
+constexpr auto context_timeout = 10000ms;
+
+} // namespace
+
+// Every op of the control protocol, with what the dispatcher must know about it. The error for an
+// unknown op lists these names, so a new op is one line here and its handler.
+struct daemon::op_spec {
+    std::string_view name;
+    std::string (daemon::*handler)(const envelope&, const protocol::control_request&);
+    bool answers_later;       // may return "" and reply later (through the envelope)
+    bool while_shutting_down; // still served once shutdown began
+};
+
+const std::vector<daemon::op_spec>& daemon::op_table() {
+    static const std::vector<op_spec> ops = {
+        {"ping", &daemon::op_ping, false, true},
+        {"acquire", &daemon::op_acquire, true, false},
+        {"release", &daemon::op_release, false, false},
+        {"signal", &daemon::op_signal, false, false},
+        {"poll", &daemon::op_poll, false, false},
+        {"status", &daemon::op_status, false, true},
+        {"kernelspecs", &daemon::op_kernelspecs, false, false},
+        {"resize", &daemon::op_resize, false, false},
+        {"drain", &daemon::op_drain, false, false},
+    };
+    return ops;
+}
+
+void daemon::handle_request(const envelope& env, std::string_view body) {
+    auto log = logger("control");
+    auto req = protocol::parse_control_request(body);
+    if (!req) {
+        log->warn("bad request: {}", req.err().message);
+        send_reply(env, protocol::make_error_reply(req.err(), protocol::salvage_req_id(body)));
+        return;
+    }
+    log->debug("request op={}", protocol::echo_safe(req->op));
+    const auto& ops = op_table();
+    auto op = std::find_if(ops.begin(), ops.end(), [&](const op_spec& o) { return o.name == req->op; });
+    std::string reply;
+    if (op == ops.end()) {
+        std::string known;
+        for (const op_spec& o : ops) {
+            known += (known.empty() ? "" : ", ") + std::string(o.name);
+        }
+        reply = protocol::make_error_reply(
+            {errc::unknown_op, "unknown op '" + protocol::echo_safe(req->op) + "' (known: " + known + ")"},
+            req->req_id);
+    } else if (m_shutting_down && !op->while_shutting_down) {
+        reply = protocol::make_error_reply({errc::shutting_down, "the daemon is shutting down"},
+                                           req->req_id);
+    } else {
+        reply = (this->*(op->handler))(env, *req);
+        if (reply.empty() && !op->answers_later) {
+            // A handler bug must still leave the client with its one reply.
+            log->error("op {} produced no reply", op->name);
+            reply = protocol::make_error_reply({errc::internal, "no reply was produced"}, req->req_id);
+        }
+    }
+    if (!reply.empty()) {
+        send_reply(env, reply);
+    }
+    reschedule();
+}
+
+std::string daemon::op_ping(const envelope&, const protocol::control_request& req) {
+    if (auto st = protocol::parse_no_args(req.body); !st) {
+        return protocol::make_error_reply(st.err(), req.req_id);
+    }
+    return protocol::make_ok_reply(
+        {{"protocol", control_protocol_version}, {"version", kpool::version}}, req.req_id);
+}
+
+json daemon::acquire_reply_fields(const kernel_entry& kernel) const {
+    return {{"kernel_id", kernel.id},
+            {"pool", kernel.pool},
+            {"pid", kernel.pid},
+            {"connection", to_json(kernel.connection)},
+            {"connection_file", kernel.connection_file}};
+}
+
+std::string daemon::op_acquire(const envelope& env, const protocol::control_request& req) {
+    auto args = protocol::parse_acquire(req.body);
+    if (!args) {
+        return protocol::make_error_reply(args.err(), req.req_id);
+    }
+    pool* found = active_pool(args->pool);
+    if (found == nullptr) {
+        return unknown_pool_reply(args->pool, req.req_id);
+    }
+    pool& p = *found;
+    std::string setup_code;
+    if (args->has_context()) {
+        // Rendered before a kernel is taken, so an impossible request costs the pool nothing.
+        auto code = context_code_for(p.config(), {args->cwd, args->env});
+        if (!code) {
+            return protocol::make_error_reply(code.err(), req.req_id);
+        }
+        setup_code = std::move(*code);
+    }
+    const auto timeout =
+        args->timeout_ms ? std::chrono::milliseconds(*args->timeout_ms) : default_acquire_timeout;
+    const waiter_id waiter = m_next_waiter++;
+    const auto now = clock::now();
+    pending_acquire pending{env, req.req_id, args->pool, now, std::move(setup_code)};
+    // Registered before asking the pool, which may answer through granted() right away.
+    m_pending.emplace(waiter, pending);
+    auto outcome = p.acquire(waiter, timeout, args->lease_s, now);
+    if (std::holds_alternative<acquire_queued>(outcome)) {
+        return {}; // answered by granted() or failed()
+    }
+    m_pending.erase(waiter);
+    if (auto* err = std::get_if<error>(&outcome)) {
+        return protocol::make_error_reply(*err, req.req_id);
+    }
+    const kernel_entry& kernel = *std::get<const kernel_entry*>(outcome);
+    if (!hand_over(std::move(pending), kernel)) {
+        p.return_unseen(kernel.id, now);
+    }
+    p.refill(now); // after the reply is on its way
+    return {};
+}
+
+result<std::string> daemon::context_code_for(const config::pool_config& pc,
+                                             const kernel_context& context) const {
+    if (!pc.context_snippet.empty()) {
+        return render_context_snippet(pc.context_snippet, context);
+    }
+    const auto& spec = kernelspec_of(pc);
+    const std::string language = spec ? spec->spec.language : "unknown";
+    if (!has_builtin_context_snippet(language)) {
+        return error{errc::bad_request,
+                     "pool '" + pc.name + "' runs kernels of language '" + language +
+                         "', for which kpool has no cwd/env snippet: set context_snippet in [pools." +
+                         pc.name + "] or leave out cwd and env"};
+    }
+    return builtin_context_code(language, context);
+}
+
+bool daemon::send_kernel(const pending_acquire& pending, const kernel_entry& kernel) {
+    if (!send_reply(pending.env,
+                    protocol::make_ok_reply(acquire_reply_fields(kernel), pending.req_id))) {
+        return false;
+    }
+    m_handed_out.insert(kernel.id);
+    const double seconds = std::chrono::duration<double>(clock::now() - pending.since).count();
+    if (pool* p = pool_of_kernel(kernel.id)) {
+        p->record_acquire_latency(seconds);
+    }
+    if (m_metrics) {
+        m_metrics->observe_acquire(kernel.pool, seconds);
+    }
+    logger("pool")->info(
+        "kernel leased id={} pool={} pid={} waited_ms={:.1f}", kernel.id, kernel.pool, kernel.pid,
+        std::chrono::duration<double, std::milli>(clock::now() - pending.since).count());
+    return true;
+}
+
+bool daemon::hand_over(pending_acquire pending, const kernel_entry& kernel) {
+    if (pending.setup_code.empty()) {
+        return send_kernel(pending, kernel);
+    }
+    const std::string id = kernel.id;
+    auto& kernel_proc = *m_kernels.at(id);
+    kernel_proc.run_code(pending.setup_code, context_timeout, [this, id, pending](const status& outcome) {
+        pool* p = pool_of_kernel(id);
+        const kernel_entry* k = nullptr;
+        if (p != nullptr) {
+            auto it = p->kernels().find(id);
+            k = it != p->kernels().end() && it->second.state == kernel_state::leased ? &it->second
+                                                                                    : nullptr;
+        }
+        if (!outcome || k == nullptr) {
+            const error err = outcome ? error{errc::internal, "the kernel went away"} : outcome.err();
+            logger("pool")->warn("cannot apply cwd/env in kernel {}: {}", id, err.message);
+            send_reply(pending.env,
+                       protocol::make_error_reply(
+                           {err.code, "cannot apply cwd/env in the kernel: " + err.message},
+                           pending.req_id));
+        }
+        // A kernel that ran the client's setup is the client's or nobody's: never warm again.
+        if (k != nullptr && (!outcome || !send_kernel(pending, *k))) {
+            (void)p->release(id, clock::now());
+        }
+        reschedule();
+    });
+    return true;
+}
+
+pool* daemon::active_pool(const std::string& name) {
+    auto it = m_pools.find(name);
+    return it == m_pools.end() ? nullptr : it->second.get();
+}
+
+std::string daemon::unknown_pool_reply(const std::string& name, const json& req_id) const {
+    return protocol::make_error_reply(
+        {errc::unknown_pool, "no pool named '" + protocol::echo_safe(name) + "'"}, req_id);
+}
+
+bool daemon::send_reply(const envelope& env, const std::string& body) {
+    return m_control != nullptr && m_control->reply(env, body);
+}
+
+kernel_process* daemon::handed_out_kernel(const std::string& id) {
+    if (m_handed_out.count(id) == 0) {
+        return nullptr;
+    }
+    auto it = m_kernels.find(id);
+    return it == m_kernels.end() ? nullptr : it->second.get();
+}
+
+std::string daemon::op_release(const envelope&, const protocol::control_request& req) {
+    auto args = protocol::parse_kernel_op(req.body);
+    if (!args) {
+        return protocol::make_error_reply(args.err(), req.req_id);
+    }
+    pool* p = pool_of_kernel(args->kernel_id);
+    if (p == nullptr) {
+        return protocol::make_error_reply(
+            {errc::unknown_kernel, "no kernel '" + protocol::echo_safe(args->kernel_id) + "'"},
+            req.req_id);
+    }
+    if (auto st = p->release(args->kernel_id, clock::now()); !st) {
+        return protocol::make_error_reply(st.err(), req.req_id);
+    }
+    return protocol::make_ok_reply(json::object(), req.req_id);
+}
+
+std::string daemon::op_signal(const envelope&, const protocol::control_request& req) {
+    auto args = protocol::parse_signal(req.body);
+    if (!args) {
+        return protocol::make_error_reply(args.err(), req.req_id);
+    }
+    kernel_process* k = handed_out_kernel(args->kernel_id);
+    if (k == nullptr) {
+        return protocol::make_error_reply(
+            {errc::unknown_kernel,
+             "no running kernel '" + protocol::echo_safe(args->kernel_id) + "' held by a client"},
+            req.req_id);
+    }
+    if (int rc = k->signal(args->signum); rc != 0) {
+        return protocol::make_error_reply(
+            {errc::internal, std::string("cannot signal the kernel: ") + uv_strerror(rc)},
+            req.req_id);
+    }
+    logger("kernel")->info("kernel signalled id={} pid={} signum={}", k->id(), k->pid(),
+                           args->signum);
+    return protocol::make_ok_reply(json::object(), req.req_id);
+}
+
+std::string daemon::op_poll(const envelope&, const protocol::control_request& req) {
+    auto args = protocol::parse_kernel_op(req.body);
+    if (!args) {
+        return protocol::make_error_reply(args.err(), req.req_id);
+    }
+    if (handed_out_kernel(args->kernel_id) != nullptr) {
+        return protocol::make_ok_reply({{"alive", true}}, req.req_id);
+    }
+    if (auto it = m_exited.find(args->kernel_id); it != m_exited.end()) {
+        // Like Popen.returncode: the exit code, or minus the signal that killed it.
+        const exit_status& st = it->second;
+        const std::int64_t code = st.term_signal != 0 ? -st.term_signal : st.code;
+        return protocol::make_ok_reply({{"alive", false}, {"exit_code", code}}, req.req_id);
+    }
+    return protocol::make_error_reply(
+        {errc::unknown_kernel,
+         "no kernel '" + protocol::echo_safe(args->kernel_id) + "' was handed out"},
+        req.req_id);
+}
+
+std::string daemon::op_status(const envelope&, const protocol::control_request& req) {
+    if (auto st = protocol::parse_no_args(req.body); !st) {
+        return protocol::make_error_reply(st.err(), req.req_id);
+    }
+    const auto now = clock::now();
+    json pools = json::array();
+    json kernels = json::array();
+    for_each_pool([&](pool& p) {
+        json ps = pool_status_json(p, now);
+        m_launchers->describe(p.config(), ps);
+        // What the pool runs, so clients (the provisioner's kernelspec) can show its language;
+        // or why it cannot run anything.
+        const auto& spec = kernelspec_of(p.config());
+        ps["language"] = spec ? json(spec->spec.language) : json(nullptr);
+        ps["display_name"] = spec ? json(spec->spec.display_name) : json(nullptr);
+        ps["program"] = spec ? json(spec->program) : json(nullptr);
+        ps["kernelspec_error"] = spec ? json(nullptr) : json(spec.err().message);
+        for (auto& k : ps["kernels"]) {
+            kernels.push_back(std::move(k));
+        }
+        ps.erase("kernels");
+        pools.push_back(std::move(ps));
+    });
+    const double uptime = std::chrono::duration<double>(now - m_started_at).count();
+    return protocol::make_ok_reply({{"pid", ::getpid()},
+                                    {"version", kpool::version},
+                                    {"protocol", control_protocol_version},
+                                    {"uptime_s", std::round(uptime * 1000) / 1000},
+                                    {"shutting_down", m_shutting_down},
+                                    {"max_kernels", m_budget.max},
+                                    {"kernels_total", m_budget.used},
+                                    {"background_priority",
+                                     {{"on", background_priority()},
+                                      {"why_not", background_priority() ? json(nullptr)
+                                                  : !m_cfg.daemon.background_priority
+                                                      ? json("background_priority = false")
+                                                      : json(m_priority.why_not)}}},
+                                    {"pools", std::move(pools)},
+                                    {"kernels", std::move(kernels)}},
+                                   req.req_id);
+}
+
+std::string daemon::op_kernelspecs(const envelope&, const protocol::control_request& req) {
+    if (auto st = protocol::parse_no_args(req.body); !st) {
+        return protocol::make_error_reply(st.err(), req.req_id);
+    }
+    json specs = json::array();
+    for (const kernelspec& spec : list_kernelspecs()) {
+        specs.push_back({{"name", spec.name},
+                         {"display_name", spec.display_name},
+                         {"language", spec.language},
+                         {"resource_dir", spec.resource_dir},
+                         {"argv", spec.argv}});
+    }
+    return protocol::make_ok_reply({{"kernelspecs", std::move(specs)}}, req.req_id);
+}
+
+std::string daemon::op_resize(const envelope&, const protocol::control_request& req) {
+    auto args = protocol::parse_resize(req.body);
+    if (!args) {
+        return protocol::make_error_reply(args.err(), req.req_id);
+    }
+    pool* p = active_pool(args->pool);
+    if (p == nullptr) {
+        return unknown_pool_reply(args->pool, req.req_id);
+    }
+    int others = 0;
+    for (const auto& [name, other] : m_pools) {
+        others += name == args->pool ? 0 : other->config().size;
+    }
+    if (others + *args->size > m_budget.max) {
+        return protocol::make_error_reply(
+            {errc::bad_request, fmt::format("pool sizes would add up to {}, more than max_kernels = {}",
+                                            others + *args->size, m_budget.max)},
+            req.req_id);
+    }
+    const int before = p->config().size;
+    p->resize(*args->size, clock::now());
+    return protocol::make_ok_reply({{"pool", args->pool}, {"size", *args->size}, {"previous_size", before}},
+                                   req.req_id);
+}
+
+std::string daemon::op_drain(const envelope&, const protocol::control_request& req) {
+    auto args = protocol::parse_drain(req.body);
+    if (!args) {
+        return protocol::make_error_reply(args.err(), req.req_id);
+    }
+    pool* p = active_pool(args->pool);
+    if (p == nullptr) {
+        return unknown_pool_reply(args->pool, req.req_id);
+    }
+    const int before = p->config().size;
+    p->drain(clock::now());
+    return protocol::make_ok_reply({{"pool", args->pool}, {"size", 0}, {"previous_size", before}},
+                                   req.req_id);
+}
+
+} // namespace kpool::daemon
