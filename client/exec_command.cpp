@@ -43,7 +43,7 @@ void show(const json& output) {
 
 } // namespace
 
-int run_exec(control_client& control, const exec_options& options) {
+int run_exec(daemon_set& daemons, const exec_options& options) {
     catch_stop_signals();
     acquire_request request{.pool = options.pool, .cwd = options.cwd, .env = options.env,
                             .lease_s = std::nullopt, .wait = std::chrono::milliseconds(30000)};
@@ -51,7 +51,7 @@ int run_exec(control_client& control, const exec_options& options) {
         // Should this process be killed outright, the kernel still comes back soon after.
         request.lease_s = *options.timeout_s + 60;
     }
-    auto acquired = leased_kernel::acquire(control, request);
+    auto acquired = leased_kernel::acquire(daemons, request);
     if (auto* failure = std::get_if<acquire_failure>(&acquired)) {
         std::fprintf(stderr, "kpool: %s\n", failure->message.c_str());
         return failure->exit_status;

@@ -7,7 +7,7 @@
 // SIGTERM: the kernel is interrupted too), 138 the kernel died.
 #pragma once
 
-#include "client/control_client.hpp"
+#include "client/daemon_set.hpp"
 #include "client/leased_kernel.hpp"
 
 #include <map>
@@ -25,6 +25,6 @@ struct exec_options {
     std::string code;
 };
 
-int run_exec(control_client& control, const exec_options& options);
+int run_exec(daemon_set& daemons, const exec_options& options);
 
 } // namespace kpool::client

@@ -69,31 +69,51 @@ std::string pool_state(const json& p) {
     return p.value("failing", false) ? "failing" : "ok";
 }
 
+const row pool_header = {"POOL", "KERNELSPEC", "SIZE", "WARM", "STARTING", "LEASED", "WAITING",
+                         "ACQUIRED", "SERVED_WARM", "WAITED", "TIMED_OUT", "SPAWN_FAILURES",
+                         "DIED_WARM", "HUNG_WARM", "ACQUIRE_P50_MS", "ACQUIRE_P99_MS",
+                         "TO_WARM_P50_S", "STATE"};
+const row kernel_header = {"KERNEL", "POOL", "PID", "STATE", "AGE_S", "LEASE_LEFT_S"};
+
+row pool_row(const json& p) {
+    const json& c = p.value("counters", json::object());
+    const json& recent = p.value("recent", json::object());
+    return {text(p["name"]), text(p["kernelspec"]), text(p["size"]), text(p["warm"]),
+            text(p["starting"]), text(p["leased"]), text(p["waiting"]),
+            text(c.value("acquired", json())), text(c.value("served_warm", json())),
+            text(c.value("waited", json())), text(c.value("timed_out", json())),
+            text(c.value("spawn_failures", json())), text(c.value("died_warm", json())),
+            text(c.value("hung_warm", json())), fixed(recent.value("acquire_ms_p50", json()), 3),
+            fixed(recent.value("acquire_ms_p99", json()), 3),
+            fixed(recent.value("time_to_warm_s_p50", json()), 2), pool_state(p)};
+}
+
+row kernel_row(const json& k) {
+    return {text(k["id"]), text(k["pool"]), text(k["pid"]), text(k["state"]), text(k["age_s"]),
+            text(k.value("lease_remaining_s", json()))};
+}
+
+std::string summary_line(const json& st) {
+    return "kpoold " + text(st.value("version", json())) + "  pid " + text(st.value("pid", json())) +
+           "  up " + text(st.value("uptime_s", json())) + " s  kernels " +
+           text(st.value("kernels_total", json())) + "/" + text(st.value("max_kernels", json())) +
+           (st.value("shutting_down", false) ? "  SHUTTING DOWN" : "");
+}
+
+row with(std::string first, row r) {
+    r.insert(r.begin(), std::move(first));
+    return r;
+}
+
 } // namespace
 
 std::string format_status(const json& st) {
     std::ostringstream out;
-    out << "kpoold " << text(st.value("version", json())) << "  pid " << text(st.value("pid", json()))
-        << "  up " << text(st.value("uptime_s", json())) << " s  kernels "
-        << text(st.value("kernels_total", json())) << "/" << text(st.value("max_kernels", json()))
-        << (st.value("shutting_down", false) ? "  SHUTTING DOWN" : "") << "\n\n";
-    std::vector<row> pools = {{"POOL", "KERNELSPEC", "SIZE", "WARM", "STARTING", "LEASED",
-                               "WAITING", "ACQUIRED", "SERVED_WARM", "WAITED", "TIMED_OUT",
-                               "SPAWN_FAILURES", "DIED_WARM", "HUNG_WARM", "ACQUIRE_P50_MS",
-                               "ACQUIRE_P99_MS", "TO_WARM_P50_S", "STATE"}};
+    out << summary_line(st) << "\n\n";
+    std::vector<row> pools = {pool_header};
     std::vector<std::string> errors;
     for (const json& p : st.value("pools", json::array())) {
-        const json& c = p.value("counters", json::object());
-        const json& recent = p.value("recent", json::object());
-        pools.push_back({text(p["name"]), text(p["kernelspec"]), text(p["size"]), text(p["warm"]),
-                         text(p["starting"]), text(p["leased"]), text(p["waiting"]),
-                         text(c.value("acquired", json())), text(c.value("served_warm", json())),
-                         text(c.value("waited", json())), text(c.value("timed_out", json())),
-                         text(c.value("spawn_failures", json())),
-                         text(c.value("died_warm", json())), text(c.value("hung_warm", json())),
-                         fixed(recent.value("acquire_ms_p50", json()), 3),
-                         fixed(recent.value("acquire_ms_p99", json()), 3),
-                         fixed(recent.value("time_to_warm_s_p50", json()), 2), pool_state(p)});
+        pools.push_back(pool_row(p));
         if (p.contains("last_error") && p["last_error"].is_string()) {
             errors.push_back(text(p["name"]) + ": " + text(p["last_error"]));
         }
@@ -102,10 +122,41 @@ std::string format_status(const json& st) {
     for (const auto& e : errors) {
         out << "  last error " << e << '\n';
     }
-    std::vector<row> kernels = {{"KERNEL", "POOL", "PID", "STATE", "AGE_S", "LEASE_LEFT_S"}};
+    std::vector<row> kernels = {kernel_header};
     for (const json& k : st.value("kernels", json::array())) {
-        kernels.push_back({text(k["id"]), text(k["pool"]), text(k["pid"]), text(k["state"]),
-                           text(k["age_s"]), text(k.value("lease_remaining_s", json()))});
+        kernels.push_back(kernel_row(k));
+    }
+    out << '\n' << table(kernels);
+    return out.str();
+}
+
+std::string format_statuses(const std::vector<daemon_status>& daemons) {
+    std::ostringstream out;
+    std::vector<row> pools = {with("HOST", pool_header)};
+    std::vector<row> kernels = {with("HOST", kernel_header)};
+    std::vector<std::string> errors;
+    for (const daemon_status& d : daemons) {
+        if (!d.status) {
+            out << d.endpoint << ": unreachable: " << d.error << '\n';
+            continue;
+        }
+        const json& st = *d.status;
+        const std::string host = st.value("host", std::string()).empty() ? d.endpoint
+                                                                        : st.value("host", std::string());
+        out << host << " (" << d.endpoint << "): " << summary_line(st) << '\n';
+        for (const json& p : st.value("pools", json::array())) {
+            pools.push_back(with(host, pool_row(p)));
+            if (p.contains("last_error") && p["last_error"].is_string()) {
+                errors.push_back(host + " " + text(p["name"]) + ": " + text(p["last_error"]));
+            }
+        }
+        for (const json& k : st.value("kernels", json::array())) {
+            kernels.push_back(with(host, kernel_row(k)));
+        }
+    }
+    out << '\n' << table(pools);
+    for (const auto& e : errors) {
+        out << "  last error " << e << '\n';
     }
     out << '\n' << table(kernels);
     return out.str();

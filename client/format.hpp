@@ -3,12 +3,24 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace kpool::client {
 
 // A status reply as a summary line, a table of pools and a table of kernels.
 std::string format_status(const nlohmann::json& status);
+
+// One daemon of several: its status reply, or why there is none.
+struct daemon_status {
+    std::string endpoint;
+    std::optional<nlohmann::json> status;
+    std::string error;
+};
+// Several daemons' statuses as one summary line each, one table of pools and one of kernels,
+// with a HOST column (the daemon's host, else its endpoint).
+std::string format_statuses(const std::vector<daemon_status>& daemons);
 
 // A kernelspecs reply as a table.
 std::string format_kernelspecs(const nlohmann::json& reply);

@@ -50,7 +50,11 @@ constexpr const char* usage_text = R"usage(usage: kpool [--endpoint E] [--server
                                 python3): its output here, the kernel released afterwards;
                                 exit 1 if it raised, 130 interrupted, 138 the kernel died
 
-The endpoint defaults to $KPOOL_ENDPOINT, else kpoold's default for this user.
+The endpoint defaults to $KPOOL_ENDPOINT, else kpoold's default for this user. Several daemons:
+a comma-separated list, or dns:NAME:PORT (every address of NAME). Then acquire (and exec, run)
+asks the daemon most likely to have a warm kernel and fails over to the next; release, signal
+and poll find the daemon that owns the kernel; ping, status, resize and drain address every
+daemon (status: one table, with a HOST column).
 A tcp:// endpoint needs CURVE: the daemon's public key (--server-key, $KPOOL_SERVER_KEY) and
 this client's secret key file (--client-key-file, $KPOOL_CLIENT_KEY_FILE).
 Exit status: 0 ok, 1 kpoold answered with an error, 2 bad usage, 3 kpoold unreachable.
@@ -151,22 +155,31 @@ void expect_args(const options& opt, std::size_t n, const char* form) {
     }
 }
 
-// Sends and prints. `on_ok` prints a successful reply in human form.
-int call(const options& opt, json request, std::chrono::milliseconds timeout,
-         const std::function<void(const json&)>& on_ok) {
+kpool::client::daemon_set daemons_of(const options& opt) {
     auto keys = kpool::client::load_curve_keys(opt.server_key, opt.client_key_file);
     if (!keys) {
         throw usage_error{keys.err().message};
     }
-    kpool::client::control_client client(opt.endpoint, std::move(*keys));
-    auto reply = client.request(request, timeout);
+    auto endpoints = kpool::client::parse_endpoints(opt.endpoint);
+    if (!endpoints) {
+        throw usage_error{endpoints.err().message};
+    }
+    return kpool::client::daemon_set(std::move(*endpoints), std::move(*keys));
+}
+
+// Prints one daemon's answer: `on_ok` prints a successful reply in human form. Returns the exit
+// status (0 ok, 1 kpoold said no, 3 no answer). `who` prefixes messages when several daemons
+// answer.
+int print_answer(const options& opt, const kpool::result<json>& reply,
+                 const std::function<void(const json&)>& on_ok, const std::string& who = "") {
     if (!reply) {
-        std::fprintf(stderr, "kpool: %s\n", reply.err().message.c_str());
+        std::fprintf(stderr, "kpool: %s%s\n", who.c_str(), reply.err().message.c_str());
         return 3;
     }
     if (!reply->value("ok", false)) {
         const json& e = reply->value("error", json::object());
-        std::fprintf(stderr, "kpool: %s: %s\n", e.value("code", std::string("internal")).c_str(),
+        std::fprintf(stderr, "kpool: %s%s: %s\n", who.c_str(),
+                     e.value("code", std::string("internal")).c_str(),
                      e.value("message", std::string("(no message)")).c_str());
         return 1;
     }
@@ -176,6 +189,64 @@ int call(const options& opt, json request, std::chrono::milliseconds timeout,
         on_ok(*reply);
     }
     return 0;
+}
+
+// Sends to the (first) daemon and prints.
+int call(const options& opt, json request, std::chrono::milliseconds timeout,
+         const std::function<void(const json&)>& on_ok) {
+    auto daemons = daemons_of(opt);
+    return print_answer(opt, daemons.first().request(request, timeout), on_ok);
+}
+
+// Sends to every daemon and prints each answer; the worst exit status wins.
+int call_each(const options& opt, const json& request, std::chrono::milliseconds timeout,
+              const std::function<void(const json&, const std::string&)>& on_ok) {
+    auto daemons = daemons_of(opt);
+    int worst = 0;
+    for (const auto& e : daemons.endpoints()) {
+        const std::string who = daemons.endpoints().size() > 1 ? e + ": " : "";
+        worst = std::max(worst, print_answer(opt, daemons.daemon(e).request(request, timeout),
+                                             [&](const json& r) { on_ok(r, who); }, who));
+    }
+    return worst;
+}
+
+// A request about a kernel, to the daemon that owns it.
+int call_for_kernel(const options& opt, const std::string& kernel_id, const json& request,
+                    std::chrono::milliseconds timeout, const std::function<void(const json&)>& on_ok) {
+    auto daemons = daemons_of(opt);
+    return print_answer(opt, daemons.request_for_kernel(kernel_id, request, timeout).reply, on_ok);
+}
+
+int status(const options& opt, std::chrono::milliseconds timeout) {
+    auto daemons = daemons_of(opt);
+    if (daemons.endpoints().size() == 1) {
+        return print_answer(opt, daemons.first().request({{"op", "status"}}, timeout),
+                            [](const json& r) { std::fputs(kpool::client::format_status(r).c_str(), stdout); });
+    }
+    auto answers = daemons.statuses(timeout);
+    std::vector<kpool::client::daemon_status> all;
+    json as_json = json::array();
+    int worst = 0;
+    for (auto& a : answers) {
+        kpool::client::daemon_status d{a.endpoint, std::nullopt, ""};
+        if (a.reply && a.reply->value("ok", false)) {
+            d.status = *a.reply;
+            as_json.push_back({{"endpoint", a.endpoint}, {"status", *a.reply}});
+        } else {
+            d.error = a.reply ? a.reply->value("error", json::object()).value("message", std::string())
+                              : a.reply.err().message;
+            worst = std::max(worst, a.reply ? 1 : 3);
+            as_json.push_back({{"endpoint", a.endpoint}, {"error", d.error}});
+        }
+        all.push_back(std::move(d));
+    }
+    if (opt.as_json) {
+        std::printf("%s\n", as_json.dump(2).c_str());
+    } else {
+        std::fputs(kpool::client::format_statuses(all).c_str(), stdout);
+    }
+    return worst;
 }
 
 int keygen(const std::string& path) {
@@ -201,16 +272,21 @@ int run(const options& opt) {
     const auto quick = 5000ms;
     if (cmd == "ping") {
         expect_args(opt, 0, "ping");
-        return call(opt, {{"op", "ping"}}, quick, [&](const json& r) {
-            std::printf("kpoold %s (protocol %d) at %s\n", r.value("version", "?").c_str(),
-                        r.value("protocol", 0), opt.endpoint.c_str());
-        });
+        auto daemons = daemons_of(opt);
+        int worst = 0;
+        for (const auto& e : daemons.endpoints()) {
+            worst = std::max(worst, print_answer(opt, daemons.daemon(e).request({{"op", "ping"}}, quick),
+                                                 [&](const json& r) {
+                                                     std::printf("kpoold %s (protocol %d) at %s\n",
+                                                                 r.value("version", "?").c_str(),
+                                                                 r.value("protocol", 0), e.c_str());
+                                                 }));
+        }
+        return worst;
     }
     if (cmd == "status") {
         expect_args(opt, 0, "status [--json]");
-        return call(opt, {{"op", "status"}}, quick, [](const json& r) {
-            std::fputs(kpool::client::format_status(r).c_str(), stdout);
-        });
+        return status(opt, quick);
     }
     if (cmd == "kernelspecs") {
         expect_args(opt, 0, "kernelspecs [--json]");
@@ -235,27 +311,32 @@ int run(const options& opt) {
         if (!opt.env_vars.empty()) {
             req["env"] = opt.env_vars;
         }
-        return call(opt, req, wait + quick, [](const json& r) {
+        auto daemons = daemons_of(opt);
+        auto answer = daemons.acquire(req, wait + quick);
+        if (answer.reply && answer.reply->value("ok", false) && daemons.endpoints().size() > 1) {
+            (*answer.reply)["endpoint"] = answer.endpoint; // which daemon holds it
+        }
+        return print_answer(opt, answer.reply, [](const json& r) {
             std::printf("%s\n", r.value("connection_file", "").c_str());
         });
     }
     if (cmd == "release") {
         expect_args(opt, 1, "release KERNEL_ID");
-        return call(opt, {{"op", "release"}, {"kernel_id", opt.positional[1]}}, quick,
-                    [](const json&) {});
+        return call_for_kernel(opt, opt.positional[1], {{"op", "release"}, {"kernel_id", opt.positional[1]}},
+                               quick, [](const json&) {});
     }
     if (cmd == "signal") {
         expect_args(opt, 2, "signal KERNEL_ID SIGNAL");
-        return call(opt,
-                    {{"op", "signal"},
-                     {"kernel_id", opt.positional[1]},
-                     {"signum", signal_number(opt.positional[2])}},
-                    quick, [](const json&) {});
+        return call_for_kernel(opt, opt.positional[1],
+                               {{"op", "signal"},
+                                {"kernel_id", opt.positional[1]},
+                                {"signum", signal_number(opt.positional[2])}},
+                               quick, [](const json&) {});
     }
     if (cmd == "poll") {
         expect_args(opt, 1, "poll KERNEL_ID [--json]");
-        return call(opt, {{"op", "poll"}, {"kernel_id", opt.positional[1]}}, quick,
-                    [](const json& r) {
+        return call_for_kernel(opt, opt.positional[1], {{"op", "poll"}, {"kernel_id", opt.positional[1]}},
+                               quick, [](const json& r) {
                         if (r.value("alive", false)) {
                             std::printf("running\n");
                         } else {
@@ -265,21 +346,23 @@ int run(const options& opt) {
     }
     if (cmd == "resize") {
         expect_args(opt, 2, "resize POOL SIZE");
-        return call(opt,
-                    {{"op", "resize"},
-                     {"pool", opt.positional[1]},
-                     {"size", number<std::int64_t>(opt.positional[2], "SIZE")}},
-                    quick, [](const json& r) {
-                        std::printf("%s: size %lld (was %lld)\n", r.value("pool", "").c_str(),
-                                    r.value("size", 0LL), r.value("previous_size", 0LL));
-                    });
+        return call_each(opt,
+                         {{"op", "resize"},
+                          {"pool", opt.positional[1]},
+                          {"size", number<std::int64_t>(opt.positional[2], "SIZE")}},
+                         quick, [](const json& r, const std::string& who) {
+                             std::printf("%s%s: size %lld (was %lld)\n", who.c_str(),
+                                         r.value("pool", "").c_str(), r.value("size", 0LL),
+                                         r.value("previous_size", 0LL));
+                         });
     }
     if (cmd == "drain") {
         expect_args(opt, 1, "drain POOL");
-        return call(opt, {{"op", "drain"}, {"pool", opt.positional[1]}}, quick, [](const json& r) {
-            std::printf("%s: drained (size was %lld)\n", r.value("pool", "").c_str(),
-                        r.value("previous_size", 0LL));
-        });
+        return call_each(opt, {{"op", "drain"}, {"pool", opt.positional[1]}}, quick,
+                         [](const json& r, const std::string& who) {
+                             std::printf("%s%s: drained (size was %lld)\n", who.c_str(),
+                                         r.value("pool", "").c_str(), r.value("previous_size", 0LL));
+                         });
     }
     if (cmd == "exec") {
         expect_args(opt, 1, "exec [--pool P] [--cwd DIR] [--env N=V]... [--timeout S] [--json] CODE|-");
@@ -303,12 +386,8 @@ int run(const options& opt) {
                 exec.code.append(buf, n);
             }
         }
-        auto keys = kpool::client::load_curve_keys(opt.server_key, opt.client_key_file);
-        if (!keys) {
-            throw usage_error{keys.err().message};
-        }
-        kpool::client::control_client control(opt.endpoint, std::move(*keys));
-        return kpool::client::run_exec(control, exec);
+        auto daemons = daemons_of(opt);
+        return kpool::client::run_exec(daemons, exec);
     }
     if (cmd == "keygen") {
         expect_args(opt, 1, "keygen SECRET_KEY_FILE");

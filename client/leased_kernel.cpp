@@ -26,13 +26,13 @@ void catch_stop_signals() {
 
 int stop_signal() { return caught_signal; }
 
-leased_kernel::leased_kernel(control_client& control, std::string id,
+leased_kernel::leased_kernel(daemon_set& daemons, std::string id,
                              const protocol::connection_info& info)
-    : m_control(control), m_id(std::move(id)),
+    : m_daemons(daemons), m_id(std::move(id)),
       m_client(std::make_unique<jupyter::kernel_client>(m_zmq, info)) {}
 
 std::variant<std::unique_ptr<leased_kernel>, acquire_failure>
-leased_kernel::acquire(control_client& control, const acquire_request& request) {
+leased_kernel::acquire(daemon_set& daemons, const acquire_request& request) {
     json req{{"op", "acquire"}, {"pool", request.pool}, {"timeout_ms", request.wait.count()}};
     if (request.cwd) {
         req["cwd"] = *request.cwd;
@@ -43,7 +43,8 @@ leased_kernel::acquire(control_client& control, const acquire_request& request) 
     if (request.lease_s) {
         req["lease_s"] = *request.lease_s;
     }
-    auto reply = control.request(req, request.wait + control_timeout);
+    auto answer = daemons.acquire(req, request.wait + control_timeout);
+    auto& reply = answer.reply;
     if (!reply) {
         return acquire_failure{3, reply.err().message};
     }
@@ -55,10 +56,10 @@ leased_kernel::acquire(control_client& control, const acquire_request& request) 
     auto info = protocol::connection_info_from_json(reply->value("connection", json::object()));
     const std::string id = reply->value("kernel_id", std::string());
     if (!info) {
-        (void)control.request({{"op", "release"}, {"kernel_id", id}}, control_timeout);
+        (void)daemons.request_for_kernel(id, {{"op", "release"}, {"kernel_id", id}}, control_timeout);
         return acquire_failure{1, "kpoold sent an unusable connection: " + info.err().message};
     }
-    std::unique_ptr<leased_kernel> kernel(new leased_kernel(control, id, *info));
+    std::unique_ptr<leased_kernel> kernel(new leased_kernel(daemons, id, *info));
     auto ready = kernel->m_client->wait_until_ready(10000ms);
     if (!ready) {
         return acquire_failure{1, "kernel " + id + ": " + ready.err().message};
@@ -69,18 +70,21 @@ leased_kernel::acquire(control_client& control, const acquire_request& request) 
 
 leased_kernel::~leased_kernel() {
     m_client.reset(); // our sockets close before the kernel goes
-    (void)m_control.request({{"op", "release"}, {"kernel_id", m_id}}, control_timeout);
+    (void)request({{"op", "release"}, {"kernel_id", m_id}});
+}
+
+result<json> leased_kernel::request(const json& req) {
+    return m_daemons.request_for_kernel(m_id, req, control_timeout).reply;
 }
 
 bool leased_kernel::alive() {
-    auto reply = m_control.request({{"op", "poll"}, {"kernel_id", m_id}}, control_timeout);
+    auto reply = request({{"op", "poll"}, {"kernel_id", m_id}});
     // No answer from kpoold says nothing about the kernel: keep waiting for it.
     return !reply || !reply->value("ok", false) || reply->value("alive", true);
 }
 
 void leased_kernel::interrupt() {
-    (void)m_control.request({{"op", "signal"}, {"kernel_id", m_id}, {"signum", SIGINT}},
-                            control_timeout);
+    (void)request({{"op", "signal"}, {"kernel_id", m_id}, {"signum", SIGINT}});
 }
 
 jupyter::execute_hooks leased_kernel::hooks() {

@@ -4,7 +4,7 @@
 // wait for the kernel wakes up, and the command interrupts the kernel and cleans up.
 #pragma once
 
-#include "client/control_client.hpp"
+#include "client/daemon_set.hpp"
 #include "jupyter/kernel_client.hpp"
 
 #include <map>
@@ -33,7 +33,7 @@ class leased_kernel {
 public:
     // Acquires, connects and waits until the kernel answers kernel_info with iopub subscribed.
     static std::variant<std::unique_ptr<leased_kernel>, acquire_failure>
-    acquire(control_client& control, const acquire_request& request);
+    acquire(daemon_set& daemons, const acquire_request& request);
 
     ~leased_kernel(); // releases the kernel
     leased_kernel(const leased_kernel&) = delete;
@@ -51,9 +51,11 @@ public:
     jupyter::execute_hooks hooks();
 
 private:
-    leased_kernel(control_client& control, std::string id, const protocol::connection_info& info);
+    leased_kernel(daemon_set& daemons, std::string id, const protocol::connection_info& info);
+    // A request about this kernel, to the daemon that handed it out.
+    result<nlohmann::json> request(const nlohmann::json& req);
 
-    control_client& m_control;
+    daemon_set& m_daemons;
     std::string m_id;
     zmq::context_t m_zmq;
     std::unique_ptr<jupyter::kernel_client> m_client;

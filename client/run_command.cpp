@@ -156,7 +156,7 @@ params::parameters merge_parameters(const parsed_run& r) {
     return all;
 }
 
-int run_many(const std::string& endpoint, const curve_keys& keys, const parsed_run& r) {
+int run_many(const std::vector<std::string>& endpoints, const curve_keys& keys, const parsed_run& r) {
     std::error_code ec;
     fs::create_directories(r.output_dir, ec);
     catch_stop_signals();
@@ -164,14 +164,14 @@ int run_many(const std::string& endpoint, const curve_keys& keys, const parsed_r
     std::atomic<int> failed{0};
     std::mutex print;
     auto worker = [&] {
-        control_client control(endpoint, keys);
+        daemon_set daemons(endpoints, keys);
         // After Ctrl-C the running notebooks are interrupted and no new one starts.
         for (std::size_t i; stop_signal() == 0 && (i = next++) < r.paths.size();) {
             runner::run_options options = r.options;
             options.input = r.paths[i];
             options.output = (fs::path(r.output_dir) / fs::path(r.paths[i]).filename()).string();
             options.progress = false;
-            const auto result = runner::run_notebook(control, options, stderr);
+            const auto result = runner::run_notebook(daemons, options, stderr);
             if (result.exit_status != 0) {
                 ++failed;
             }
@@ -208,14 +208,19 @@ int run_run(const std::string& endpoint, const curve_keys& keys, const std::vect
         std::fprintf(stderr, "kpool: %s\n\n%s", e.message.c_str(), run_usage);
         return 2;
     }
+    auto endpoints = parse_endpoints(endpoint);
+    if (!endpoints) {
+        std::fprintf(stderr, "kpool: %s\n", endpoints.err().message.c_str());
+        return 2;
+    }
     if (!r.output_dir.empty()) {
-        return run_many(endpoint, keys, r);
+        return run_many(*endpoints, keys, r);
     }
     r.options.input = r.paths[0];
     r.options.output = r.paths[1];
     r.options.progress = !r.no_progress && ::isatty(STDERR_FILENO) != 0;
-    control_client control(endpoint, keys);
-    return runner::run_notebook(control, r.options, stderr).exit_status;
+    daemon_set daemons(*endpoints, keys);
+    return runner::run_notebook(daemons, r.options, stderr).exit_status;
 }
 
 } // namespace kpool::client

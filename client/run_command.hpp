@@ -3,7 +3,7 @@
 // summary line each on stdout). Options may come before or after the paths.
 #pragma once
 
-#include "client/control_client.hpp"
+#include "client/daemon_set.hpp"
 
 #include <string>
 #include <vector>

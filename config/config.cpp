@@ -10,7 +10,9 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <initializer_list>
 #include <sstream>
@@ -150,6 +152,30 @@ bool valid_pool_name(std::string_view name) {
            });
 }
 
+// A host value as written, or the environment variable it names as "${NAME}" (Kubernetes gives
+// a pod its IP only that way: the downward API's POD_IP). Unset is a config error.
+std::string read_host(const toml::table& table, std::string_view key, std::string fallback) {
+    std::string value = read_string(table, key, std::move(fallback));
+    if (value.size() > 3 && value.starts_with("${") && value.ends_with("}")) {
+        const std::string name = value.substr(2, value.size() - 3);
+        const char* env = std::getenv(name.c_str());
+        if (env == nullptr || *env == '\0') {
+            fail(table.get(key)->source(),
+                 "'" + std::string(key) + "' names the environment variable " + name + ", which is not set");
+        }
+        value = env;
+    }
+    return value;
+}
+
+// A DNS name or an address, as clients on other hosts would use it.
+bool valid_host_name(const std::string& host) {
+    return !host.empty() && host.size() <= 253 &&
+           std::all_of(host.begin(), host.end(), [](char c) {
+               return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == ':';
+           });
+}
+
 bool valid_ip(const std::string& ip) {
     unsigned char buf[sizeof(in6_addr)];
     return inet_pton(AF_INET, ip.c_str(), buf) == 1 || inet_pton(AF_INET6, ip.c_str(), buf) == 1;
@@ -231,7 +257,7 @@ daemon_config read_daemon(const toml::table& root) {
     check_known_keys(table, "[daemon]",
                      {"control", "runtime_dir", "log_level", "max_kernels", "allowed_uids",
                       "allowed_gids", "curve_secret_key_file", "curve_allowed_keys", "metrics",
-                      "background_priority"});
+                      "background_priority", "advertise_host"});
 
     d.runtime_dir = read_string(table, "runtime_dir", default_runtime_dir());
     check_value(table, "runtime_dir", [&] { return !d.runtime_dir.empty() && d.runtime_dir[0] == '/'; },
@@ -275,6 +301,10 @@ daemon_config read_daemon(const toml::table& root) {
                 "'log_level' must be one of trace, debug, info, warn, error, critical, off");
     d.max_kernels = read_int(table, "max_kernels", d.max_kernels, 1, 4096);
     d.background_priority = read_bool(table, "background_priority", d.background_priority);
+    d.advertise_host = read_host(table, "advertise_host", "");
+    check_value(table, "advertise_host",
+                [&] { return d.advertise_host.empty() || valid_host_name(d.advertise_host); },
+                "'advertise_host' must be a host name or an address, not '" + d.advertise_host + "'");
     d.metrics = read_string(table, "metrics", "");
     check_value(table, "metrics", [&] { return d.metrics.empty() || valid_host_port(d.metrics); },
                 "'metrics' must be HOST:PORT, e.g. \"127.0.0.1:9464\"");
@@ -320,7 +350,7 @@ pool_config read_pool(const std::string& name, const toml::table& table, const d
     p.transport = read_string(table, "transport", p.transport);
     check_value(table, "transport", [&] { return p.transport == "tcp" || p.transport == "ipc"; },
                 "'transport' must be \"tcp\" or \"ipc\"");
-    p.ip = read_string(table, "ip", p.ip);
+    p.ip = read_host(table, "ip", p.ip);
     check_value(table, "ip", [&] { return valid_ip(p.ip); },
                 "'ip' must be an IPv4 or IPv6 address, not '" + p.ip + "'");
     p.context_snippet = read_string(table, "context_snippet", "");

@@ -80,6 +80,9 @@ struct daemon_config {
     std::vector<std::string> curve_allowed_keys;
     // host:port of the Prometheus endpoint; empty: none.
     std::string metrics;
+    // The host written into the connection info of tcp kernels handed out (clients on other
+    // hosts connect there); empty: each pool's ip. "${NAME}": the environment variable NAME.
+    std::string advertise_host;
 
     bool is_tcp() const { return control.starts_with("tcp://"); }
     bool restricts_ipc_peers() const { return !allowed_uids.empty() || !allowed_gids.empty(); }

@@ -101,10 +101,19 @@ struct pool_choice {
     std::string language;
 };
 
-pool_choice choose_pool(client::control_client& control, const run_options& options, const json& nb) {
-    auto status = control.request({{"op", "status"}}, 5000ms);
+pool_choice choose_pool(client::daemon_set& daemons, const run_options& options, const json& nb) {
+    // The first daemon that answers: every daemon of a set serves the same pools.
+    std::optional<json> status;
+    std::string unreachable;
+    for (auto& answer : daemons.statuses(5000ms)) {
+        if (answer.reply) {
+            status = std::move(*answer.reply);
+            break;
+        }
+        unreachable = answer.reply.err().message;
+    }
     if (!status) {
-        throw failure{3, status.err().message};
+        throw failure{3, unreachable};
     }
     const json pools = status->value("pools", json::array());
     const json& spec = nb["metadata"].value("kernelspec", json::object());
@@ -321,7 +330,7 @@ void report_error(std::FILE* log, const std::string& input, const json& cell, st
 
 } // namespace
 
-run_result run_notebook(client::control_client& control, const run_options& options, std::FILE* log) {
+run_result run_notebook(client::daemon_set& daemons, const run_options& options, std::FILE* log) {
     try {
         const std::string input_name = options.input == "-" ? "<stdin>" : options.input;
         auto parsed = notebook::read_notebook(read_input(options.input), input_name);
@@ -330,7 +339,7 @@ run_result run_notebook(client::control_client& control, const run_options& opti
         }
         json nb = std::move(parsed).value();
         check_output_writable(options.output);
-        const pool_choice pool = choose_pool(control, options, nb);
+        const pool_choice pool = choose_pool(daemons, options, nb);
         const std::string language = notebook_language(nb, pool.language);
 
         std::vector<std::string> warnings;
@@ -388,7 +397,7 @@ run_result run_notebook(client::control_client& control, const run_options& opti
             request.cwd = options.input == "-" ? fs::current_path().string()
                                                : fs::absolute(options.input).parent_path().string();
         }
-        auto acquired = client::leased_kernel::acquire(control, request);
+        auto acquired = client::leased_kernel::acquire(daemons, request);
         if (auto* f = std::get_if<client::acquire_failure>(&acquired)) {
             throw failure{f->exit_status, f->message};
         }

@@ -4,7 +4,7 @@
 // notebook itself when OUTPUT is "-".
 #pragma once
 
-#include "client/control_client.hpp"
+#include "client/daemon_set.hpp"
 #include "params/values.hpp"
 
 #include <nlohmann/json.hpp>
@@ -38,6 +38,6 @@ struct run_result {
     std::string summary;  // one line: how it ended
 };
 
-run_result run_notebook(client::control_client& control, const run_options& options, std::FILE* log);
+run_result run_notebook(client::daemon_set& daemons, const run_options& options, std::FILE* log);
 
 } // namespace kpool::runner

@@ -110,7 +110,9 @@ private:
                                          const kernel_context& context) const;
     // Replies on the control socket; false if the client is gone (or the socket is closed).
     bool send_reply(const envelope& env, const std::string& body);
-    nlohmann::json acquire_reply_fields(const kernel_entry& kernel) const;
+    nlohmann::json acquire_reply_fields(const kernel_entry& kernel);
+    // How clients name this daemon: advertise_host, else the host name.
+    std::string host_name() const;
     // The pool clients may ask for by `name`, or nullptr (removed pools included).
     pool* active_pool(const std::string& name);
     std::string unknown_pool_reply(const std::string& name, const nlohmann::json& req_id) const;

@@ -95,12 +95,28 @@ std::string daemon::op_ping(const envelope&, const protocol::control_request& re
         {{"protocol", control_protocol_version}, {"version", kpool::version}}, req.req_id);
 }
 
-json daemon::acquire_reply_fields(const kernel_entry& kernel) const {
+std::string daemon::host_name() const {
+    if (!m_cfg.daemon.advertise_host.empty()) {
+        return m_cfg.daemon.advertise_host;
+    }
+    char name[256] = {};
+    return ::gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string();
+}
+
+json daemon::acquire_reply_fields(const kernel_entry& kernel) {
+    json connection = to_json(kernel.connection);
+    // Clients on other hosts connect to the kernel where the daemon says it can be reached.
+    if (!m_cfg.daemon.advertise_host.empty() && kernel.connection.transport == "tcp") {
+        connection["ip"] = m_cfg.daemon.advertise_host;
+    }
+    pool* p = pool_of_kernel(kernel.id);
     return {{"kernel_id", kernel.id},
             {"pool", kernel.pool},
             {"pid", kernel.pid},
-            {"connection", to_json(kernel.connection)},
-            {"connection_file", kernel.connection_file}};
+            {"connection", std::move(connection)},
+            {"connection_file", kernel.connection_file},
+            // What is left, so clients of several daemons know where to ask next.
+            {"pool_warm", p != nullptr ? p->count(kernel_state::warm) : 0}};
 }
 
 std::string daemon::op_acquire(const envelope& env, const protocol::control_request& req) {
@@ -317,6 +333,7 @@ std::string daemon::op_status(const envelope&, const protocol::control_request& 
     });
     const double uptime = std::chrono::duration<double>(now - m_started_at).count();
     return protocol::make_ok_reply({{"pid", ::getpid()},
+                                    {"host", host_name()},
                                     {"version", kpool::version},
                                     {"protocol", control_protocol_version},
                                     {"uptime_s", std::round(uptime * 1000) / 1000},

@@ -1,14 +1,24 @@
-"""Clients for kpoold's control socket (protocol v1), synchronous and asyncio."""
+"""Clients for kpoold's control socket (protocol v1), synchronous and asyncio.
+
+An endpoint may also be a list of daemons (comma-separated, or `dns:NAME:PORT`): acquires go to
+the daemon most likely to have a warm kernel and fail over to the next one (kpool/spread.py);
+release, signal and poll go to the daemon that handed the kernel out."""
 import dataclasses
 import json
 import os
-from typing import Any, Dict, Optional
+import time
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import zmq
 import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message, recv_monitor_message
 
+from .spread import FAILOVER_CODES, Owners, Views, parse_endpoints
+
 DEFAULT_TIMEOUT_MS = 5000
+# A daemon that has not completed the connection handshake by then is unreachable (a host that
+# drops packets); one that refuses the connection or drops it mid-request is so at once.
+CONNECT_TIMEOUT_MS = 1000
 # An acquire may wait for a kernel this long on the daemon's side when no timeout is given.
 DAEMON_DEFAULT_ACQUIRE_MS = 30000
 
@@ -30,7 +40,8 @@ class Kernel:
     pool: str
     pid: int
     connection: Dict[str, Any]  # the nine connection-file fields, key as a str
-    connection_file: str
+    connection_file: str  # on the daemon's host
+    endpoint: str = ""  # the daemon that handed it out
 
     def connection_info(self) -> Dict[str, Any]:
         """The connection info as jupyter_client wants it: key as bytes."""
@@ -63,6 +74,46 @@ _REFUSALS = {
 }
 _REFUSAL_EVENTS = (zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
                    | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+_WATCHED_EVENTS = (_REFUSAL_EVENTS | zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_CONNECT_RETRIED
+                   | zmq.EVENT_DISCONNECTED)
+
+
+class _Exchange:
+    """One request's wait: the reply, or what the monitor socket says first (refused, connection
+    refused or dropped, no handshake within CONNECT_TIMEOUT_MS), or the timeout."""
+
+    def __init__(self, endpoint: str, timeout_ms: int):
+        now = time.monotonic()
+        self.endpoint = endpoint
+        self.timeout_ms = timeout_ms
+        self.deadline = now + timeout_ms / 1000.0
+        self.connect_deadline = now + min(CONNECT_TIMEOUT_MS, timeout_ms) / 1000.0
+        self.connected = False
+
+    def wait_ms(self) -> int:
+        """How long to poll next; raises once the wait is over."""
+        now = time.monotonic()
+        limit = self.deadline if self.connected else min(self.deadline, self.connect_deadline)
+        if now >= limit:
+            if self.connected or self.deadline <= self.connect_deadline:
+                raise _timed_out(self.endpoint, self.timeout_ms)
+            raise Error("unreachable", "kpoold at %s did not complete a connection within %d ms"
+                        % (self.endpoint, CONNECT_TIMEOUT_MS))
+        return max(1, int((limit - now) * 1000))
+
+    def event(self, event: Dict[str, Any]) -> None:
+        """A monitor event; raises when it means no reply will come."""
+        kind = event["event"]
+        if kind & _REFUSAL_EVENTS:
+            raise _refused(self.endpoint, event)
+        if kind == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            self.connected = True
+        elif kind == zmq.EVENT_CONNECT_RETRIED:
+            raise Error("unreachable", "kpoold at %s refused the connection (is it running?)"
+                        % self.endpoint)
+        elif kind == zmq.EVENT_DISCONNECTED:
+            raise Error("unreachable", "kpoold at %s closed the connection before replying"
+                        % self.endpoint)
 
 
 def _curve_keys(server_key: Optional[str], client_key_file: Optional[str]):
@@ -124,40 +175,139 @@ def _acquire_request(pool, timeout_ms, lease_s, cwd, env):
     return req, wait
 
 
-def _kernel(reply: Dict[str, Any]) -> Kernel:
+def _kernel(reply: Dict[str, Any], endpoint: str) -> Kernel:
     return Kernel(reply["kernel_id"], reply["pool"], reply["pid"], reply["connection"],
-                  reply["connection_file"])
+                  reply["connection_file"], endpoint)
+
+
+Endpoints = Union[str, List[str], None]
+
+
+class _Daemons:
+    """The daemons a client talks to, what it believes about them, and who owns which kernel.
+    The requests several daemons need are written once, as plans: generators that yield
+    (request, timeout_ms, endpoint) and are sent back the reply or the Error, for Client and
+    AsyncClient to carry out with their own sockets."""
+
+    def __init__(self, endpoint: Endpoints, view_ttl_ms: int):
+        try:
+            self.endpoints = parse_endpoints(endpoint or default_endpoint())
+        except ValueError as e:
+            raise Error("usage", str(e)) from None
+        self.views = Views(self.endpoints, ttl_ms=view_ttl_ms)
+        self.owners = Owners()
+
+    def acquired(self, endpoint: str, reply: Dict[str, Any]) -> Kernel:
+        kernel = _kernel(reply, endpoint)
+        self.views.from_acquire(endpoint, kernel.pool, reply.get("pool_warm"))
+        self.owners.remember(kernel.kernel_id, endpoint)
+        return kernel
+
+    def acquire_plan(self, req: Dict[str, Any], wait: int):
+        """Fresh views first (a short wait per daemon), then the daemons in order, failing over."""
+        pool = req["pool"]
+        if len(self.endpoints) == 1:
+            reply = yield req, wait, self.endpoints[0]
+            if isinstance(reply, Error):
+                raise reply
+            return self.acquired(self.endpoints[0], reply)
+        deadline = time.monotonic() + wait / 1000.0
+        for endpoint in self.views.stale():
+            status = yield {"op": "status"}, max(1, min(200, wait // 4)), endpoint
+            if isinstance(status, Error):
+                self.views.failed(endpoint, None, status.code)
+            else:
+                self.views.from_status(endpoint, status)
+        last: Optional[Error] = None
+        for endpoint in self.views.order(pool):
+            remaining = int((deadline - time.monotonic()) * 1000)
+            if remaining <= 0:
+                break
+            # The daemon waits for a kernel only as long as this client still does.
+            attempt = dict(req, timeout_ms=max(0, min(req.get("timeout_ms", remaining),
+                                                      remaining - DEFAULT_TIMEOUT_MS)))
+            reply = yield attempt, remaining, endpoint
+            if not isinstance(reply, Error):
+                return self.acquired(endpoint, reply)
+            if reply.code not in FAILOVER_CODES:
+                raise reply
+            self.views.failed(endpoint, pool, reply.code)
+            last = reply
+        raise last or _timed_out(",".join(self.endpoints), wait)
+
+    def owner_plan(self, kernel_id: str, req: Dict[str, Any]):
+        """A request about a kernel: to the daemon that handed it out, else to every daemon
+        until one knows it (the others answer unknown_kernel)."""
+        last: Optional[Error] = None
+        for endpoint in self.owners.candidates(kernel_id, self.endpoints):
+            reply = yield req, None, endpoint
+            if not isinstance(reply, Error):
+                self.owners.remember(kernel_id, endpoint)
+                return reply
+            if reply.code not in ("unknown_kernel", "unreachable", "refused"):
+                raise reply
+            if last is None or last.code != "unknown_kernel":
+                last = reply
+        assert last is not None
+        raise last
+
+    def statuses_plan(self):
+        """Every daemon's status, or the Error it gave."""
+        out: List[Tuple[str, Union[Dict[str, Any], Error]]] = []
+        for endpoint in self.endpoints:
+            status = yield {"op": "status"}, None, endpoint
+            if isinstance(status, Error):
+                self.views.failed(endpoint, None, status.code)
+            else:
+                self.views.from_status(endpoint, status)
+            out.append((endpoint, status))
+        return out
+
+
+def _first_status(statuses: List[Tuple[str, Union[Dict[str, Any], Error]]]) -> Dict[str, Any]:
+    """The first daemon's status that answered, else the last error."""
+    for _, status in statuses:
+        if not isinstance(status, Error):
+            return status
+    raise statuses[-1][1]
 
 
 class Client:
     """Blocking client. Each request uses its own REQ socket, so a timeout never leaves the
-    client stuck waiting for a stale reply."""
+    client stuck waiting for a stale reply. `endpoint` may name several daemons (see the module
+    docstring); `endpoint` the attribute is then the first of them."""
 
-    def __init__(self, endpoint: Optional[str] = None, timeout_ms: int = DEFAULT_TIMEOUT_MS,
-                 server_key: Optional[str] = None, client_key_file: Optional[str] = None):
-        self.endpoint = endpoint or default_endpoint()
+    def __init__(self, endpoint: Endpoints = None, timeout_ms: int = DEFAULT_TIMEOUT_MS,
+                 server_key: Optional[str] = None, client_key_file: Optional[str] = None,
+                 view_ttl_ms: int = 1000):
+        self._daemons = _Daemons(endpoint, view_ttl_ms)
+        self.endpoints = self._daemons.endpoints
+        self.endpoint = self.endpoints[0]
         self.timeout_ms = timeout_ms
         self._keys = _curve_keys(server_key, client_key_file)
         self._ctx = zmq.Context.instance()
 
-    def request(self, req: Dict[str, Any], timeout_ms: Optional[int] = None) -> Dict[str, Any]:
-        """Sends one request; returns the reply if ok, else raises Error."""
-        _check_reachable(self.endpoint)
-        timeout_ms = timeout_ms or self.timeout_ms
+    def request(self, req: Dict[str, Any], timeout_ms: Optional[int] = None,
+                endpoint: Optional[str] = None) -> Dict[str, Any]:
+        """Sends one request to one daemon (the first, unless `endpoint`); returns the reply if
+        ok, else raises Error."""
+        endpoint = endpoint or self.endpoint
+        _check_reachable(endpoint)
+        exchange = _Exchange(endpoint, timeout_ms or self.timeout_ms)
         sock = _new_socket(self._ctx, self._keys)
-        monitor = sock.get_monitor_socket(_REFUSAL_EVENTS)
+        monitor = sock.get_monitor_socket(_WATCHED_EVENTS)
         try:
-            sock.connect(self.endpoint)
+            sock.connect(endpoint)
             sock.send(json.dumps(req).encode())
             poller = zmq.Poller()
             poller.register(sock, zmq.POLLIN)
             poller.register(monitor, zmq.POLLIN)
-            ready = dict(poller.poll(timeout_ms))
-            if sock in ready:
-                return _result(json.loads(sock.recv()))
-            if monitor in ready:
-                raise _refused(self.endpoint, recv_monitor_message(monitor))
-            raise _timed_out(self.endpoint, timeout_ms)
+            while True:
+                ready = dict(poller.poll(exchange.wait_ms()))
+                if sock in ready:
+                    return _result(json.loads(sock.recv()))
+                if monitor in ready:
+                    exchange.event(recv_monitor_message(monitor))
         finally:
             sock.disable_monitor()
             monitor.close()
@@ -166,8 +316,27 @@ class Client:
     def ping(self) -> Dict[str, Any]:
         return self.request({"op": "ping"})
 
+    def _carry_out(self, plan):
+        """Runs a plan of _Daemons with this client's requests."""
+        try:
+            step = next(plan)
+            while True:
+                req, timeout_ms, endpoint = step
+                try:
+                    result: Any = self.request(req, timeout_ms, endpoint)
+                except Error as e:
+                    result = e
+                step = plan.send(result)
+        except StopIteration as done:
+            return done.value
+
     def status(self) -> Dict[str, Any]:
-        return self.request({"op": "status"})
+        """The first daemon's status that answers (see statuses() for all of them)."""
+        return _first_status(self.statuses())
+
+    def statuses(self) -> List[Tuple[str, Union[Dict[str, Any], Error]]]:
+        """(endpoint, status or the Error it gave) for every daemon."""
+        return self._carry_out(self._daemons.statuses_plan())
 
     def kernelspecs(self) -> Dict[str, Any]:
         return self.request({"op": "kernelspecs"})["kernelspecs"]
@@ -175,17 +344,20 @@ class Client:
     def acquire(self, pool: str, timeout_ms: Optional[int] = None, lease_s: Optional[float] = None,
                 cwd: Optional[str] = None, env: Optional[Dict[str, str]] = None) -> Kernel:
         req, wait = _acquire_request(pool, timeout_ms, lease_s, cwd, env)
-        return _kernel(self.request(req, wait))
+        return self._carry_out(self._daemons.acquire_plan(req, wait))
+
+    def _owner_request(self, kernel_id: str, req: Dict[str, Any]) -> Dict[str, Any]:
+        return self._carry_out(self._daemons.owner_plan(kernel_id, req))
 
     def release(self, kernel_id: str) -> None:
-        self.request({"op": "release", "kernel_id": kernel_id})
+        self._owner_request(kernel_id, {"op": "release", "kernel_id": kernel_id})
 
     def signal(self, kernel_id: str, signum: int) -> None:
-        self.request({"op": "signal", "kernel_id": kernel_id, "signum": int(signum)})
+        self._owner_request(kernel_id, {"op": "signal", "kernel_id": kernel_id, "signum": int(signum)})
 
     def poll(self, kernel_id: str) -> Optional[int]:
         """None while the kernel runs, else its exit code (minus the signal that killed it)."""
-        reply = self.request({"op": "poll", "kernel_id": kernel_id})
+        reply = self._owner_request(kernel_id, {"op": "poll", "kernel_id": kernel_id})
         return None if reply["alive"] else reply["exit_code"]
 
     def resize(self, pool: str, size: int) -> Dict[str, Any]:
@@ -200,30 +372,35 @@ class Client:
 class AsyncClient:
     """The same as Client, with coroutines (zmq.asyncio), for servers."""
 
-    def __init__(self, endpoint: Optional[str] = None, timeout_ms: int = DEFAULT_TIMEOUT_MS,
-                 server_key: Optional[str] = None, client_key_file: Optional[str] = None):
-        self.endpoint = endpoint or default_endpoint()
+    def __init__(self, endpoint: Endpoints = None, timeout_ms: int = DEFAULT_TIMEOUT_MS,
+                 server_key: Optional[str] = None, client_key_file: Optional[str] = None,
+                 view_ttl_ms: int = 1000):
+        self._daemons = _Daemons(endpoint, view_ttl_ms)
+        self.endpoints = self._daemons.endpoints
+        self.endpoint = self.endpoints[0]
         self.timeout_ms = timeout_ms
         self._keys = _curve_keys(server_key, client_key_file)
         self._ctx = zmq.asyncio.Context.instance()
 
-    async def request(self, req: Dict[str, Any], timeout_ms: Optional[int] = None) -> Dict[str, Any]:
-        _check_reachable(self.endpoint)
-        timeout_ms = timeout_ms or self.timeout_ms
+    async def request(self, req: Dict[str, Any], timeout_ms: Optional[int] = None,
+                      endpoint: Optional[str] = None) -> Dict[str, Any]:
+        endpoint = endpoint or self.endpoint
+        _check_reachable(endpoint)
+        exchange = _Exchange(endpoint, timeout_ms or self.timeout_ms)
         sock = _new_socket(self._ctx, self._keys)
-        monitor = sock.get_monitor_socket(_REFUSAL_EVENTS)
+        monitor = sock.get_monitor_socket(_WATCHED_EVENTS)
         try:
-            sock.connect(self.endpoint)
+            sock.connect(endpoint)
             await sock.send(json.dumps(req).encode())
             poller = zmq.asyncio.Poller()
             poller.register(sock, zmq.POLLIN)
             poller.register(monitor, zmq.POLLIN)
-            ready = dict(await poller.poll(timeout_ms))
-            if sock in ready:
-                return _result(json.loads(await sock.recv()))
-            if monitor in ready:
-                raise _refused(self.endpoint, parse_monitor_message(await monitor.recv_multipart()))
-            raise _timed_out(self.endpoint, timeout_ms)
+            while True:
+                ready = dict(await poller.poll(exchange.wait_ms()))
+                if sock in ready:
+                    return _result(json.loads(await sock.recv()))
+                if monitor in ready:
+                    exchange.event(parse_monitor_message(await monitor.recv_multipart()))
         finally:
             sock.disable_monitor()
             monitor.close()
@@ -232,8 +409,24 @@ class AsyncClient:
     async def ping(self) -> Dict[str, Any]:
         return await self.request({"op": "ping"})
 
+    async def _carry_out(self, plan):
+        try:
+            step = next(plan)
+            while True:
+                req, timeout_ms, endpoint = step
+                try:
+                    result: Any = await self.request(req, timeout_ms, endpoint)
+                except Error as e:
+                    result = e
+                step = plan.send(result)
+        except StopIteration as done:
+            return done.value
+
     async def status(self) -> Dict[str, Any]:
-        return await self.request({"op": "status"})
+        return _first_status(await self.statuses())
+
+    async def statuses(self) -> List[Tuple[str, Union[Dict[str, Any], Error]]]:
+        return await self._carry_out(self._daemons.statuses_plan())
 
     async def kernelspecs(self) -> Dict[str, Any]:
         return (await self.request({"op": "kernelspecs"}))["kernelspecs"]
@@ -242,16 +435,20 @@ class AsyncClient:
                       lease_s: Optional[float] = None, cwd: Optional[str] = None,
                       env: Optional[Dict[str, str]] = None) -> Kernel:
         req, wait = _acquire_request(pool, timeout_ms, lease_s, cwd, env)
-        return _kernel(await self.request(req, wait))
+        return await self._carry_out(self._daemons.acquire_plan(req, wait))
+
+    async def _owner_request(self, kernel_id: str, req: Dict[str, Any]) -> Dict[str, Any]:
+        return await self._carry_out(self._daemons.owner_plan(kernel_id, req))
 
     async def release(self, kernel_id: str) -> None:
-        await self.request({"op": "release", "kernel_id": kernel_id})
+        await self._owner_request(kernel_id, {"op": "release", "kernel_id": kernel_id})
 
     async def signal(self, kernel_id: str, signum: int) -> None:
-        await self.request({"op": "signal", "kernel_id": kernel_id, "signum": int(signum)})
+        await self._owner_request(kernel_id, {"op": "signal", "kernel_id": kernel_id,
+                                              "signum": int(signum)})
 
     async def poll(self, kernel_id: str) -> Optional[int]:
-        reply = await self.request({"op": "poll", "kernel_id": kernel_id})
+        reply = await self._owner_request(kernel_id, {"op": "poll", "kernel_id": kernel_id})
         return None if reply["alive"] else reply["exit_code"]
 
     async def resize(self, pool: str, size: int) -> Dict[str, Any]:

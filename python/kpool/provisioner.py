@@ -25,18 +25,22 @@ _NOT_FORWARDED = {"JPY_PARENT_PID"}
 class KpoolProvisioner(KernelProvisionerBase):
     pool = Unicode("", config=True, help="The kpoold pool to take kernels from.")
     endpoint = Unicode(None, allow_none=True, config=True,
-                       help="kpoold's control endpoint; default $KPOOL_ENDPOINT or kpoold's default.")
+                       help="kpoold's control endpoint, or several (comma-separated, or "
+                            "dns:NAME:PORT): acquires go to the daemon most likely to have a warm "
+                            "kernel and fail over; default $KPOOL_ENDPOINT or kpoold's default.")
     acquire_timeout_s = Float(60.0, config=True,
                               help="How long to wait for a warm kernel when the pool is empty.")
     lease_s = Float(None, allow_none=True, config=True,
                     help="Lease of each kernel in seconds; default: the pool's lease_s.")
 
     pooled_kernel_id: Optional[str] = None  # kpoold's id of the kernel we hold
+    kernel_endpoint: Optional[str] = None  # the daemon that handed it out
     pid: Optional[int] = None
     _last_exit_code: Optional[int] = None
 
     def _client(self) -> AsyncClient:
-        return AsyncClient(self.endpoint or None)
+        """The daemon that holds our kernel, else the configured daemon(s)."""
+        return AsyncClient(self.kernel_endpoint or self.endpoint or None)
 
     @property
     def has_process(self) -> bool:
@@ -57,10 +61,11 @@ class KpoolProvisioner(KernelProvisionerBase):
         env = kwargs.get("env") or {}
         extra = {k: v for k, v in env.items()
                  if os.environ.get(k) != v and k not in _NOT_FORWARDED}
-        kernel = await self._client().acquire(
+        kernel = await AsyncClient(self.endpoint or None).acquire(
             self.pool, timeout_ms=int(self.acquire_timeout_s * 1000), lease_s=self.lease_s,
             cwd=kwargs.get("cwd"), env=extra)
         self.pooled_kernel_id = kernel.kernel_id
+        self.kernel_endpoint = kernel.endpoint
         self.pid = kernel.pid
         self._last_exit_code = None
         self.connection_info = kernel.connection_info()  # all nine keys, key as bytes
@@ -112,11 +117,13 @@ class KpoolProvisioner(KernelProvisionerBase):
         except Error as e:
             if e.code != "unknown_kernel":  # it exited on its own (shutdown_request): fine
                 raise
+        finally:
+            self.kernel_endpoint = None
 
     async def get_provisioner_info(self) -> Dict[str, Any]:
         info = await super().get_provisioner_info()
         info.update(pooled_kernel_id=self.pooled_kernel_id, pid=self.pid, pool=self.pool,
-                    endpoint=self.endpoint)
+                    endpoint=self.endpoint, kernel_endpoint=self.kernel_endpoint)
         return info
 
     async def load_provisioner_info(self, provisioner_info: Dict[str, Any]) -> None:
@@ -125,3 +132,4 @@ class KpoolProvisioner(KernelProvisionerBase):
         self.pid = provisioner_info.get("pid")
         self.pool = provisioner_info.get("pool") or self.pool
         self.endpoint = provisioner_info.get("endpoint") or self.endpoint
+        self.kernel_endpoint = provisioner_info.get("kernel_endpoint")

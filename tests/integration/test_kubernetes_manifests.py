@@ -1,0 +1,106 @@
+"""deploy/kubernetes/ checked offline (kubectl's dry run needs a cluster): every manifest parses,
+the fields used are the ones Kubernetes knows, names and labels agree across objects, and the
+ConfigMap's kpool.toml passes `kpoold --check-config` with the pod's environment."""
+import os
+import subprocess
+
+import yaml
+
+from conftest import KPOOLD
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MANIFESTS = os.path.join(HERE, "..", "..", "deploy", "kubernetes")
+
+# The keys each object (and the nested parts we use) may have: a typo is an unknown key.
+SCHEMA = {
+    "Namespace": {"apiVersion", "kind", "metadata"},
+    "ConfigMap": {"apiVersion", "kind", "metadata", "data"},
+    "Secret": {"apiVersion", "kind", "metadata", "type", "stringData", "data"},
+    "Service": {"apiVersion", "kind", "metadata", "spec"},
+    "DaemonSet": {"apiVersion", "kind", "metadata", "spec"},
+}
+API = {"Namespace": "v1", "ConfigMap": "v1", "Secret": "v1", "Service": "v1", "DaemonSet": "apps/v1"}
+POD_SPEC = {"terminationGracePeriodSeconds", "enableServiceLinks", "automountServiceAccountToken",
+            "securityContext", "initContainers", "containers", "volumes"}
+CONTAINER = {"name", "image", "command", "env", "ports", "readinessProbe", "livenessProbe",
+             "resources", "securityContext", "volumeMounts"}
+POD_SECURITY = {"runAsNonRoot", "runAsUser", "runAsGroup", "fsGroup", "seccompProfile"}
+CONTAINER_SECURITY = {"allowPrivilegeEscalation", "readOnlyRootFilesystem", "capabilities"}
+PROBE = {"exec", "initialDelaySeconds", "periodSeconds", "timeoutSeconds", "failureThreshold"}
+
+
+def objects():
+    found = {}
+    for name in sorted(os.listdir(MANIFESTS)):
+        if name.endswith(".yaml"):
+            with open(os.path.join(MANIFESTS, name)) as f:
+                for doc in yaml.safe_load_all(f):
+                    found[doc["kind"]] = doc
+    return found
+
+
+def test_every_manifest_parses_and_uses_known_fields():
+    objs = objects()
+    assert set(objs) == set(SCHEMA)
+    for kind, obj in objs.items():
+        assert set(obj) <= SCHEMA[kind], (kind, set(obj) - SCHEMA[kind])
+        assert obj["apiVersion"] == API[kind]
+        assert set(obj["metadata"]) <= {"name", "namespace", "labels"}
+        if kind != "Namespace":
+            assert obj["metadata"]["namespace"] == objs["Namespace"]["metadata"]["name"]
+    pod = objs["DaemonSet"]["spec"]["template"]["spec"]
+    assert set(pod) <= POD_SPEC, set(pod) - POD_SPEC
+    assert set(pod["securityContext"]) <= POD_SECURITY
+    for c in pod["containers"] + pod["initContainers"]:
+        assert set(c) <= CONTAINER, set(c) - CONTAINER
+        assert set(c["securityContext"]) <= CONTAINER_SECURITY
+        assert c["securityContext"]["allowPrivilegeEscalation"] is False
+        assert c["securityContext"]["readOnlyRootFilesystem"] is True
+        assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+        for probe in ("readinessProbe", "livenessProbe"):
+            if probe in c:
+                assert set(c[probe]) <= PROBE
+                assert c[probe]["exec"]["command"] == ["kpool", "ping"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+
+
+def test_names_labels_ports_volumes_and_keys_agree():
+    objs = objects()
+    ds, svc = objs["DaemonSet"], objs["Service"]
+    labels = ds["spec"]["template"]["metadata"]["labels"]
+    assert ds["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert svc["spec"]["selector"].items() <= labels.items()
+    assert svc["spec"]["clusterIP"] == "None"  # headless: one A record per daemon
+    pod = ds["spec"]["template"]["spec"]
+    kpoold = next(c for c in pod["containers"] if c["name"] == "kpoold")
+    port_names = {p["name"] for p in kpoold["ports"]}
+    assert {p["targetPort"] for p in svc["spec"]["ports"]} <= port_names
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    for c in pod["containers"] + pod["initContainers"]:
+        for m in c.get("volumeMounts", []):
+            assert m["name"] in volumes
+    assert volumes["config"]["configMap"]["name"] == objs["ConfigMap"]["metadata"]["name"]
+    secret = objs["Secret"]
+    assert volumes["secret"]["secret"]["secretName"] == secret["metadata"]["name"]
+    for env in kpoold["env"]:
+        ref = env.get("valueFrom", {}).get("secretKeyRef")
+        if ref:
+            assert ref["name"] == secret["metadata"]["name"] and ref["key"] in secret["stringData"]
+    config = objs["ConfigMap"]["data"]["kpool.toml"]
+    assert "/var/run/kpool-keys/server.key" in config
+    assert any(m["mountPath"] == "/var/run/kpool-keys" for m in kpoold["volumeMounts"])
+    assert {"server.key", "probe.key"} <= set(secret["stringData"])
+
+
+def test_the_configmap_config_is_valid_for_kpoold(tmp_path):
+    config = objects()["ConfigMap"]["data"]["kpool.toml"]
+    path = tmp_path / "kpool.toml"
+    path.write_text(config)
+    env = dict(os.environ, POD_IP="10.1.2.3")
+    ok = subprocess.run([KPOOLD, "--check-config", str(path)], env=env, capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    # Without the downward API's POD_IP the config says which variable is missing, and where.
+    env.pop("POD_IP")
+    bad = subprocess.run([KPOOLD, "--check-config", str(path)], env=env, capture_output=True, text=True)
+    assert bad.returncode == 2
+    assert "POD_IP" in bad.stderr and "kpool.toml:" in bad.stderr
