@@ -171,10 +171,16 @@ size = 1
 """
 
 
-def test_the_provisioner_with_a_list_of_endpoints(daemon_set, tmp_path):
+def test_the_provisioner_and_kpool_exec_with_a_list_of_endpoints(daemon_set, tmp_path):
     daemons, endpoints, env = daemon_set(PYTHON_POOL)
     for d in daemons:
         d.wait_warm("python3", 1, timeout=60)
+    # kpool exec over the set: a warm kernel from one of the daemons, released afterwards.
+    out = subprocess.run([KPOOL, "exec", "--pool", "python3", "print(6 * 7)"], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stdout) == (0, "42\n"), out.stderr
+    for d in daemons:
+        wait_until(lambda: d.pool("python3")["leased"] == 0, timeout=20, what="exec's release")
     prefix = str(tmp_path / "prefix")
     subprocess.run([PYTHON, "-m", "kpool", "install-kernelspec", "--pool", "python3", "--prefix",
                     prefix, "--endpoint", endpoints, "--language", "python"], check=True, env=env)
