@@ -17,8 +17,9 @@ threads, the kernel object, a real HistoryManager (its own sqlite connection and
 number), `In`/`Out`/`_dh`, the shell's environment, extensions and startup code.
 
 The first pre-built kernel, right after answering its first kernel_info_request, reports which of
-the zygote's private pages it has written; later children break copy-on-write for those pages in
-bulk (MADV_POPULATE_WRITE) instead of faulting them one by one.
+the zygote's private pages it has written (the next one does, if it ends before that); later
+children break copy-on-write for those pages in bulk (MADV_POPULATE_WRITE) instead of faulting
+them one by one.
 
 The fast path is refused for the whole zygote (status says why) when ipykernel is not 6.x, the
 arguments start a subcommand, IPython logging is configured, or pre-building left a thread or a
@@ -441,12 +442,11 @@ class Zygote:
             return
         os.close(fd)
         self.learning = None
-        self.learned = True
         try:
             runs = json.loads(buffer)
         except ValueError:
-            self.send({"learned": 0, "why_not": "the first kernel exited before reporting"})
-            return
+            return  # that kernel ended before its first kernel_info: the next one teaches us
+        self.learned = True
         self.send(self.learn_hot_pages(runs))
 
     def learn_hot_pages(self, runs):

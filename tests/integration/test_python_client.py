@@ -3,13 +3,14 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
-import sys
+import time
 
 import pytest
 
 import kpool
-from conftest import FAKE_AND_HANG_POOLS as POOLS, PYTHON, alive, wait_until
+from conftest import FAKE_AND_HANG_POOLS as POOLS, PYTHON, wait_until
 
 
 
@@ -98,3 +99,28 @@ def test_install_kernelspec(kpoold, tmp_path):
     assert "endpoint" not in spec["metadata"]["kernel_provisioner"]["config"]
     r = subprocess.run([PYTHON, "-m", "kpool", "install-kernelspec"], capture_output=True, text=True)
     assert r.returncode == 2 and "--pool" in r.stderr
+
+
+def test_a_dead_or_silent_daemon_is_unreachable_at_once(tmp_path):
+    """A SIGKILLed daemon's socket refuses the connection: known in milliseconds. Something that
+    accepts but never completes the handshake: unreachable after 1 s, not the whole timeout."""
+    stale, silent = str(tmp_path / "stale"), str(tmp_path / "silent")
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(stale)
+    s.close()
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(silent)
+    listener.listen(8)
+    try:
+        cases = (("ipc://" + stale, "refused the connection", (0, 0.9)),
+                 ("ipc://" + silent, "did not complete a connection", (0.9, 4)))
+        for endpoint, words, (low, high) in cases:
+            for ping in (lambda: kpool.Client(endpoint, timeout_ms=15000).ping(),
+                         lambda: asyncio.run(kpool.AsyncClient(endpoint, timeout_ms=15000).ping())):
+                start = time.monotonic()
+                with pytest.raises(kpool.Error) as e:
+                    ping()
+                assert e.value.code == "unreachable" and words in e.value.message, e.value.message
+                assert low <= time.monotonic() - start < high
+    finally:
+        listener.close()
