@@ -30,8 +30,8 @@ result<curve_keys> load_curve_keys(std::string server_key, std::string client_ke
 // A fresh CURVE key pair (Z85 public, Z85 secret).
 std::pair<std::string, std::string> make_curve_keypair();
 
-// How long a daemon may take to complete the connection handshake before it counts as
-// unreachable (a refused connection counts at once).
+// How long a daemon may take to accept a tcp connection and complete the ZeroMQ handshake before
+// it counts as unreachable (a refused connection counts at once).
 inline constexpr std::chrono::milliseconds connect_timeout{1000};
 
 // One daemon.

@@ -109,7 +109,7 @@ def test_an_absent_daemon_is_reported_not_waited_for(tmp_path):
         start = time.monotonic()
         r = subprocess.run([KPOOL, "--endpoint", "ipc://%s" % silent, "status"],
                            capture_output=True, text=True, timeout=20)
-        assert r.returncode == 3 and "no connection within 1000 ms" in r.stderr, r.stderr
+        assert r.returncode == 3 and "dropped before a reply" in r.stderr, r.stderr
         assert 0.9 < time.monotonic() - start < 4
     finally:
         s.close()
