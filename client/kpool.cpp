@@ -4,8 +4,8 @@
 // 2 bad usage; 3 kpoold could not be reached or did not answer in time.
 #include "client/control_client.hpp"
 #include "client/exec_command.hpp"
-#include "client/run_command.hpp"
 #include "client/format.hpp"
+#include "client/run_command.hpp"
 #include "kpool/version.hpp"
 
 #include <fcntl.h>

@@ -1,11 +1,10 @@
 // kernel_process: launch, readiness probe over the wire protocol, graceful stop.
 #include "daemon/process/kernel_process.hpp"
 
+#include "daemon/loop/logging.hpp"
 #include "daemon/process/cpu_priority.hpp"
 #include "daemon/process/instance_dir.hpp"
-#include "daemon/loop/logging.hpp"
 #include "daemon/process/runtime_files.hpp"
-#include "daemon/loop/zmq_frames.hpp"
 #include "protocol/control.hpp"
 #include "protocol/hmac.hpp"
 #include "protocol/wire.hpp"

@@ -13,12 +13,11 @@
 // socket path prefix (ipc_socket_dirs.hpp), so nothing can collide.
 #pragma once
 
+#include "daemon/loop/uv_timer.hpp"
 #include "daemon/process/kernel_channel.hpp"
 #include "daemon/process/kernelspec.hpp"
 #include "daemon/process/launcher.hpp"
 #include "daemon/process/port_registry.hpp"
-#include "daemon/loop/uv_timer.hpp"
-#include "daemon/loop/zmq_watcher.hpp"
 #include "protocol/connection_info.hpp"
 #include "protocol/wire.hpp"
 
@@ -27,7 +26,6 @@
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <set>
 #include <string>
 
 namespace kpool::daemon {

@@ -1,8 +1,8 @@
 // launcher_registry: the spawn launcher and the pools' zygotes, started, retired and collected.
 #include "daemon/process/launcher_registry.hpp"
 
-#include "daemon/process/kernel_process.hpp"
 #include "daemon/loop/logging.hpp"
+#include "daemon/process/kernel_process.hpp"
 #include "daemon/process/spawn_launcher.hpp"
 #include "kpool/zygote_source.hpp"
 #include "protocol/control.hpp"

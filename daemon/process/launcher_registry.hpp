@@ -8,9 +8,9 @@
 #pragma once
 
 #include "config/config.hpp"
+#include "daemon/loop/uv_timer.hpp"
 #include "daemon/process/kernelspec.hpp"
 #include "daemon/process/launcher.hpp"
-#include "daemon/loop/uv_timer.hpp"
 #include "daemon/process/zygote_launcher.hpp"
 
 #include <nlohmann/json.hpp>

@@ -1,8 +1,8 @@
 // Private files on disk: the runtime directory, connection files, ipc socket paths.
 #pragma once
 
-#include "protocol/connection_info.hpp"
 #include "daemon/loop/unique_fd.hpp"
+#include "protocol/connection_info.hpp"
 #include "protocol/result.hpp"
 
 #include <string>

@@ -6,8 +6,8 @@
 // becomes readable, so it never lingers as a zombie.
 #include "daemon/process/spawn_launcher.hpp"
 
-#include "daemon/process/executable.hpp"
 #include "daemon/loop/logging.hpp"
+#include "daemon/process/executable.hpp"
 
 #include <fcntl.h>
 #include <pthread.h>

@@ -2,12 +2,12 @@
 #include "daemon/service/daemon.hpp"
 
 #include "config/paths.hpp"
-#include "daemon/process/instance_dir.hpp"
 #include "daemon/loop/logging.hpp"
+#include "daemon/process/instance_dir.hpp"
 #include "daemon/process/runtime_files.hpp"
+#include "kpool/version.hpp"
 #include "protocol/control.hpp"
 #include "protocol/hmac.hpp"
-#include "kpool/version.hpp"
 
 #include <sys/resource.h>
 #include <sys/stat.h>

@@ -1,8 +1,8 @@
 // kpoold's command line: run with a config file or the embedded default, or check a config.
 #include "config/config.hpp"
-#include "daemon/service/daemon.hpp"
-#include "daemon/process/kernelspec.hpp"
 #include "daemon/loop/logging.hpp"
+#include "daemon/process/kernelspec.hpp"
+#include "daemon/service/daemon.hpp"
 #include "kpool/default_config.hpp"
 #include "kpool/version.hpp"
 

@@ -1,9 +1,9 @@
 // The control protocol's ops (protocol/PROTOCOL.md), dispatched through a table by op name.
 #include "daemon/service/daemon.hpp"
 
+#include "daemon/loop/logging.hpp"
 #include "daemon/process/kernel_context.hpp"
 #include "daemon/process/kernelspec.hpp"
-#include "daemon/loop/logging.hpp"
 #include "daemon/service/status_json.hpp"
 #include "kpool/version.hpp"
 #include "protocol/control.hpp"
