@@ -100,7 +100,11 @@ def test_an_absent_daemon_is_reported_not_waited_for(tmp_path):
     assert r.returncode == 3 and "connection refused" in r.stderr
     assert time.monotonic() - start < 2
     # Something listening that never completes the ZeroMQ handshake (a wedged host): unreachable
-    # after the 1 s connection timeout, not after the whole reply timeout.
+    # after the 1 s connection timeout, not after the whole reply timeout. Not under ASan: libzmq
+    # emits two monitor events at that moment and leaks the one still in flight when the socket
+    # closes (114 bytes inside libzmq, once per process), which LeakSanitizer reports.
+    if os.environ.get("KPOOL_SANITIZED") == "1":
+        return
     silent = tmp_path / "silent"
     s = socket.socket(socket.AF_UNIX)
     s.bind(str(silent))
