@@ -3,9 +3,9 @@
 // Exit status: 0 done; 1 kpoold answered with an error (printed as "code: message");
 // 2 bad usage; 3 kpoold could not be reached or did not answer in time.
 #include "client/control_client.hpp"
-#include "client/exec_command.hpp"
-#include "client/format.hpp"
-#include "client/run_command.hpp"
+#include "cli/exec_command.hpp"
+#include "cli/format.hpp"
+#include "cli/run_command.hpp"
 #include "kpool/version.hpp"
 
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 // kpool exec: acquire, run one snippet, print as it comes, release.
-#include "client/exec_command.hpp"
+#include "cli/exec_command.hpp"
 
 #include "client/leased_kernel.hpp"
 #include "notebook/nbformat.hpp"

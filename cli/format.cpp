@@ -1,5 +1,5 @@
 // Plain-text tables: columns padded to their widest cell.
-#include "client/format.hpp"
+#include "cli/format.hpp"
 
 #include <algorithm>
 #include <cstdio>

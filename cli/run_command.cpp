@@ -1,5 +1,5 @@
 // kpool run: arguments, parameter merging, and running many notebooks N at a time.
-#include "client/run_command.hpp"
+#include "cli/run_command.hpp"
 
 #include "client/leased_kernel.hpp"
 #include "params/values.hpp"
