@@ -1,6 +1,9 @@
 // kpool exec: acquire, run one snippet, print as it comes, release.
 #include "cli/exec_command.hpp"
 
+#include "cli/commands.hpp"
+#include "cli/exit_status.hpp"
+#include "cli/stop_signals.hpp"
 #include "client/leased_kernel.hpp"
 #include "notebook/nbformat.hpp"
 #include "notebook/outputs.hpp"
@@ -9,7 +12,7 @@
 
 #include <cstdio>
 
-namespace kpool::client {
+namespace kpool::cli {
 namespace {
 
 using json = nlohmann::json;
@@ -30,37 +33,32 @@ void show(const json& output) {
             write_all(stdout, text->get<std::string>() + "\n");
         }
     } else if (type == "error") {
-        const bool colour = ::isatty(STDERR_FILENO) != 0;
-        std::string text;
-        for (const json& line : output.value("traceback", json::array())) {
-            if (line.is_string()) {
-                text += (colour ? line.get<std::string>() : protocol::strip_ansi(line.get<std::string>())) + "\n";
-            }
-        }
-        write_all(stderr, text);
+        write_all(stderr, protocol::traceback_text(output.value("traceback", json()),
+                                                   ::isatty(STDERR_FILENO) != 0));
     }
 }
 
 } // namespace
 
-int run_exec(daemon_set& daemons, const exec_options& options) {
+int exec_command(client::daemon_set& daemons, const exec_options& options) {
     catch_stop_signals();
-    acquire_request request{.pool = options.pool, .cwd = options.cwd, .env = options.env,
-                            .lease_s = std::nullopt, .wait = std::chrono::milliseconds(30000)};
+    client::acquire_request request{.pool = options.pool, .cwd = options.cwd, .env = options.env,
+                            .lease_s = std::nullopt, .wait = protocol::default_acquire_timeout};
     if (options.timeout_s) {
         // Should this process be killed outright, the kernel still comes back soon after.
         request.lease_s = *options.timeout_s + 60;
     }
-    auto acquired = leased_kernel::acquire(daemons, request);
-    if (auto* failure = std::get_if<acquire_failure>(&acquired)) {
+    auto acquired = client::leased_kernel::acquire(daemons, request);
+    if (auto* failure = std::get_if<client::acquire_failure>(&acquired)) {
         std::fprintf(stderr, "kpool: %s\n", failure->message.c_str());
-        return failure->exit_status;
+        return failure->why == client::acquire_failure::kind::unreachable ? exit_status::unreachable
+                                                                          : exit_status::failed;
     }
-    auto& kernel = *std::get<std::unique_ptr<leased_kernel>>(acquired);
+    auto& kernel = *std::get<std::unique_ptr<client::leased_kernel>>(acquired);
 
     json cells = json::array({{{"cell_type", "code"}, {"outputs", json::array()}}});
     notebook::output_builder outputs(cells);
-    auto hooks = kernel.hooks();
+    auto hooks = kernel.hooks(stop_requested);
     hooks.on_iopub = [&](const protocol::wire_message& msg) {
         json out = outputs.apply(msg, 0);
         if (!out.is_null() && !options.as_json) {
@@ -82,18 +80,43 @@ int run_exec(daemon_set& daemons, const exec_options& options) {
     }
     if (done.kernel_died) {
         std::fprintf(stderr, "kpool: kernel %s died while running the code\n", kernel.id().c_str());
-        return exit_kernel_died;
+        return exit_status::kernel_died;
     }
     if (done.cancelled) {
         std::fprintf(stderr, "kpool: interrupted\n");
-        return exit_interrupted;
+        return exit_status::interrupted;
     }
     if (done.timed_out) {
         std::fprintf(stderr, "kpool: the code did not finish within %g s (interrupted)\n",
                      *options.timeout_s);
-        return 1;
+        return exit_status::failed;
     }
-    return done.reply.value("status", "") == "ok" ? 0 : 1;
+    return done.reply.value("status", "") == "ok" ? exit_status::ok : exit_status::failed;
 }
 
-} // namespace kpool::client
+int exec_command_line(const invocation& inv) {
+    exec_options exec;
+    if (auto it = inv.values.find("--pool"); it != inv.values.end()) {
+        exec.pool = it->second;
+    }
+    if (auto it = inv.values.find("--cwd"); it != inv.values.end()) {
+        exec.cwd = it->second;
+    }
+    if (auto it = inv.values.find("--timeout"); it != inv.values.end()) {
+        exec.timeout_s = number<double>(it->second, "--timeout");
+    }
+    exec.env = inv.env;
+    exec.as_json = inv.as_json;
+    exec.code = inv.words[0];
+    if (exec.code == "-") {
+        exec.code.clear();
+        char buf[65536];
+        for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, stdin)) > 0;) {
+            exec.code.append(buf, n);
+        }
+    }
+    auto daemons = inv.daemons();
+    return exec_command(daemons, exec);
+}
+
+} // namespace kpool::cli

@@ -8,13 +8,12 @@
 #pragma once
 
 #include "client/daemon_set.hpp"
-#include "client/leased_kernel.hpp"
 
 #include <map>
 #include <optional>
 #include <string>
 
-namespace kpool::client {
+namespace kpool::cli {
 
 struct exec_options {
     std::string pool = "python3";
@@ -25,6 +24,6 @@ struct exec_options {
     std::string code;
 };
 
-int run_exec(daemon_set& daemons, const exec_options& options);
+int exec_command(client::daemon_set& daemons, const exec_options& options);
 
-} // namespace kpool::client
+} // namespace kpool::cli

@@ -2,11 +2,12 @@
 #include "cli/format.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <sstream>
 #include <vector>
 
-namespace kpool::client {
+namespace kpool::cli {
 namespace {
 
 using json = nlohmann::json;
@@ -69,23 +70,58 @@ std::string pool_state(const json& p) {
     return p.value("failing", false) ? "failing" : "ok";
 }
 
-const row pool_header = {"POOL", "KERNELSPEC", "SIZE", "WARM", "STARTING", "LEASED", "WAITING",
-                         "ACQUIRED", "SERVED_WARM", "WAITED", "TIMED_OUT", "SPAWN_FAILURES",
-                         "DIED_WARM", "HUNG_WARM", "ACQUIRE_P50_MS", "ACQUIRE_P99_MS",
-                         "TO_WARM_P50_S", "STATE"};
+// The pool table's columns: the fixed ones, then every counter the daemon reports (status'
+// "counters": the daemon's one counter table, so a new counter needs nothing here), then the
+// recent medians and the state.
+const row pool_fixed_columns = {"POOL", "KERNELSPEC", "SIZE", "WARM", "STARTING", "LEASED", "WAITING"};
+const row pool_recent_columns = {"ACQUIRE_P50_MS", "ACQUIRE_P99_MS", "TO_WARM_P50_S", "STATE"};
 const row kernel_header = {"KERNEL", "POOL", "PID", "STATE", "AGE_S", "LEASE_LEFT_S"};
 
-row pool_row(const json& p) {
+// The counter names of a status's first pool that has any (every pool reports the same ones).
+std::vector<std::string> counter_names(const json& status) {
+    std::vector<std::string> names;
+    const auto pools = status.find("pools");
+    if (pools == status.end() || !pools->is_array()) {
+        return names;
+    }
+    for (const json& p : *pools) {
+        const auto c = p.find("counters");
+        if (c != p.end() && c->is_object() && !c->empty()) {
+            for (const auto& [name, value] : c->items()) {
+                names.push_back(name);
+            }
+            break;
+        }
+    }
+    return names;
+}
+
+std::string upper(std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char ch) { return std::toupper(ch); });
+    return s;
+}
+
+row pool_header(const std::vector<std::string>& counters) {
+    row header = pool_fixed_columns;
+    for (const std::string& c : counters) {
+        header.push_back(upper(c));
+    }
+    header.insert(header.end(), pool_recent_columns.begin(), pool_recent_columns.end());
+    return header;
+}
+
+row pool_row(const json& p, const std::vector<std::string>& counters) {
     const json& c = p.value("counters", json::object());
     const json& recent = p.value("recent", json::object());
-    return {text(p["name"]), text(p["kernelspec"]), text(p["size"]), text(p["warm"]),
-            text(p["starting"]), text(p["leased"]), text(p["waiting"]),
-            text(c.value("acquired", json())), text(c.value("served_warm", json())),
-            text(c.value("waited", json())), text(c.value("timed_out", json())),
-            text(c.value("spawn_failures", json())), text(c.value("died_warm", json())),
-            text(c.value("hung_warm", json())), fixed(recent.value("acquire_ms_p50", json()), 3),
-            fixed(recent.value("acquire_ms_p99", json()), 3),
-            fixed(recent.value("time_to_warm_s_p50", json()), 2), pool_state(p)};
+    row r = {text(p["name"]), text(p["kernelspec"]), text(p["size"]), text(p["warm"]),
+             text(p["starting"]), text(p["leased"]), text(p["waiting"])};
+    for (const std::string& name : counters) {
+        r.push_back(text(c.value(name, json())));
+    }
+    r.insert(r.end(), {fixed(recent.value("acquire_ms_p50", json()), 3),
+                       fixed(recent.value("acquire_ms_p99", json()), 3),
+                       fixed(recent.value("time_to_warm_s_p50", json()), 2), pool_state(p)});
+    return r;
 }
 
 row kernel_row(const json& k) {
@@ -110,10 +146,11 @@ row with(std::string first, row r) {
 std::string format_status(const json& st) {
     std::ostringstream out;
     out << summary_line(st) << "\n\n";
-    std::vector<row> pools = {pool_header};
+    const auto counters = counter_names(st);
+    std::vector<row> pools = {pool_header(counters)};
     std::vector<std::string> errors;
     for (const json& p : st.value("pools", json::array())) {
-        pools.push_back(pool_row(p));
+        pools.push_back(pool_row(p, counters));
         if (p.contains("last_error") && p["last_error"].is_string()) {
             errors.push_back(text(p["name"]) + ": " + text(p["last_error"]));
         }
@@ -132,7 +169,13 @@ std::string format_status(const json& st) {
 
 std::string format_statuses(const std::vector<daemon_status>& daemons) {
     std::ostringstream out;
-    std::vector<row> pools = {with("HOST", pool_header)};
+    std::vector<std::string> counters;
+    for (const daemon_status& d : daemons) {
+        if (d.status && counters.empty()) {
+            counters = counter_names(*d.status);
+        }
+    }
+    std::vector<row> pools = {with("HOST", pool_header(counters))};
     std::vector<row> kernels = {with("HOST", kernel_header)};
     std::vector<std::string> errors;
     for (const daemon_status& d : daemons) {
@@ -145,7 +188,7 @@ std::string format_statuses(const std::vector<daemon_status>& daemons) {
                                                                         : st.value("host", std::string());
         out << host << " (" << d.endpoint << "): " << summary_line(st) << '\n';
         for (const json& p : st.value("pools", json::array())) {
-            pools.push_back(with(host, pool_row(p)));
+            pools.push_back(with(host, pool_row(p, counters)));
             if (p.contains("last_error") && p["last_error"].is_string()) {
                 errors.push_back(host + " " + text(p["name"]) + ": " + text(p["last_error"]));
             }
@@ -171,4 +214,4 @@ std::string format_kernelspecs(const json& reply) {
     return table(rows);
 }
 
-} // namespace kpool::client
+} // namespace kpool::cli

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace kpool::client {
+namespace kpool::cli {
 
 // A status reply as a summary line, a table of pools and a table of kernels.
 std::string format_status(const nlohmann::json& status);
@@ -25,4 +25,4 @@ std::string format_statuses(const std::vector<daemon_status>& daemons);
 // A kernelspecs reply as a table.
 std::string format_kernelspecs(const nlohmann::json& reply);
 
-} // namespace kpool::client
+} // namespace kpool::cli

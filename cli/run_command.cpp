@@ -1,21 +1,28 @@
 // kpool run: arguments, parameter merging, and running many notebooks N at a time.
 #include "cli/run_command.hpp"
 
-#include "client/leased_kernel.hpp"
+#include "cli/commands.hpp"
+#include "cli/exit_status.hpp"
+#include "cli/stop_signals.hpp"
+#include "kpool/version.hpp"
 #include "params/values.hpp"
 #include "runner/notebook_runner.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
-namespace kpool::client {
+namespace kpool::cli {
 namespace {
 
 namespace fs = std::filesystem;
@@ -29,9 +36,13 @@ struct parsed_run {
     std::vector<std::string> paths;
     std::string output_dir;
     int jobs = 1;
-    bool no_progress = false;
+    std::optional<bool> progress_bar; // papermill's default: on unless --log-output
+    bool help_notebook = false;
+    bool inject_input = false;
+    bool inject_output = false;
+    std::string log_level = "INFO";
     // Parameters in papermill's merge order, whatever the order on the command line.
-    std::vector<std::string> yaml_files, yaml_texts;
+    std::vector<std::string> base64_texts, yaml_files, yaml_texts;
     std::vector<std::pair<std::string, std::string>> typed, raw;
 };
 
@@ -47,8 +58,30 @@ double seconds(const std::string& text, const std::string& what) {
     throw usage_failure{what + " takes a number of seconds above 0, not '" + text + "'"};
 }
 
+int exit_status_of(runner::run_outcome outcome) {
+    switch (outcome) {
+    case runner::run_outcome::ok: return exit_status::ok;
+    case runner::run_outcome::cell_failed:
+    case runner::run_outcome::refused: return exit_status::failed;
+    case runner::run_outcome::bad_input: return exit_status::usage;
+    case runner::run_outcome::unreachable: return exit_status::unreachable;
+    case runner::run_outcome::interrupted: return exit_status::interrupted;
+    case runner::run_outcome::kernel_died: return exit_status::kernel_died;
+    }
+    return exit_status::failed;
+}
+
 std::chrono::milliseconds to_ms(double s) {
     return std::chrono::milliseconds(static_cast<std::int64_t>(s * 1000));
+}
+
+// papermill's engines that run cells the way kpool run does (nbclient is its default).
+bool is_default_engine(const std::string& name) { return name.empty() || name == "nbclient"; }
+
+// Is stdin a pipe (papermill's INPUT_PIPED: a notebook comes on stdin)?
+bool stdin_is_pipe() {
+    struct stat st{};
+    return ::fstat(STDIN_FILENO, &st) == 0 && S_ISFIFO(st.st_mode);
 }
 
 parsed_run parse(const std::vector<std::string>& args) {
@@ -66,6 +99,8 @@ parsed_run parse(const std::vector<std::string>& args) {
             r.options.pool = next();
         } else if (a == "-k" || a == "--kernel") {
             r.options.kernel = next();
+        } else if (a == "-l" || a == "--language") {
+            r.options.language = next();
         } else if (a == "--cwd") {
             r.options.cwd = next();
         } else if (a == "--env") {
@@ -85,18 +120,71 @@ parsed_run parse(const std::vector<std::string>& args) {
             r.yaml_texts.push_back(next());
         } else if (a == "-f" || a == "--parameters_file") {
             r.yaml_files.push_back(next());
-        } else if (a == "--start-timeout") {
+        } else if (a == "-b" || a == "--parameters_base64") {
+            r.base64_texts.push_back(next());
+        } else if (a == "--inject-input-path") {
+            r.inject_input = true;
+        } else if (a == "--inject-output-path") {
+            r.inject_output = true;
+        } else if (a == "--inject-paths") {
+            r.inject_input = r.inject_output = true;
+        } else if (a == "--engine") {
+            const std::string engine = next();
+            if (!is_default_engine(engine)) {
+                throw usage_failure{"--engine " + engine + ": kpool run executes cells as papermill's "
+                                    "default engine (nbclient) does; no other engine is supported"};
+            }
+        } else if (a == "--request-save-on-cell-execute") {
+            r.options.save_after_each_cell = true;
+        } else if (a == "--no-request-save-on-cell-execute") {
+            r.options.save_after_each_cell = false;
+        } else if (a == "--autosave-cell-every") {
+            const std::string n = next();
+            try {
+                std::size_t used = 0;
+                const long v = std::stol(n, &used);
+                if (used != n.size() || v < 0) {
+                    throw std::invalid_argument(n);
+                }
+                r.options.autosave_every = std::chrono::seconds(v);
+            } catch (const std::exception&) {
+                throw usage_failure{"--autosave-cell-every takes whole seconds (0: never), not '" + n + "'"};
+            }
+        } else if (a == "--prepare-only") {
+            r.options.prepare_only = true;
+        } else if (a == "--prepare-execute") {
+            r.options.prepare_only = false;
+        } else if (a == "--log-output") {
+            r.options.log_output = true;
+        } else if (a == "--no-log-output") {
+            r.options.log_output = false;
+        } else if (a == "--progress-bar") {
+            r.progress_bar = true;
+        } else if (a == "--no-progress-bar" || a == "--no-progress") {
+            r.progress_bar = false;
+        } else if (a == "--stdout-file") {
+            r.options.stdout_file = next();
+        } else if (a == "--stderr-file") {
+            r.options.stderr_file = next();
+        } else if (a == "--log-level") {
+            r.log_level = next();
+            static const std::set<std::string> levels = {"NOTSET", "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"};
+            if (levels.count(r.log_level) == 0) {
+                throw usage_failure{"--log-level takes NOTSET, DEBUG, INFO, WARNING, ERROR or CRITICAL, not '" +
+                                    r.log_level + "'"};
+            }
+        } else if (a == "--start-timeout" || a == "--start_timeout") {
             r.options.start_timeout = to_ms(seconds(next(), a));
         } else if (a == "--execution-timeout") {
             r.options.execution_timeout = to_ms(seconds(next(), a));
+        } else if (a == "--report-mode") {
+            r.options.report_mode = true;
+        } else if (a == "--no-report-mode") {
+            r.options.report_mode = false;
+        } else if (a == "--help-notebook") {
+            r.help_notebook = true;
         } else if (a == "--allow-errors") {
             r.options.allow_errors = true;
-        } else if (a == "--prepare-only") {
-            r.options.prepare_only = true;
-        } else if (a == "--log-output") {
-            r.options.log_output = true;
-        } else if (a == "--no-progress") {
-            r.no_progress = true;
         } else if (a == "--output-dir") {
             r.output_dir = next();
         } else if (a == "-j" || a == "--jobs") {
@@ -115,17 +203,42 @@ parsed_run parse(const std::vector<std::string>& args) {
             r.paths.push_back(a);
         }
     }
-    if (r.output_dir.empty() ? r.paths.size() != 2 : r.paths.empty()) {
-        throw usage_failure{r.output_dir.empty() ? "kpool run takes INPUT and OUTPUT (or INPUT... --output-dir DIR)"
-                                                 : "kpool run --output-dir DIR needs at least one INPUT"};
+    if (!r.output_dir.empty()) {
+        if (r.paths.empty()) {
+            throw usage_failure{"kpool run --output-dir DIR needs at least one INPUT"};
+        }
+        return r;
+    }
+    if (r.paths.size() > 2) {
+        throw usage_failure{"kpool run takes INPUT and OUTPUT (or INPUT... --output-dir DIR)"};
+    }
+    // papermill's rules: a notebook piped in, or stdout not a terminal, makes the paths optional
+    // ("-"); with a notebook piped in, a single path is OUTPUT.
+    const bool input_piped = stdin_is_pipe();
+    const bool output_piped = ::isatty(STDOUT_FILENO) == 0;
+    if (!r.help_notebook && !(input_piped || output_piped) && r.paths.size() < 2) {
+        throw usage_failure{r.paths.empty() ? "kpool run takes INPUT and OUTPUT (or INPUT... --output-dir DIR)"
+                                            : "missing OUTPUT (or - for stdout)"};
+    }
+    if (input_piped && r.paths.size() == 1 && !r.help_notebook) {
+        r.paths = {"-", r.paths[0]};
+    }
+    while (r.paths.size() < 2) {
+        r.paths.push_back("-");
     }
     return r;
 }
 
-// papermill's order: every -f, then every -y, then -p, then -r; a later value replaces an earlier
+// papermill's order: the injected paths, every -b, every -f, every -y, then -p, then -r; a later value replaces an earlier
 // one in its place.
-params::parameters merge_parameters(const parsed_run& r) {
+params::parameters merge_parameters(const parsed_run& r, const std::string& input, const std::string& output) {
     params::parameters all = params::parameters::object();
+    if (r.inject_input) {
+        all["PAPERMILL_INPUT_PATH"] = input;
+    }
+    if (r.inject_output) {
+        all["PAPERMILL_OUTPUT_PATH"] = output;
+    }
     auto merge_yaml = [&](const std::string& text, const std::string& source) {
         auto values = params::parse_yaml_parameters(text, source);
         if (!values) {
@@ -135,6 +248,13 @@ params::parameters merge_parameters(const parsed_run& r) {
             all[k] = v;
         }
     };
+    for (const std::string& text : r.base64_texts) {
+        auto decoded = params::base64_decode(text);
+        if (!decoded) {
+            throw usage_failure{"-b: " + decoded.err().message};
+        }
+        merge_yaml(*decoded, "-b");
+    }
     for (const std::string& file : r.yaml_files) {
         std::ifstream in(file);
         if (!in) {
@@ -156,29 +276,43 @@ params::parameters merge_parameters(const parsed_run& r) {
     return all;
 }
 
-int run_many(const std::vector<std::string>& endpoints, const curve_keys& keys, const parsed_run& r) {
+int log_level_number(const std::string& name) {
+    static const std::map<std::string, int> levels = {{"NOTSET", 0}, {"DEBUG", 10}, {"INFO", 20},
+                                                      {"WARNING", 30}, {"ERROR", 40}, {"CRITICAL", 50}};
+    return levels.at(name);
+}
+
+int run_many(const std::vector<std::string>& endpoints, const client::curve_keys& keys, const parsed_run& r) {
     std::error_code ec;
     fs::create_directories(r.output_dir, ec);
-    catch_stop_signals();
     std::atomic<std::size_t> next{0};
     std::atomic<int> failed{0};
     std::mutex print;
     auto worker = [&] {
-        daemon_set daemons(endpoints, keys);
+        client::daemon_set daemons(endpoints, keys);
         // After Ctrl-C the running notebooks are interrupted and no new one starts.
-        for (std::size_t i; stop_signal() == 0 && (i = next++) < r.paths.size();) {
+        for (std::size_t i; !stop_requested() && (i = next++) < r.paths.size();) {
             runner::run_options options = r.options;
             options.input = r.paths[i];
             options.output = (fs::path(r.output_dir) / fs::path(r.paths[i]).filename()).string();
             options.progress = false;
-            const auto result = runner::run_notebook(daemons, options, stderr);
-            if (result.exit_status != 0) {
+            options.log_level = std::max(options.log_level, 30); // a summary line each instead
+            runner::run_result result;
+            try {
+                options.parameters = merge_parameters(r, options.input, options.output);
+                result = runner::run_notebook(daemons, options, stderr);
+            } catch (const usage_failure& e) {
+                std::fprintf(stderr, "kpool: %s\n", e.message.c_str());
+                result = {runner::run_outcome::bad_input, e.message};
+            }
+            const int status = exit_status_of(result.outcome);
+            if (status != exit_status::ok) {
                 ++failed;
             }
             std::lock_guard lock(print);
             std::printf("%s -> %s: %s\n", options.input.c_str(), options.output.c_str(),
-                        result.exit_status == 0 ? result.summary.c_str()
-                                                : ("failed (exit " + std::to_string(result.exit_status) +
+                        status == exit_status::ok ? result.summary.c_str()
+                                                  : ("failed (exit " + std::to_string(status) +
                                                    (result.summary.empty() ? "" : ": " + result.summary) + ")")
                                                       .c_str());
             std::fflush(stdout);
@@ -191,36 +325,68 @@ int run_many(const std::vector<std::string>& endpoints, const curve_keys& keys, 
     for (auto& t : threads) {
         t.join();
     }
-    if (stop_signal() != 0) {
-        return exit_interrupted;
+    if (stop_requested()) {
+        return exit_status::interrupted;
     }
-    return failed == 0 ? 0 : 1;
+    return failed == 0 ? exit_status::ok : exit_status::failed;
 }
 
 } // namespace
 
-int run_run(const std::string& endpoint, const curve_keys& keys, const std::vector<std::string>& args) {
+int run_command(const std::string& endpoint, const client::curve_keys& keys,
+                const std::vector<std::string>& args) {
     parsed_run r;
     try {
         r = parse(args);
-        r.options.parameters = merge_parameters(r);
+        r.options.log_level = log_level_number(r.log_level);
+        if (r.help_notebook) {
+            return runner::print_notebook_help(r.paths.empty() ? "-" : r.paths[0], r.options.kernel,
+                                               r.options.language, stdout, stderr);
+        }
+        if (r.output_dir.empty()) {
+            r.options.input = r.paths[0];
+            r.options.output = r.paths[1];
+            r.options.parameters = merge_parameters(r, r.options.input, r.options.output);
+        }
     } catch (const usage_failure& e) {
         std::fprintf(stderr, "kpool: %s\n\n%s", e.message.c_str(), run_usage);
-        return 2;
+        return exit_status::usage;
     }
-    auto endpoints = parse_endpoints(endpoint);
+    auto endpoints = client::parse_endpoints(endpoint);
     if (!endpoints) {
         std::fprintf(stderr, "kpool: %s\n", endpoints.err().message.c_str());
-        return 2;
+        return exit_status::usage;
     }
+    catch_stop_signals();
+    r.options.cancelled = stop_requested;
     if (!r.output_dir.empty()) {
         return run_many(*endpoints, keys, r);
     }
-    r.options.input = r.paths[0];
-    r.options.output = r.paths[1];
-    r.options.progress = !r.no_progress && ::isatty(STDERR_FILENO) != 0;
-    daemon_set daemons(*endpoints, keys);
-    return runner::run_notebook(daemons, r.options, stderr).exit_status;
+    if (r.options.output == "-") {
+        // papermill: the notebook goes to stdout once, at the end, and only errors are logged.
+        r.options.save_after_each_cell = false;
+        if (r.options.log_level == 20) {
+            r.options.log_level = 40;
+        }
+    }
+    const bool bar = r.progress_bar.value_or(!r.options.log_output);
+    r.options.progress = bar && r.options.output != "-" && ::isatty(STDERR_FILENO) != 0;
+    client::daemon_set daemons(*endpoints, keys);
+    return exit_status_of(runner::run_notebook(daemons, r.options, stderr).outcome);
 }
 
-} // namespace kpool::client
+int run_command_line(const invocation& inv) {
+    for (const std::string& w : inv.raw) {
+        if (w == "-h" || w == "--help") {
+            std::fputs(run_usage, stdout);
+            return exit_status::ok;
+        }
+        if (w == "--version") {
+            std::printf("kpool %s (kpool run: papermill 2.6.0's command line)\n", kpool::version);
+            return exit_status::ok;
+        }
+    }
+    return run_command(inv.endpoint, inv.keys(), inv.raw);
+}
+
+} // namespace kpool::cli

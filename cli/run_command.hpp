@@ -8,30 +8,49 @@
 #include <string>
 #include <vector>
 
-namespace kpool::client {
+namespace kpool::cli {
 
 // `args` are the words after "run"; the control endpoint and keys were parsed already.
-int run_run(const std::string& endpoint, const curve_keys& keys, const std::vector<std::string>& args);
+int run_command(const std::string& endpoint, const client::curve_keys& keys,
+                const std::vector<std::string>& args);
 
-inline constexpr const char* run_usage = R"(usage: kpool run INPUT OUTPUT [options]      (INPUT or OUTPUT may be -)
+inline constexpr const char* run_usage = R"(usage: kpool run INPUT OUTPUT [options]      (INPUT or OUTPUT may be -; both may be left
+                                              out when a notebook is piped in or out)
        kpool run INPUT... --output-dir DIR [-j N] [options]
-  --pool P                 the pool to take the kernel from
-  -k, --kernel NAME        the pool whose kernelspec is NAME (default: the notebook's)
-  --cwd DIR                working directory in the kernel (default: INPUT's directory)
-  --env NAME=VALUE         environment variable in the kernel (repeatable)
-  -p NAME VALUE            parameter, typed as papermill does (True, False, None, int, float)
-  -r NAME VALUE            parameter, as a raw string
-  -y YAML                  parameters as YAML text
-  -f FILE                  parameters from a YAML file
-                           (merged: -f, then -y, then -p, then -r; later ones win)
-  --prepare-only           write the parameterized notebook without running it
-  --start-timeout S        how long to wait for a warm kernel (default 60)
-  --execution-timeout S    per cell: interrupt the kernel and stop after S seconds
-  --allow-errors           run on after a cell raises
-  --log-output             stream each cell's stdout and stderr as it arrives
-  --no-progress            no progress line (there is one only on a terminal anyway)
+papermill's options, with papermill's meaning:
+  -p, --parameters NAME VALUE   parameter, typed as papermill does (True, False, None, int, float)
+  -r, --parameters_raw NAME VALUE   parameter, as a raw string
+  -y, --parameters_yaml YAML    parameters as YAML text
+  -f, --parameters_file FILE    parameters from a YAML file
+  -b, --parameters_base64 B64   parameters as base64-encoded YAML
+                                (merged: injected paths, -b, -f, -y, -p, -r; later ones win)
+  --inject-input-path, --inject-output-path, --inject-paths
+                                PAPERMILL_INPUT_PATH / PAPERMILL_OUTPUT_PATH as parameters
+  -k, --kernel NAME             the pool whose kernelspec is NAME (default: the notebook's)
+  -l, --language LANG           the parameters' language (default: the notebook's)
+  --cwd DIR                     the kernel's working directory (default: this one)
+  --prepare-only/--prepare-execute   write the parameterized notebook without running it
+                                (needs no kpoold)
+  --start-timeout, --start_timeout S   how long to wait for a warm kernel (default 60)
+  --execution-timeout S         per cell: interrupt the kernel and stop after S seconds
+  --report-mode/--no-report-mode     hide the inputs of code cells
+  --log-output/--no-log-output  cell outputs and "Executing Cell N" banners on stderr
+  --progress-bar/--no-progress-bar   a progress line on stderr (a terminal's only)
+  --stdout-file FILE, --stderr-file FILE   the cells' stdout / stderr streams, also here
+  --request-save-on-cell-execute/--no-request-save-on-cell-execute
+                                write OUTPUT after every cell (default) or only at the end
+  --autosave-cell-every S       during a long cell, write OUTPUT every S seconds (default 30; 0 off)
+  --log-level LEVEL             DEBUG, INFO (default), WARNING, ERROR, CRITICAL
+  --engine nbclient             papermill's default engine, the only one
+  --help-notebook               the parameters the notebook's parameters cell defines
+  --version
+kpool's own:
+  --pool P                      the pool to take the kernel from
+  --env NAME=VALUE              environment variable in the kernel, on top of this process's
+  --allow-errors                run on after a cell raises
+  --output-dir DIR, -j N        many notebooks, N at a time, a summary line each
 Exit status: 0 ok, 1 a cell raised (OUTPUT still written), 2 bad input, 3 kpoold unreachable,
 130 interrupted, 138 the kernel died.
 )";
 
-} // namespace kpool::client
+} // namespace kpool::cli

@@ -9,22 +9,9 @@ namespace {
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-volatile std::sig_atomic_t caught_signal = 0;
-
 constexpr auto control_timeout = 5000ms;
 
 } // namespace
-
-void catch_stop_signals() {
-    struct sigaction action{};
-    action.sa_handler = [](int signum) { caught_signal = signum; };
-    sigemptyset(&action.sa_mask);
-    action.sa_flags = 0; // no SA_RESTART: a poll in progress returns, and we look at the flag
-    sigaction(SIGINT, &action, nullptr);
-    sigaction(SIGTERM, &action, nullptr);
-}
-
-int stop_signal() { return caught_signal; }
 
 leased_kernel::leased_kernel(daemon_set& daemons, std::string id,
                              const protocol::connection_info& info)
@@ -46,23 +33,23 @@ leased_kernel::acquire(daemon_set& daemons, const acquire_request& request) {
     auto answer = daemons.acquire(req, request.wait + control_timeout);
     auto& reply = answer.reply;
     if (!reply) {
-        return acquire_failure{3, reply.err().message};
+        return acquire_failure{acquire_failure::kind::unreachable, reply.err().message};
     }
     if (!reply->value("ok", false)) {
         const json& e = reply->value("error", json::object());
-        return acquire_failure{1, e.value("code", std::string("internal")) + ": " +
+        return acquire_failure{acquire_failure::kind::refused, e.value("code", std::string("internal")) + ": " +
                                       e.value("message", std::string())};
     }
     auto info = protocol::connection_info_from_json(reply->value("connection", json::object()));
     const std::string id = reply->value("kernel_id", std::string());
     if (!info) {
         (void)daemons.request_for_kernel(id, {{"op", "release"}, {"kernel_id", id}}, control_timeout);
-        return acquire_failure{1, "kpoold sent an unusable connection: " + info.err().message};
+        return acquire_failure{acquire_failure::kind::refused, "kpoold sent an unusable connection: " + info.err().message};
     }
     std::unique_ptr<leased_kernel> kernel(new leased_kernel(daemons, id, *info));
     auto ready = kernel->m_client->wait_until_ready(10000ms);
     if (!ready) {
-        return acquire_failure{1, "kernel " + id + ": " + ready.err().message};
+        return acquire_failure{acquire_failure::kind::refused, "kernel " + id + ": " + ready.err().message};
     }
     kernel->m_kernel_info = std::move(*ready);
     return kernel;
@@ -87,11 +74,11 @@ void leased_kernel::interrupt() {
     (void)request({{"op", "signal"}, {"kernel_id", m_id}, {"signum", SIGINT}});
 }
 
-jupyter::execute_hooks leased_kernel::hooks() {
+jupyter::execute_hooks leased_kernel::hooks(std::function<bool()> cancelled) {
     jupyter::execute_hooks h;
     h.alive = [this] { return alive(); };
     h.interrupt = [this] { interrupt(); };
-    h.cancelled = [] { return stop_signal() != 0; };
+    h.cancelled = std::move(cancelled);
     return h;
 }
 

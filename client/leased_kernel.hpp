@@ -1,12 +1,12 @@
 // A kernel taken from kpoold for as long as this object lives: acquired with the client's cwd and
-// env, connected (iopub proven subscribed), released when it goes, whatever happened. Also the
-// SIGINT/SIGTERM handling of the commands that run code (exec, run): a signal is recorded, the
-// wait for the kernel wakes up, and the command interrupts the kernel and cleans up.
+// env, connected (iopub proven subscribed), released when it goes, whatever happened.
 #pragma once
 
 #include "client/daemon_set.hpp"
 #include "jupyter/kernel_client.hpp"
+#include "protocol/control.hpp"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -20,12 +20,13 @@ struct acquire_request {
     std::optional<std::string> cwd;
     std::map<std::string, std::string> env;
     std::optional<double> lease_s;
-    std::chrono::milliseconds wait{30000}; // for a warm kernel
+    std::chrono::milliseconds wait = protocol::default_acquire_timeout; // for a warm kernel
 };
 
-// Why no kernel: `exit_status` is what the command exits with (1 kpoold said no, 3 unreachable).
+// Why no kernel: kpoold said no (or the kernel it gave was unusable), or no daemon answered.
 struct acquire_failure {
-    int exit_status;
+    enum class kind { refused, unreachable };
+    kind why;
     std::string message;
 };
 
@@ -47,8 +48,9 @@ public:
     bool alive();
     // kpoold's signal op with SIGINT (an interrupt_request for message-mode kernels).
     void interrupt();
-    // Hooks for jupyter::execute using the two above.
-    jupyter::execute_hooks hooks();
+    // Hooks for jupyter::execute using the two above; `cancelled` says when the caller gives up
+    // (the kernel is then interrupted).
+    jupyter::execute_hooks hooks(std::function<bool()> cancelled);
 
 private:
     leased_kernel(daemon_set& daemons, std::string id, const protocol::connection_info& info);
@@ -61,14 +63,5 @@ private:
     std::unique_ptr<jupyter::kernel_client> m_client;
     nlohmann::json m_kernel_info;
 };
-
-// Exit statuses of the commands that run code (exec, run).
-inline constexpr int exit_interrupted = 130; // SIGINT or SIGTERM: the kernel was interrupted
-inline constexpr int exit_kernel_died = 138;
-
-// Installs SIGINT and SIGTERM handlers that record the signal (and let blocking waits return).
-void catch_stop_signals();
-// The signal caught since catch_stop_signals, or 0.
-int stop_signal();
 
 } // namespace kpool::client

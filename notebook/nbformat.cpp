@@ -2,7 +2,10 @@
 // indent=1, sort_keys, ensure_ascii=False), matching nbformat 5's v4 reader and writer.
 #include "notebook/nbformat.hpp"
 
+#include "protocol/python_float.hpp"
+
 #include <algorithm>
+#include <cmath>
 
 namespace kpool::notebook {
 namespace {
@@ -187,13 +190,74 @@ result<json> read_notebook(std::string_view text, const std::string& source) {
     return nb;
 }
 
+namespace {
+
+// json.dumps(indent=1, sort_keys=True, separators=(",", ": "), ensure_ascii=False). nlohmann
+// keeps keys sorted by code point (UTF-8 byte order is the same) and escapes strings as Python
+// does; floats are written here, as Python's repr (nlohmann's Grisu2 is not always shortest:
+// 0.011508 can come out as 0.011507999999999999).
+void write_json(const json& j, std::string& out, int depth) {
+    auto newline = [&](int d) {
+        out += '\n';
+        out.append(static_cast<std::size_t>(d), ' ');
+    };
+    switch (j.type()) {
+    case json::value_t::object: {
+        if (j.empty()) {
+            out += "{}";
+            return;
+        }
+        out += '{';
+        bool first = true;
+        for (const auto& [key, value] : j.items()) {
+            out += first ? "" : ",";
+            first = false;
+            newline(depth + 1);
+            out += json(key).dump(-1, ' ', false, json::error_handler_t::replace);
+            out += ": ";
+            write_json(value, out, depth + 1);
+        }
+        newline(depth);
+        out += '}';
+        return;
+    }
+    case json::value_t::array: {
+        if (j.empty()) {
+            out += "[]";
+            return;
+        }
+        out += '[';
+        bool first = true;
+        for (const json& value : j) {
+            out += first ? "" : ",";
+            first = false;
+            newline(depth + 1);
+            write_json(value, out, depth + 1);
+        }
+        newline(depth);
+        out += ']';
+        return;
+    }
+    case json::value_t::number_float: {
+        const double d = j.get<double>();
+        out += std::isnan(d) ? "NaN" : std::isinf(d) ? (d < 0 ? "-Infinity" : "Infinity")
+                                                     : protocol::python_float_repr(d);
+        return;
+    }
+    default:
+        out += j.dump(-1, ' ', false, json::error_handler_t::replace);
+    }
+}
+
+} // namespace
+
 std::string write_notebook(const json& in_memory) {
     json nb = in_memory;
     for_each_multiline_field(nb, true, split_if_string);
     strip_transient(nb);
-    // json.dumps(indent=1, sort_keys=True, separators=(",", ": "), ensure_ascii=False): nlohmann
-    // keeps keys sorted by code point (UTF-8 byte order is the same) and escapes as Python does.
-    return nb.dump(1, ' ', false, json::error_handler_t::replace) + "\n";
+    std::string out;
+    write_json(nb, out, 0);
+    return out + "\n";
 }
 
 json output_for_file(const json& output) {

@@ -1,29 +1,85 @@
 // Parameters as code in the notebook's language, papermill's translators rule for rule (without
-// the optional Black formatting of Python): python, R, julia, bash, scala, matlab (and octave,
-// which reads matlab's syntax). Strings are escaped as Python's unicode_escape does, then quotes
-// per language; floats as Python's repr; None as None/NULL/nothing/NaN/'' ...; lists and dicts
-// as each language's literals.
+// the optional Black formatting of Python): one class per language, registered by name as
+// papermill registers them (python, R, julia, bash, scala, matlab; octave reads matlab's syntax).
+// Strings are escaped as Python's unicode_escape does, then quoted per language; floats as
+// Python's repr; None as None/NULL/nothing/NaN/'' ...; lists and dicts as each language's
+// literals. A kernel or language without a translator is an error, never a fall-back.
 #pragma once
 
 #include "params/values.hpp"
 #include "protocol/result.hpp"
 
 #include <optional>
+#include <regex>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace kpool::params {
 
+using ordered_value = nlohmann::ordered_json;
+
+// One parameter of a parameters cell, as papermill's inspection infers it (--help-notebook).
+struct parameter_info {
+    std::string name;
+    std::string inferred_type_name; // "None" when unknown
+    std::string default_value;      // the source text
+    std::string help;               // the trailing comment
+};
+
+class translator {
+public:
+    virtual ~translator() = default;
+    // The registry name: python, R, julia, bash, scala, matlab.
+    virtual const char* name() const = 0;
+
+    // The injected cell's source: "<comment> Parameters\n" and one assignment per line, in
+    // order. An error (bad_request) for a value the language cannot take (a dict in bash).
+    result<std::string> codify(const parameters& values) const;
+
+    // The names a parameters cell assigns, for the warning about unknown parameters.
+    std::set<std::string> assigned_names(const std::string& source) const;
+
+    // papermill's inspect(): the parameters a cell defines, or nothing where papermill's
+    // translator cannot introspect (every language but Python).
+    virtual std::optional<std::vector<parameter_info>> inspect(const std::string& source) const;
+
+    // One value as a literal of the language.
+    std::string literal(const ordered_value& v) const;
+
+protected:
+    virtual std::string none() const { return "None"; }
+    virtual std::string boolean(bool b) const { return b ? "true" : "false"; }
+    virtual std::string integer(const ordered_value& v) const { return integer_text(v); }
+    virtual std::string floating(double d) const { return python_float_repr(d); }
+    virtual std::string str(const std::string& s) const; // "..." with \" inside
+    virtual std::string list(const ordered_value& v) const;
+    virtual std::string dict(const ordered_value& v) const;
+    virtual std::string comment(const std::string& text) const { return "# " + text; }
+    virtual std::string assign(const std::string& name, const std::string& value) const {
+        return name + " = " + value;
+    }
+    virtual std::string line_end() const { return "\n"; }
+    // Matches an assignment at the start of a line; group 1 is the name.
+    virtual const std::regex& assignment() const = 0;
+
+    static std::string integer_text(const ordered_value& v) { return v.dump(); }
+    // The items' literals joined by `sep`.
+    std::string join(const ordered_value& items, const std::string& sep) const;
+    // A key: value list of a dict, each pair as `pair(key literal, value literal)`.
+    template <class F> std::string pairs(const ordered_value& v, const std::string& sep, F pair) const {
+        std::string out;
+        for (const auto& [k, item] : v.items()) {
+            out += (out.empty() ? "" : sep) + pair(str(k), literal(item));
+        }
+        return out;
+    }
+};
+
 // The translator for a kernel name or language (kernel name first, as papermill looks them up),
-// or nothing.
-std::optional<std::string> translator_for(const std::string& kernel_name, const std::string& language);
-
-// The injected cell's source: "<comment> Parameters\n" and one assignment per line, in order.
-// An error (bad_request) for a value the language cannot take (a dict in bash).
-result<std::string> translate_parameters(const std::string& translator, const parameters& values);
-
-// The names a parameters cell assigns, found as papermill's inspection would, for the warning
-// about unknown parameters.
-std::set<std::string> assigned_names(const std::string& translator, const std::string& source);
+// or nullptr.
+const translator* translator_for(const std::string& kernel_name, const std::string& language);
+// The registered names, for an error message.
+std::string translator_names();
 
 } // namespace kpool::params

@@ -1,6 +1,8 @@
 // Parameter values: CLI typing, YAML with PyYAML's implicit types, Python's float repr.
 #include "params/values.hpp"
 
+#include <sodium.h>
+
 #include <yaml-cpp/yaml.h>
 
 #include <cctype>
@@ -181,45 +183,18 @@ result<parameters> parse_yaml_parameters(std::string_view text, const std::strin
     return from_yaml(root);
 }
 
-std::string python_float_repr(double value) {
-    if (std::isnan(value)) {
-        return "nan";
+
+result<std::string> base64_decode(std::string_view text) {
+    std::string out(text.size() / 4 * 3 + 3, '\0');
+    std::size_t length = 0;
+    const char* end = nullptr;
+    if (sodium_base642bin(reinterpret_cast<unsigned char*>(out.data()), out.size(), text.data(),
+                          text.size(), " \t\r\n", &length, &end, sodium_base64_VARIANT_ORIGINAL) != 0 ||
+        end != text.data() + text.size()) {
+        return error{errc::bad_request, "not valid base64 (standard alphabet, with padding)"};
     }
-    if (std::isinf(value)) {
-        return value < 0 ? "-inf" : "inf";
-    }
-    char buf[64];
-    // The shortest digits that round-trip, in scientific form: d.ddde[+-]X.
-    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value, std::chars_format::scientific);
-    std::string sci(buf, end);
-    const auto e = sci.find('e');
-    std::string mantissa = sci.substr(0, e);
-    const int exponent = std::stoi(sci.substr(e + 1));
-    const bool negative = mantissa[0] == '-';
-    std::string digits;
-    for (char c : mantissa) {
-        if (c >= '0' && c <= '9') {
-            digits += c;
-        }
-    }
-    std::string out = negative ? "-" : "";
-    if (exponent < -4 || exponent >= 16) {
-        out += digits.substr(0, 1);
-        if (digits.size() > 1) {
-            out += "." + digits.substr(1);
-        }
-        char exp[16];
-        std::snprintf(exp, sizeof exp, "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
-        return out + exp;
-    }
-    if (exponent < 0) {
-        return out + "0." + std::string(static_cast<std::size_t>(-exponent - 1), '0') + digits;
-    }
-    const auto point = static_cast<std::size_t>(exponent) + 1;
-    if (digits.size() <= point) {
-        return out + digits + std::string(point - digits.size(), '0') + ".0";
-    }
-    return out + digits.substr(0, point) + "." + digits.substr(point);
+    out.resize(length);
+    return out;
 }
 
 } // namespace kpool::params

@@ -5,6 +5,7 @@
 // does: that order is the order of the injected assignments.
 #pragma once
 
+#include "protocol/python_float.hpp"
 #include "protocol/result.hpp"
 
 #include <nlohmann/json.hpp>
@@ -24,8 +25,10 @@ nlohmann::ordered_json resolve_cli_value(const std::string& text);
 // `source` and the line:col, or say that the document is not a mapping.
 result<parameters> parse_yaml_parameters(std::string_view text, const std::string& source);
 
-// Python's repr of a float: shortest round trip, scientific below 1e-4 and from 1e16 on,
-// ".0" on integral values, "nan"/"inf"/"-inf".
-std::string python_float_repr(double value);
+// papermill's -b: base64 text (standard alphabet, padded) -> the YAML it encodes.
+result<std::string> base64_decode(std::string_view text);
+
+// Python's repr of a float (protocol/python_float.hpp), for the parameter translators.
+using protocol::python_float_repr;
 
 } // namespace kpool::params

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -29,6 +30,9 @@ inline constexpr std::size_t max_echo_bytes = 128;
 // Bounds on client-supplied durations.
 inline constexpr std::int64_t max_timeout_ms = 3'600'000;
 inline constexpr double max_lease_s = 31'536'000.0;
+// An acquire without timeout_ms waits this long for a warm kernel (PROTOCOL.md); clients that
+// wait for the reply add their own margin to it.
+inline constexpr std::chrono::milliseconds default_acquire_timeout{30'000};
 
 struct control_request {
     std::string op;

@@ -125,4 +125,17 @@ std::string strip_ansi(const std::string& text) {
     return out;
 }
 
+std::string traceback_text(const nlohmann::json& traceback, bool keep_colour) {
+    std::string text;
+    if (!traceback.is_array()) {
+        return text;
+    }
+    for (const nlohmann::json& line : traceback) {
+        if (line.is_string()) {
+            text += (keep_colour ? line.get<std::string>() : strip_ansi(line.get<std::string>())) + "\n";
+        }
+    }
+    return text;
+}
+
 } // namespace kpool::protocol

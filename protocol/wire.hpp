@@ -48,6 +48,10 @@ result<wire_message> parse(const std::vector<std::string>& frames, std::string_v
 // and files, pipes and logs want plain text.
 std::string strip_ansi(const std::string& text);
 
+// An error's traceback (a JSON array of lines, as error outputs and replies carry it) as text,
+// one line each, ANSI colours removed unless `keep_colour`. Non-string items are skipped.
+std::string traceback_text(const nlohmann::json& traceback, bool keep_colour = false);
+
 // The current UTC time as ISO 8601 with microseconds, as Jupyter dates are written.
 std::string iso8601_now();
 

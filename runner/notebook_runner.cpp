@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+extern char** environ;
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -28,7 +30,7 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
 struct failure {
-    int exit_status;
+    run_outcome outcome;
     std::string message;
 };
 
@@ -40,7 +42,7 @@ std::string read_input(const std::string& path) {
     }
     std::ifstream in(path, std::ios::binary);
     if (!in) {
-        throw failure{2, path + ": cannot read: " + std::strerror(errno)};
+        throw failure{run_outcome::bad_input, path + ": cannot read: " + std::strerror(errno)};
     }
     text << in.rdbuf();
     return text.str();
@@ -55,12 +57,12 @@ void check_output_writable(const std::string& path) {
     std::string probe = (dir / ".kpool-probe-XXXXXX").string();
     const int fd = ::mkstemp(probe.data());
     if (fd < 0) {
-        throw failure{2, path + ": cannot write there: " + std::strerror(errno)};
+        throw failure{run_outcome::bad_input, path + ": cannot write there: " + std::strerror(errno)};
     }
     ::close(fd);
     ::unlink(probe.c_str());
     if (fs::is_directory(path)) {
-        throw failure{2, path + ": is a directory"};
+        throw failure{run_outcome::bad_input, path + ": is a directory"};
     }
 }
 
@@ -69,11 +71,18 @@ void write_atomically(const std::string& path, const std::string& text) {
     std::string temp = (target.parent_path() / ("." + target.filename().string() + ".kpool-XXXXXX")).string();
     const int fd = ::mkstemp(temp.data());
     if (fd < 0) {
-        throw failure{2, path + ": cannot write: " + std::strerror(errno)};
+        throw failure{run_outcome::bad_input, path + ": cannot write: " + std::strerror(errno)};
     }
-    const mode_t mask = ::umask(0);
-    ::umask(mask);
-    ::fchmod(fd, 0666 & ~mask); // as an ordinary file would be created; mkstemp makes 0600
+    // An existing OUTPUT keeps its mode (papermill rewrites it in place); a new one gets what an
+    // ordinary file would (mkstemp makes 0600).
+    struct stat existing{};
+    if (::stat(target.c_str(), &existing) == 0) {
+        ::fchmod(fd, existing.st_mode & 07777);
+    } else {
+        const mode_t mask = ::umask(0);
+        ::umask(mask);
+        ::fchmod(fd, 0666 & ~mask);
+    }
     std::size_t done = 0;
     while (done < text.size()) {
         const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
@@ -84,14 +93,14 @@ void write_atomically(const std::string& path, const std::string& text) {
             const int e = errno;
             ::close(fd);
             ::unlink(temp.c_str());
-            throw failure{2, path + ": cannot write: " + std::strerror(e)};
+            throw failure{run_outcome::bad_input, path + ": cannot write: " + std::strerror(e)};
         }
         done += static_cast<std::size_t>(n);
     }
     if (::close(fd) != 0 || ::rename(temp.c_str(), target.c_str()) != 0) {
         const int e = errno;
         ::unlink(temp.c_str());
-        throw failure{2, path + ": cannot write: " + std::strerror(e)};
+        throw failure{run_outcome::bad_input, path + ": cannot write: " + std::strerror(e)};
     }
 }
 
@@ -113,7 +122,7 @@ pool_choice choose_pool(client::daemon_set& daemons, const run_options& options,
         unreachable = answer.reply.err().message;
     }
     if (!status) {
-        throw failure{3, unreachable};
+        throw failure{run_outcome::unreachable, unreachable};
     }
     const json pools = status->value("pools", json::array());
     const json& spec = nb["metadata"].value("kernelspec", json::object());
@@ -134,9 +143,9 @@ pool_choice choose_pool(client::daemon_set& daemons, const run_options& options,
         }
     }
     if (!options.pool.empty()) {
-        throw failure{2, "kpoold has no pool '" + options.pool + "'; its pools: " + names};
+        throw failure{run_outcome::bad_input, "kpoold has no pool '" + options.pool + "'; its pools: " + names};
     }
-    throw failure{2, (wanted_kernel.empty() ? std::string("the notebook names no kernelspec")
+    throw failure{run_outcome::bad_input, (wanted_kernel.empty() ? std::string("the notebook names no kernelspec")
                                             : "no pool runs kernelspec '" + wanted_kernel + "'") +
                          ": choose one with --pool or -k; kpoold's pools: " +
                          (names.empty() ? std::string("none") : names)};
@@ -189,26 +198,80 @@ private:
 
 // What stopped the run, if anything.
 struct stop_reason {
-    int exit_status = 0;
+    run_outcome outcome = run_outcome::ok;
     std::string message;
 };
 
-class executor {
+// Where the cells' stream outputs go besides the notebook: --stdout-file and --stderr-file,
+// opened for the run (truncated, as papermill's click.File(mode='w') does).
+class stream_files {
 public:
-    executor(json& nb, const run_options& options, std::FILE* log, client::leased_kernel& kernel)
-        : m_nb(nb), m_options(options), m_log(log), m_kernel(kernel), m_outputs(nb["cells"]) {}
+    explicit stream_files(const run_options& options) {
+        if (options.stdout_file) {
+            m_out = open(*options.stdout_file);
+        }
+        if (options.stderr_file) {
+            m_err = open(*options.stderr_file);
+        }
+    }
+    ~stream_files() {
+        for (std::FILE* f : {m_out, m_err}) {
+            if (f != nullptr) {
+                std::fclose(f);
+            }
+        }
+    }
+    stream_files(const stream_files&) = delete;
+    stream_files& operator=(const stream_files&) = delete;
 
-    // Runs every cell; what stopped it, if anything. `save` is called after every cell.
-    stop_reason run(const std::function<void()>& save) {
+    void write(const json& output) {
+        std::FILE* to = output.value("name", "") == "stderr" ? m_err : m_out;
+        if (to != nullptr) {
+            const std::string text = output.value("text", "");
+            std::fwrite(text.data(), 1, text.size(), to);
+            std::fflush(to);
+        }
+    }
+
+private:
+    static std::FILE* open(const std::string& path) {
+        std::FILE* f = std::fopen(path.c_str(), "w");
+        if (f == nullptr) {
+            throw failure{run_outcome::bad_input, path + ": cannot write: " + std::strerror(errno)};
+        }
+        return f;
+    }
+    std::FILE* m_out = nullptr;
+    std::FILE* m_err = nullptr;
+};
+
+class cell_executor {
+public:
+    cell_executor(json& nb, const run_options& options, std::FILE* log, client::leased_kernel& kernel,
+             stream_files& files)
+        : m_nb(nb), m_options(options), m_log(log), m_kernel(kernel), m_files(files),
+          m_outputs(nb["cells"]) {}
+
+    // Runs every cell; what stopped it, if anything. `save` is called after every cell (and
+    // during long cells, every autosave_every).
+    stop_reason run_all(const std::function<void()>& save) {
+        m_save = save;
         json& cells = m_nb["cells"];
         progress_line progress(m_log, m_options.progress, cells.size());
         stop_reason stop;
-        for (std::size_t i = 0; i < cells.size() && stop.exit_status == 0 && !m_stopped_clean; ++i) {
+        for (std::size_t i = 0; i < cells.size() && stop.outcome == run_outcome::ok && !m_stopped_clean; ++i) {
+            if (m_options.log_output) { // papermill's banners: f'Executing Cell {n:-<40}'
+                std::fprintf(m_log, "Executing Cell %s\n", padded(i + 1, 40).c_str());
+            }
             cell_start(cells[i], wall_clock::now());
-            save();
+            save_now();
             stop = run_cell(i);
             cell_complete(cells[i], wall_clock::now());
-            save();
+            save_now();
+            if (m_options.log_output) {
+                std::fprintf(m_log, "Ending Cell %s\n", padded(i + 1, 43).c_str());
+                std::fflush(m_log);
+            }
             progress.show(i + 1);
         }
         progress.end();
@@ -228,7 +291,7 @@ private:
         cell["metadata"]["execution"] = json::object();
         cell["outputs"] = json::array();
         const bool allow = m_options.allow_errors || has_tag(cell, "raises-exception");
-        auto hooks = m_kernel.hooks();
+        auto hooks = m_kernel.hooks(m_options.cancelled);
         hooks.on_iopub = [&](const protocol::wire_message& msg) { on_iopub(msg, index); };
         jupyter::execute_request request{.code = cell.value("source", ""),
                                          .silent = false,
@@ -241,11 +304,11 @@ private:
         }
         if (done.kernel_died) {
             fail(index);
-            return {client::exit_kernel_died, "the kernel died while running cell " + std::to_string(index)};
+            return {run_outcome::kernel_died, "the kernel died while running cell " + std::to_string(index)};
         }
         if (done.cancelled) {
             fail(index);
-            return {client::exit_interrupted, "interrupted while running cell " + std::to_string(index)};
+            return {run_outcome::interrupted, "interrupted while running cell " + std::to_string(index)};
         }
         if (done.timed_out) {
             const double s = std::chrono::duration<double>(*m_options.execution_timeout).count();
@@ -256,7 +319,7 @@ private:
                                        {"evalue", message},
                                        {"traceback", {message}}});
             fail(index);
-            return {1, "cell " + std::to_string(index) + " timed out (the kernel was interrupted)"};
+            return {run_outcome::cell_failed, "cell " + std::to_string(index) + " timed out (the kernel was interrupted)"};
         }
         if (done.reply.value("status", "") == "error") {
             const std::string ename = done.reply.value("ename", "");
@@ -267,7 +330,7 @@ private:
             }
             if (!allow) {
                 fail(index);
-                return {1, ""};
+                return {run_outcome::cell_failed, ""};
             }
         }
         return {};
@@ -286,11 +349,42 @@ private:
             timing["iopub.execute_input"] = message_time(msg.header);
         }
         json out = m_outputs.apply(msg, index);
-        if (m_options.log_output && !out.is_null() && out.value("output_type", "") == "stream") {
-            const bool to_stdout = out.value("name", "") == "stdout" && m_options.output != "-";
-            const std::string text = out.value("text", "");
-            std::fwrite(text.data(), 1, text.size(), to_stdout ? stdout : m_log);
-            std::fflush(to_stdout ? stdout : m_log);
+        autosave();
+        if (out.is_null()) {
+            return;
+        }
+        if (out.value("output_type", "") == "stream") {
+            m_files.write(out);
+            if (m_options.log_output) {
+                const std::string text = out.value("text", "");
+                std::fwrite(text.data(), 1, text.size(), m_log);
+                std::fflush(m_log);
+            }
+        } else if (m_options.log_output) {
+            const json& data = out.value("data", json::object());
+            if (auto plain = data.find("text/plain"); plain != data.end() && plain->is_string()) {
+                std::fprintf(m_log, "%s\n", plain->get<std::string>().c_str());
+                std::fflush(m_log);
+            }
+        }
+    }
+
+    // A number left-aligned and padded with '-' to `width`, as Python's f'{n:-<width}'.
+    static std::string padded(std::size_t n, std::size_t width) {
+        std::string s = std::to_string(n);
+        return s.size() < width ? s + std::string(width - s.size(), '-') : s;
+    }
+
+    void save_now() {
+        m_save();
+        m_last_save = std::chrono::steady_clock::now();
+    }
+
+    // papermill's autosave_cell: on a message, save if the last save is autosave_every old.
+    void autosave() {
+        if (m_options.autosave_every.count() > 0 &&
+            std::chrono::steady_clock::now() - m_last_save >= m_options.autosave_every) {
+            save_now();
         }
     }
 
@@ -303,7 +397,10 @@ private:
     const run_options& m_options;
     std::FILE* m_log;
     client::leased_kernel& m_kernel;
+    stream_files& m_files;
     notebook::output_builder m_outputs;
+    std::function<void()> m_save;
+    std::chrono::steady_clock::time_point m_last_save = std::chrono::steady_clock::now();
     long m_failed = -1;
     bool m_stopped_clean = false;
 };
@@ -314,12 +411,7 @@ void report_error(std::FILE* log, const std::string& input, const json& cell, st
         if (out.value("output_type", "") != "error") {
             continue;
         }
-        std::string tb;
-        for (const json& line : out.value("traceback", json::array())) {
-            if (line.is_string()) {
-                tb += protocol::strip_ansi(line.get<std::string>()) + "\n";
-            }
-        }
+        const std::string tb = protocol::traceback_text(out.value("traceback", json()));
         const json& count = cell.value("execution_count", json());
         std::fprintf(log, "kpool: %s: cell %zu (In [%s]) raised %s: %s\n%s", input.c_str(), index,
                      count.is_null() ? "None" : count.dump().c_str(),
@@ -328,36 +420,71 @@ void report_error(std::FILE* log, const std::string& input, const json& cell, st
     }
 }
 
+// The kernelspec name a notebook asks for, -k first.
+std::string requested_kernel(const run_options& options, const json& nb) {
+    const json& spec = nb["metadata"].value("kernelspec", json::object());
+    return !options.kernel.empty() ? options.kernel : spec.is_object() ? spec.value("name", "") : "";
+}
+
+// OUTPUT's path once it is resolved through symlinks (papermill writes through the link).
+std::string output_target(const std::string& output) {
+    if (output == "-") {
+        return output;
+    }
+    std::error_code ec;
+    const fs::path resolved = fs::weakly_canonical(fs::absolute(output), ec);
+    return ec ? output : resolved.string();
+}
+
 } // namespace
 
 run_result run_notebook(client::daemon_set& daemons, const run_options& options, std::FILE* log) {
+    auto say = [&](int level, const std::string& line) {
+        if (level >= options.log_level) {
+            std::fprintf(log, "%s\n", line.c_str());
+            std::fflush(log);
+        }
+    };
     try {
+        for (const std::string& path : {options.input, options.output}) {
+            if (is_remote_path(path)) {
+                throw failure{run_outcome::bad_input,
+                              path + ": not supported yet: kpool run reads and writes local files; "
+                                     "use a local path"};
+            }
+        }
+        say(20, "Input Notebook:  " + options.input);
+        say(20, "Output Notebook: " + options.output);
         const std::string input_name = options.input == "-" ? "<stdin>" : options.input;
         auto parsed = notebook::read_notebook(read_input(options.input), input_name);
         if (!parsed) {
-            throw failure{2, parsed.err().message};
+            throw failure{run_outcome::bad_input, parsed.err().message};
         }
         json nb = std::move(parsed).value();
+        load_notebook(nb, std::string("kpool ") + kpool::version);
         check_output_writable(options.output);
-        const pool_choice pool = choose_pool(daemons, options, nb);
-        const std::string language = notebook_language(nb, pool.language);
+        // --prepare-only needs no kernel and so no daemon: the notebook says what it needs.
+        const pool_choice pool = options.prepare_only
+                                     ? pool_choice{"", requested_kernel(options, nb), ""}
+                                     : choose_pool(daemons, options, nb);
+        const std::string language = !options.language.empty() ? options.language
+                                                               : notebook_language(nb, pool.language);
 
         std::vector<std::string> warnings;
         if (!options.parameters.empty()) {
-            const auto translator = params::translator_for(pool.kernel_name, language);
-            if (!translator) {
-                throw failure{2, "kpool has no parameter translator for kernel '" + pool.kernel_name +
-                                     "' or language '" + language + "' (it has python, R, julia, "
-                                     "bash, scala, matlab and octave)"};
+            const params::translator* translator = params::translator_for(pool.kernel_name, language);
+            if (translator == nullptr) {
+                throw failure{run_outcome::bad_input,
+                              "kpool has no parameter translator for kernel '" + pool.kernel_name +
+                                  "' or language '" + language + "' (it has " + params::translator_names() + ")"};
             }
-            auto source = params::translate_parameters(*translator, options.parameters);
+            auto source = translator->codify(options.parameters);
             if (!source) {
-                throw failure{2, source.err().message};
+                throw failure{run_outcome::bad_input, source.err().message};
             }
             const long declared = first_tagged_cell(nb, "parameters");
-            const auto known = declared >= 0 ? params::assigned_names(
-                                                   *translator, nb["cells"][static_cast<std::size_t>(declared)]
-                                                                    .value("source", ""))
+            const auto known = declared >= 0 ? translator->assigned_names(
+                                                   nb["cells"][static_cast<std::size_t>(declared)].value("source", ""))
                                              : std::set<std::string>{};
             for (const auto& [name, value] : options.parameters.items()) {
                 if (known.count(name) == 0) {
@@ -367,13 +494,23 @@ run_result run_notebook(client::daemon_set& daemons, const run_options& options,
             inject_parameters(nb, *source, warnings);
         }
         for (const std::string& w : warnings) {
-            std::fprintf(log, "kpool: warning: %s: %s\n", input_name.c_str(), w.c_str());
+            say(30, "kpool: warning: " + input_name + ": " + w);
         }
         prepare_metadata(nb, options.input, options.output, options.parameters, json(options.env),
                          std::string("kpool ") + kpool::version);
-        auto save = [&] {
+        if (options.report_mode) {
+            hide_inputs(nb);
+        }
+        remove_error_markers(nb);
+        const std::string target = output_target(options.output);
+        auto write_output = [&] {
             if (options.output != "-") {
-                write_atomically(options.output, notebook::write_notebook(nb));
+                write_atomically(target, notebook::write_notebook(nb));
+            }
+        };
+        auto save = [&] {
+            if (options.save_after_each_cell) {
+                write_output();
             }
         };
         auto finish = [&](run_result r) {
@@ -382,53 +519,144 @@ run_result run_notebook(client::daemon_set& daemons, const run_options& options,
                 std::fwrite(text.data(), 1, text.size(), stdout);
                 std::fflush(stdout);
             } else {
-                save();
+                write_output();
             }
             return r;
         };
         if (options.prepare_only) {
-            return finish({0, "prepared"});
+            return finish({run_outcome::ok, "prepared"});
         }
 
-        client::catch_stop_signals();
-        client::acquire_request request{.pool = pool.pool, .cwd = options.cwd, .env = options.env,
-                                        .lease_s = std::nullopt, .wait = options.start_timeout};
-        if (!request.cwd) {
-            request.cwd = options.input == "-" ? fs::current_path().string()
-                                               : fs::absolute(options.input).parent_path().string();
+        stream_files files(options);
+        // The kernel sees this process's environment and working directory, as papermill's
+        // kernel (its child) does.
+        std::map<std::string, std::string> env = caller_environment();
+        for (const auto& [name, value] : options.env) {
+            env[name] = value;
         }
+        const fs::path cwd = options.cwd ? fs::absolute(*options.cwd) : fs::current_path();
+        if (options.cwd) {
+            say(20, "Working directory: " + *options.cwd);
+        }
+        client::acquire_request request{.pool = pool.pool, .cwd = cwd.lexically_normal().string(),
+                                        .env = std::move(env), .lease_s = std::nullopt,
+                                        .wait = options.start_timeout};
         auto acquired = client::leased_kernel::acquire(daemons, request);
         if (auto* f = std::get_if<client::acquire_failure>(&acquired)) {
-            throw failure{f->exit_status, f->message};
+            throw failure{f->why == client::acquire_failure::kind::unreachable ? run_outcome::unreachable
+                                                                               : run_outcome::refused,
+                          f->message};
         }
         auto& kernel = *std::get<std::unique_ptr<client::leased_kernel>>(acquired);
+        say(20, "Executing notebook with kernel: " + pool.kernel_name);
         if (auto info = kernel.kernel_info().find("language_info"); info != kernel.kernel_info().end()) {
             nb["metadata"]["language_info"] = *info;
         }
         const auto start = wall_clock::now();
         notebook_start(nb, start);
         save();
-        executor run(nb, options, log, kernel);
-        const stop_reason stop = run.run(save);
+        cell_executor cells(nb, options, log, kernel, files);
+        const stop_reason stop = cells.run_all(save);
         notebook_complete(nb, start, wall_clock::now());
         if (!stop.message.empty()) {
-            std::fprintf(log, "kpool: %s: %s\n", input_name.c_str(), stop.message.c_str());
-        } else if (stop.exit_status == 1 && run.failed_cell() >= 0) {
-            const auto index = static_cast<std::size_t>(run.failed_cell());
+            say(40, "kpool: " + input_name + ": " + stop.message);
+        } else if (stop.outcome == run_outcome::cell_failed && cells.failed_cell() >= 0 && options.log_level <= 40) {
+            const auto index = static_cast<std::size_t>(cells.failed_cell());
             report_error(log, input_name, nb["cells"][index], index);
         }
-        if (stop.exit_status == 1 && run.failed_cell() >= 0) {
-            const auto index = static_cast<std::size_t>(run.failed_cell());
+        if (stop.outcome == run_outcome::cell_failed && cells.failed_cell() >= 0) {
+            const auto index = static_cast<std::size_t>(cells.failed_cell());
             insert_error_cells(nb, index, nb["cells"][index].value("execution_count", json()));
         }
         const double seconds = std::chrono::duration<double>(wall_clock::now() - start).count();
-        return finish({stop.exit_status,
-                       stop.exit_status == 0 ? "ok (" + std::to_string(seconds).substr(0, 5) + " s)"
+        return finish({stop.outcome,
+                       stop.outcome == run_outcome::ok ? "ok (" + std::to_string(seconds).substr(0, 5) + " s)"
                                              : stop.message.empty() ? "failed" : stop.message});
     } catch (const failure& f) {
-        std::fprintf(log, "kpool: %s\n", f.message.c_str());
-        return {f.exit_status, f.message};
+        if (options.log_level <= 40) {
+            std::fprintf(log, "kpool: %s\n", f.message.c_str());
+        }
+        return {f.outcome, f.message};
     }
+}
+
+std::map<std::string, std::string> caller_environment() {
+    static const std::set<std::string> left_out = {"JPY_PARENT_PID", "KPOOL_INSTANCE", "PWD",
+                                                   "OLDPWD", "SHLVL", "_"};
+    std::map<std::string, std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+        const std::string_view entry(*e);
+        const auto eq = entry.find('=');
+        if (eq == std::string_view::npos || eq == 0) {
+            continue;
+        }
+        std::string name(entry.substr(0, eq));
+        if (left_out.count(name) == 0) {
+            env.emplace(std::move(name), std::string(entry.substr(eq + 1)));
+        }
+    }
+    return env;
+}
+
+bool is_remote_path(const std::string& path) {
+    static const char* const schemes[] = {"s3://", "gs://", "abs://", "adl://", "http://", "https://",
+                                          "wasb://", "wasbs://", "hdfs://", "gdrive://"};
+    for (const char* scheme : schemes) {
+        if (path.starts_with(scheme)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+int print_notebook_help(const std::string& path, const std::string& kernel,
+                        const std::string& language, std::FILE* out, std::FILE* log) {
+    auto parsed = notebook::read_notebook(read_input(path), path == "-" ? "<stdin>" : path);
+    if (!parsed) {
+        std::fprintf(log, "kpool: %s\n", parsed.err().message.c_str());
+        return 2;
+    }
+    const json& nb = *parsed;
+    std::fprintf(out, "Usage: kpool run [OPTIONS] NOTEBOOK_PATH [OUTPUT_PATH]\n");
+    std::fprintf(out, "\nParameters inferred for notebook '%s':\n", path.c_str());
+    const long at = first_tagged_cell(nb, "parameters");
+    if (at < 0) {
+        std::fprintf(out, "\n  No cell tagged 'parameters'\n");
+        return 1;
+    }
+    run_options options;
+    options.kernel = kernel;
+    const std::string kernel_name = requested_kernel(options, nb);
+    const std::string lang = !language.empty() ? language : notebook_language(nb, "");
+    const params::translator* translator = params::translator_for(kernel_name, lang);
+    if (translator == nullptr) {
+        std::fprintf(log, "kpool: no parameter translator for kernel '%s' or language '%s'\n",
+                     kernel_name.c_str(), lang.c_str());
+        return 2;
+    }
+    const auto found = translator->inspect(nb["cells"][static_cast<std::size_t>(at)].value("source", ""));
+    if (!found) {
+        std::fprintf(log, "Translator for '%s' language does not support parameter introspection.\n",
+                     lang.c_str());
+    }
+    if (!found || found->empty()) {
+        std::fprintf(out, "\n  Can't infer anything about this notebook's parameters. It may not have any "
+                          "parameter defined.\n");
+        return 0;
+    }
+    for (const params::parameter_info& p : *found) {
+        const std::string type = p.inferred_type_name == "None" ? "Unknown type" : p.inferred_type_name;
+        const std::string definition = "  " + p.name + ": " + type + " (default " + p.default_value + ")";
+        if (definition.size() > 30) {
+            std::fprintf(out, "%s\n", definition.c_str());
+            if (!p.help.empty()) {
+                std::fprintf(out, "%s%s\n", std::string(34, ' ').c_str(), p.help.c_str());
+            }
+        } else {
+            std::fprintf(out, "%-34s%s\n", definition.c_str(), p.help.c_str());
+        }
+    }
+    return 0;
 }
 
 } // namespace kpool::runner

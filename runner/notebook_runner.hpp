@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -22,22 +23,68 @@ struct run_options {
     std::string output; // a path, or "-" for stdout (written once, at the end)
     std::string pool;        // empty: chosen by kernel or by the notebook's kernelspec
     std::string kernel;      // -k: the pool whose kernelspec this is
-    std::optional<std::string> cwd; // default: INPUT's directory
+    std::string language;    // -l: the parameters' language, whatever the notebook says
+    // The kernel's working directory; relative to this process's. Default: this process's, as
+    // papermill's kernel inherits it.
+    std::optional<std::string> cwd;
+    // On top of this process's environment, which the kernel sees as papermill's would
+    // (caller_environment() says which variables are left out).
     std::map<std::string, std::string> env;
     std::chrono::milliseconds start_timeout{60000};
     std::optional<std::chrono::milliseconds> execution_timeout; // per cell
     params::parameters parameters = params::parameters::object();
     bool allow_errors = false;
     bool prepare_only = false;
+    bool report_mode = false;         // inputs hidden, as papermill's --report-mode
+    bool save_after_each_cell = true; // papermill's request_save_on_cell_execute
+    // During a long cell, OUTPUT is saved again when a message arrives this long after the last
+    // save (papermill's autosave_cell_every; 0: never).
+    std::chrono::seconds autosave_every{30};
     bool progress = false;   // a progress line on the log stream
-    bool log_output = false; // cell streams echoed as they arrive
+    // papermill's --log-output: "Executing Cell N---" banners, and every cell's streams and
+    // text/plain results, on the log stream.
+    bool log_output = false;
+    // Every stdout (stderr) stream output written here too, as it arrives.
+    std::optional<std::string> stdout_file;
+    std::optional<std::string> stderr_file;
+    // Python logging's levels (10 DEBUG ... 50 CRITICAL): what reaches the log stream. INFO:
+    // "Input Notebook:" and such; WARNING: warnings; ERROR: the failure report.
+    int log_level = 20;
+    // Asked while a cell runs: true when the caller gives up (the kernel is interrupted, OUTPUT
+    // written, the run ends as `interrupted`).
+    std::function<bool()> cancelled = [] { return false; };
+};
+
+enum class run_outcome {
+    ok,
+    cell_failed, // a cell raised (or timed out); OUTPUT written with the error cells
+    refused,     // kpoold said no (no kernel in time, ...)
+    bad_input,   // the notebook, the parameters or OUTPUT
+    unreachable, // no daemon answered
+    interrupted, // `cancelled` said so; the kernel was interrupted
+    kernel_died,
 };
 
 struct run_result {
-    int exit_status = 0;  // 0, 1 (a cell failed), 2 (bad input), 3, 130, 138
+    run_outcome outcome = run_outcome::ok;
     std::string summary;  // one line: how it ended
 };
 
 run_result run_notebook(client::daemon_set& daemons, const run_options& options, std::FILE* log);
+
+// This process's environment as the kernel should see it, without what describes a kernel
+// process rather than the caller: JPY_PARENT_PID and KPOOL_INSTANCE (the kernel's own parent
+// and daemon run), PWD and OLDPWD (the kernel's cwd is set by cwd), SHLVL and _ (the shell's
+// bookkeeping).
+std::map<std::string, std::string> caller_environment();
+
+// A path papermill reads through another I/O handler (s3://, gs://, http(s)://, ...): kpool
+// run reads and writes local files only.
+bool is_remote_path(const std::string& path);
+
+// papermill's --help-notebook: the parameters a notebook's parameters cell defines, as
+// papermill prints them (to `out`); its exit status (1 when no cell is tagged parameters).
+int print_notebook_help(const std::string& path, const std::string& kernel,
+                        const std::string& language, std::FILE* out, std::FILE* log);
 
 } // namespace kpool::runner

@@ -3,6 +3,7 @@
 
 #include "protocol/hmac.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 
@@ -120,6 +121,36 @@ void inject_parameters(json& nb, const std::string& source, std::vector<std::str
     }
 }
 
+void load_notebook(json& nb, const std::string& version) {
+    if (nb.value("nbformat", 0) == 4 && nb.value("nbformat_minor", 0) < 5) {
+        nb["nbformat_minor"] = 5; // nbformat.v4.upgrade: 4.5, every cell with an id
+        for (json& cell : nb["cells"]) {
+            if (!cell.contains("id")) {
+                cell["id"] = new_cell_id();
+            }
+        }
+    }
+    json& meta = nb["metadata"];
+    if (!meta.contains("papermill")) {
+        meta["papermill"] = {{"default_parameters", json::object()},
+                             {"parameters", json::object()},
+                             {"environment_variables", json::object()},
+                             {"version", version}};
+    }
+    for (json& cell : nb["cells"]) {
+        json& cm = cell["metadata"];
+        if (!cm.is_object()) {
+            cm = json::object();
+        }
+        if (!cm.contains("tags")) {
+            cm["tags"] = json::array();
+        }
+        if (!cm.contains("papermill")) {
+            cm["papermill"] = json::object();
+        }
+    }
+}
+
 void prepare_metadata(json& nb, const std::string& input_path, const std::string& output_path,
                       const nlohmann::ordered_json& parameters, const json& environment,
                       const std::string& version) {
@@ -129,8 +160,12 @@ void prepare_metadata(json& nb, const std::string& input_path, const std::string
     }
     pm["input_path"] = input_path;
     pm["output_path"] = output_path;
-    pm["parameters"] = json::parse(parameters.dump());
-    pm["environment_variables"] = environment;
+    if (!parameters.empty()) { // a run without parameters keeps the ones recorded before
+        pm["parameters"] = json::parse(parameters.dump());
+    }
+    if (!environment.empty()) {
+        pm["environment_variables"] = environment;
+    }
     pm["version"] = version;
 }
 
@@ -193,6 +228,27 @@ void notebook_complete(json& nb, wall_clock::time_point start, wall_clock::time_
         }
         if (cpm.value("status", "") == "pending") {
             cpm["status"] = "completed";
+        }
+    }
+}
+
+void remove_error_markers(json& nb) {
+    json& cells = nb["cells"];
+    json kept = json::array();
+    for (json& cell : cells) {
+        const json& tags = cell.value("metadata", json::object()).value("tags", json::array());
+        if (!(tags.is_array() && std::find(tags.begin(), tags.end(), json(error_marker_tag)) != tags.end())) {
+            kept.push_back(std::move(cell));
+        }
+    }
+    cells = std::move(kept);
+}
+
+void hide_inputs(json& nb) {
+    for (json& cell : nb["cells"]) {
+        if (cell.value("cell_type", "") == "code") {
+            // papermill writes cell.get('jupyter', {}) (a key cells never have) over what was there.
+            cell["metadata"]["jupyter"] = {{"source_hidden", true}};
         }
     }
 }

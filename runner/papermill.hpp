@@ -35,8 +35,13 @@ long first_tagged_cell(const json& nb, const std::string& tag);
 // the top (`warnings` then says so). nbformat 4.5 notebooks give the new cell an id.
 void inject_parameters(json& nb, const std::string& source, std::vector<std::string>& warnings);
 
-// metadata.papermill before a run: input and output paths, parameters, environment variables
-// (the --env ones), version.
+// papermill's load_notebook_node: a 4.x notebook upgraded to 4.5 (cell ids), metadata.papermill
+// created when missing (default_parameters, parameters, environment_variables, version), and
+// every cell given tags ([]) and metadata.papermill ({}) when it has none.
+void load_notebook(json& nb, const std::string& version);
+
+// metadata.papermill before a run: input and output paths, version, and the parameters and
+// environment variables (the --env ones) when there are any (else what was recorded stays).
 void prepare_metadata(json& nb, const std::string& input_path, const std::string& output_path,
                       const nlohmann::ordered_json& parameters, const json& environment,
                       const std::string& version);
@@ -53,6 +58,14 @@ void notebook_complete(json& nb, wall_clock::time_point start, wall_clock::time_
 // The banner at the top and the anchor before cell `failed_cell` (both markdown, tagged
 // papermill-error-cell-tag); `execution_count` is the failed cell's, as papermill shows it.
 void insert_error_cells(json& nb, std::size_t failed_cell, const json& execution_count);
+
+// papermill's remove_error_markers: the cells an earlier failed run left (tagged
+// papermill-error-cell-tag) go, so a re-run that succeeds shows no stale banner.
+void remove_error_markers(json& nb);
+
+// papermill's report mode: every code cell's input hidden (metadata.jupyter replaced by
+// {"source_hidden": true}, as papermill replaces it).
+void hide_inputs(json& nb);
 
 // A random 8-hex-digit cell id, as nbformat makes them.
 std::string new_cell_id();

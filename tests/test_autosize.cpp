@@ -98,7 +98,7 @@ struct counting_driver final : kernel_driver {
         return kpool::ok_status();
     }
     void stop_kernel(const std::string& id) override { stopped.push_back(id); }
-    void kernel_idle(const std::string&, bool) override {}
+    void watch_kernel(const std::string&, bool) override {}
     void hurry(const std::string&) override {}
     // Stopped kernels exit at the next step (report_exits), as the daemon would report them.
     std::size_t reported = 0;

@@ -74,4 +74,18 @@ TEST_SUITE("nbformat") {
                                     " \"nbformat_minor\": 4\n"
                                     "}\n");
     }
+
+    TEST_CASE("floats are written as Python's repr, the shortest that reads back") {
+        nlohmann::json nb = {{"cells", nlohmann::json::array()},
+                             {"metadata", {{"d", 11508 / 1e6}, {"big", 1e16}, {"small", 1e-5},
+                                           {"whole", 3.0}, {"nan", std::nan("")}}},
+                             {"nbformat", 4},
+                             {"nbformat_minor", 4}};
+        const std::string text = kpool::notebook::write_notebook(nb);
+        CHECK(text.find("\"d\": 0.011508,") != std::string::npos); // not 0.011507999999999999
+        CHECK(text.find("\"big\": 1e+16,") != std::string::npos);
+        CHECK(text.find("\"small\": 1e-05,") != std::string::npos);
+        CHECK(text.find("\"whole\": 3.0\n") != std::string::npos);
+        CHECK(text.find("\"nan\": NaN,") != std::string::npos);
+    }
 }

@@ -64,53 +64,82 @@ TEST_SUITE("params") {
         CHECK(python_float_repr(-HUGE_VAL) == "-inf");
     }
 
+    kpool::result<std::string> codify(const char* lang, const ojson& values) {
+        return translator_for(lang, "")->codify(values);
+    }
+    std::set<std::string> names(const char* lang, const std::string& source) {
+        return translator_for(lang, "")->assigned_names(source);
+    }
+
     TEST_CASE("translators are found by kernel name, then language") {
-        CHECK(translator_for("python3", "python") == "python");
-        CHECK(translator_for("ir", "R") == "R");
-        CHECK(translator_for("sparkkernel", "x") == "scala");
-        CHECK(translator_for("octave", "octave") == "matlab");
-        CHECK_FALSE(translator_for("xr", "fake").has_value());
+        CHECK(std::string(translator_for("python3", "python")->name()) == "python");
+        CHECK(std::string(translator_for("ir", "R")->name()) == "R");
+        CHECK(std::string(translator_for("sparkkernel", "x")->name()) == "scala");
+        CHECK(std::string(translator_for("octave", "octave")->name()) == "matlab");
+        CHECK(translator_for("xr", "fake") == nullptr); // an error for the caller, not Python
+        CHECK(translator_names() == "R, bash, julia, matlab, octave, pysparkkernel, python, scala, "
+                                    "sparkkernel, sparkrkernel");
     }
 
     TEST_CASE("each language's literals, as papermill writes them") {
         const ojson values = ojson::parse(
             R"({"s": "a \"q\" 'b' \\ \n é 😀", "i": 3, "big": 3000000000, "f": 0.5, "t": true,
                 "n": null, "l": [1, "x"], "d": {"k": 1.0}})");
-        CHECK(*translate_parameters("python", values) ==
+        CHECK(*codify("python", values) ==
               "# Parameters\n"
               "s = \"a \\\"q\\\" 'b' \\\\ \\n \\xe9 \\U0001f600\"\n"
               "i = 3\nbig = 3000000000\nf = 0.5\nt = True\nn = None\nl = [1, \"x\"]\nd = {\"k\": 1.0}\n");
-        CHECK(*translate_parameters("R", values) ==
+        CHECK(*codify("R", values) ==
               "# Parameters\n"
               "s = \"a \\\"q\\\" 'b' \\\\ \\n \\xe9 \\U0001f600\"\n"
               "i = 3\nbig = 3000000000\nf = 0.5\nt = TRUE\nn = NULL\nl = list(1, \"x\")\n"
               "d = list(\"k\" = 1.0)\n");
         const ojson simple = ojson::parse(R"({"i": 3, "big": 3000000000, "t": false, "n": null,
                                               "l": [1, "x y"], "d": {"k": "v"}})");
-        CHECK(*translate_parameters("julia", simple) ==
+        CHECK(*codify("julia", simple) ==
               "# Parameters\ni = 3\nbig = 3000000000\nt = false\nn = nothing\nl = [1, \"x y\"]\n"
               "d = Dict(\"k\" => \"v\")\n");
-        CHECK(*translate_parameters("scala", simple) ==
+        CHECK(*codify("scala", simple) ==
               "// Parameters\nval i = 3\nval big = 3000000000L\nval t = false\nval n = None\n"
               "val l = Seq(1, \"x y\")\nval d = Map(\"k\" -> \"v\")\n");
-        CHECK(*translate_parameters("matlab", simple) ==
+        CHECK(*codify("matlab", simple) ==
               "% Parameters\ni = 3;\nbig = 3000000000;\nt = false;\nn = NaN;\nl = {1, \"x y\"};\n"
               "d = containers.Map({'k'}, {\"v\"});\n");
         const ojson shell = ojson::parse(R"({"a": "plain", "b": "it's", "c": "", "n": null,
                                              "l": [1, "x y"]})");
-        CHECK(*translate_parameters("bash", shell) ==
+        CHECK(*codify("bash", shell) ==
               "# Parameters\na=plain\nb='it'\"'\"'s'\nc=''\nn=\nl=(1 'x y')\n");
-        CHECK(translate_parameters("bash", ojson::parse(R"({"d": {"k": 1}})")).err().message ==
+        CHECK(codify("bash", ojson::parse(R"({"d": {"k": 1}})")).err().message ==
               "a dict parameter cannot be written in bash");
-        CHECK(*translate_parameters("R", ojson::parse(R"({"__x": 1})")) == "# Parameters\nx = 1\n");
-        CHECK(*translate_parameters("python", ojson{{"x", std::nan("")}}) ==
+        CHECK(*codify("R", ojson::parse(R"({"__x": 1})")) == "# Parameters\nx = 1\n");
+        CHECK(*codify("python", ojson{{"x", std::nan("")}}) ==
               "# Parameters\nx = float('nan')\n");
     }
 
+    TEST_CASE("papermill's inspection of a Python parameters cell (--help-notebook)") {
+        const auto found = *translator_for("python3", "python")->inspect(
+            "# Parameters\nalpha = 0.1  # the learning rate\nn: int = 3\nname: 'str' = \"x\"\n"
+            "items = [\n  1,  # one\n  2,\n]  # the items\nbad = a == b\nk = 4 # type: int  and help\n");
+        REQUIRE(found.size() == 5);
+        CHECK(found[0].name == "alpha");
+        CHECK(found[0].inferred_type_name == "None");
+        CHECK(found[0].default_value == "0.1");
+        CHECK(found[0].help == "the learning rate");
+        CHECK(found[1].inferred_type_name == "int");
+        CHECK(found[2].inferred_type_name == "str");
+        CHECK(found[2].default_value == "\"x\"");
+        CHECK(found[3].default_value == "[1,2,]");
+        CHECK(found[3].help == "the items");
+        CHECK(found[4].name == "k");
+        CHECK(found[4].inferred_type_name == "int");
+        CHECK(found[4].help == "and help");
+        CHECK_FALSE(translator_for("ir", "R")->inspect("x = 1").has_value()); // as papermill
+    }
+
     TEST_CASE("the names a parameters cell assigns") {
-        CHECK(assigned_names("python", "# comment\nalpha = 0.1\nn: int = 3\nif x == 1:\n  pass\n") ==
+        CHECK(names("python", "# comment\nalpha = 0.1\nn: int = 3\nif x == 1:\n  pass\n") ==
               std::set<std::string>{"alpha", "n"});
-        CHECK(assigned_names("R", "alpha <- 0.1\nbeta = 2\n") == std::set<std::string>{"alpha", "beta"});
-        CHECK(assigned_names("bash", "x=1\nexport y=2\n") == std::set<std::string>{"x", "y"});
+        CHECK(names("R", "alpha <- 0.1\nbeta = 2\n") == std::set<std::string>{"alpha", "beta"});
+        CHECK(names("bash", "x=1\nexport y=2\n") == std::set<std::string>{"x", "y"});
     }
 }

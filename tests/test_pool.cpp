@@ -34,12 +34,12 @@ struct fake_driver final : kernel_driver {
         return kpool::ok_status();
     }
     void stop_kernel(const std::string& id) override { stopped.push_back(id); }
-    std::set<std::string> idle; // kernels the daemon would watch with heartbeats
-    void kernel_idle(const std::string& id, bool is_idle) override {
-        if (is_idle) {
-            idle.insert(id);
+    std::set<std::string> watched; // kernels the daemon would watch with heartbeats
+    void watch_kernel(const std::string& id, bool on) override {
+        if (on) {
+            watched.insert(id);
         } else {
-            idle.erase(id);
+            watched.erase(id);
         }
     }
     kpool::errc fail_code = errc::internal;
@@ -254,22 +254,22 @@ TEST_SUITE("pool") {
         f.p->refill(f.now);
         f.warm("k1");
         f.warm("k2");
-        CHECK(f.driver.idle == std::set<std::string>{"k1", "k2"});
+        CHECK(f.driver.watched == std::set<std::string>{"k1", "k2"});
         f.p->on_unresponsive("k1", "no kernel_info_reply to a heartbeat within 5.0 s", f.now);
         CHECK(f.driver.stopped == std::vector<std::string>{"k1"});
-        CHECK(f.driver.idle == std::set<std::string>{"k2"});
+        CHECK(f.driver.watched == std::set<std::string>{"k2"});
         CHECK(f.p->counters().hung_warm == 1);
         CHECK(f.driver.started.size() == 3); // replacement on its way
         const kernel_entry* k = granted(f.p->acquire(1, 5s, std::nullopt, f.now));
         REQUIRE(k != nullptr);
         CHECK(k->id == "k2");
-        CHECK(f.driver.idle.empty()); // leased: hands off
+        CHECK(f.driver.watched.empty()); // leased: hands off
         f.p->on_unresponsive("k2", "late", f.now); // a beat in flight at lease time: ignored
         CHECK(f.p->counters().hung_warm == 1);
         f.p->on_exited("k1", "killed by signal 9", f.now);
         CHECK(f.p->counters().died_warm == 0); // counted once, as hung
         f.p->return_unseen("k2", f.now);
-        CHECK(f.driver.idle == std::set<std::string>{"k2"});
+        CHECK(f.driver.watched == std::set<std::string>{"k2"});
     }
 
     TEST_CASE("a start refused for want of resources is capacity, not a failure, and retried") {
@@ -375,7 +375,7 @@ TEST_SUITE("pool") {
         REQUIRE(granted(f.p->acquire(1, 5s, std::nullopt, f.now)) != nullptr);
         f.p->refill(f.now);
         CHECK(std::holds_alternative<acquire_queued>(f.p->acquire(2, 5s, std::nullopt, f.now)));
-        f.p->shut_down();
+        f.p->shut_down(f.now);
         CHECK(f.sink.failures == std::vector<std::pair<waiter_id, errc>>{{2, errc::shutting_down}});
         CHECK(f.driver.stopped.size() == f.p->kernels().size());
         const auto started = f.driver.started.size();
@@ -388,7 +388,7 @@ TEST_SUITE("pool") {
               errc::shutting_down);
     }
 
-    TEST_CASE("resize: shrinking stops idle surplus (starting first), never a leased kernel") {
+    TEST_CASE("resize: shrinking stops unleased surplus (starting first), never a leased kernel") {
         fixture f(3, 3);
         f.p->refill(f.now);
         f.warm("k1");

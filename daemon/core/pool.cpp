@@ -103,7 +103,7 @@ void pool::set_state(kernel_entry& k, kernel_state s, clock::time_point now) {
     k.state = s;
     k.state_since = now;
     if (was_warm != is_warm) {
-        m_driver.kernel_idle(k.id, is_warm);
+        m_driver.watch_kernel(k.id, is_warm);
     }
 }
 
@@ -311,7 +311,7 @@ void pool::on_exited(const std::string& id, const std::string& reason, clock::ti
         logger("pool")->info("leased kernel {} exited: {}", id, reason);
     }
     if (k.state == kernel_state::warm) {
-        m_driver.kernel_idle(id, false);
+        m_driver.watch_kernel(id, false);
     }
     if (k.state == kernel_state::stopping) {
         --m_budget.stopping;
@@ -439,11 +439,10 @@ void pool::fail_waiters(const error& err) {
     }
 }
 
-void pool::shut_down() {
+void pool::shut_down(clock::time_point now) {
     m_shutting_down = true;
     m_backoff_until.reset();
     fail_waiters({errc::shutting_down, "the daemon is shutting down"});
-    const auto now = clock::now();
     for (auto& [id, k] : m_kernels) {
         stop(k, now);
     }

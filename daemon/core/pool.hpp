@@ -113,9 +113,9 @@ public:
     virtual void hurry(const std::string& id) = 0;
     // Shut a kernel down; on_exited follows.
     virtual void stop_kernel(const std::string& id) = 0;
-    // A kernel became warm (idle in the pool: watch its health) or stopped being warm (handed
-    // out or stopping: hands off).
-    virtual void kernel_idle(const std::string& id, bool idle) = 0;
+    // A kernel became warm (unleased in the pool: watch its health, `watched`) or stopped being
+    // warm (leased or stopping: hands off).
+    virtual void watch_kernel(const std::string& id, bool watched) = 0;
 };
 
 // Answers for acquires that waited.
@@ -176,14 +176,14 @@ public:
     void refill(clock::time_point now);
 
     // Fails every waiter with shutting_down and stops every kernel. No refills afterwards.
-    void shut_down();
+    void shut_down(clock::time_point now);
 
     // Live reconfiguration (SIGHUP, and the resize/drain ops). None of these touches a leased
     // kernel: it runs on until released or its lease expires.
     //
     // A new config for this pool. Warm kernels stay, unless `replace_warm` (they were started
     // differently: another kernelspec or kernel.json, transport, ip, limits, startup_code,
-    // launcher or python; reload.cpp decides), then the idle ones are replaced. A smaller size
+    // launcher or python; reload.cpp decides), then the unleased ones are replaced. A smaller size
     // stops the surplus, a larger one starts the difference.
     void reconfigure(config::pool_config cfg, bool replace_warm, clock::time_point now);
     void resize(int size, clock::time_point now);
@@ -216,7 +216,7 @@ private:
     void record_failure(const std::string& reason, clock::time_point now);
     error unavailable_error(clock::time_point now) const;
     void fail_waiters(const error& err);
-    // Stops idle kernels (starting ones first, then warm) until warm + starting <= keep.
+    // Stops unleased kernels (starting ones first, then warm) until warm + starting <= keep.
     void stop_surplus(int keep, clock::time_point now);
     // size = "auto": a new target from the autosizer, applied.
     void autosize(clock::time_point now);

@@ -2,6 +2,7 @@
 #include "daemon/loop/zmq_watcher.hpp"
 
 #include "daemon/loop/logging.hpp"
+#include "daemon/loop/uv_handle.hpp"
 
 #include <stdexcept>
 
@@ -11,14 +12,15 @@ namespace {
 constexpr int max_messages_per_turn = 256;
 }
 
-struct zmq_watcher::handles {
+struct zmq_watcher::handles final : uv_handle_group<zmq_watcher::handles> {
     uv_poll_t poll;
     uv_prepare_t prepare;
     uv_check_t check;
     uv_idle_t idle;
     zmq::socket_t* socket = nullptr; // null once the owner is gone
     std::function<void()> on_readable;
-    int open_handles = 0;
+
+    bool releasable() const { return socket == nullptr; }
 
     bool readable() const noexcept {
         try {
@@ -39,13 +41,6 @@ struct zmq_watcher::handles {
     }
 
     template <class H> static handles* of(H* h) { return static_cast<handles*>(h->data); }
-
-    static void closed(uv_handle_t* h) {
-        auto* self = static_cast<handles*>(h->data);
-        if (--self->open_handles == 0) {
-            delete self;
-        }
-    }
 };
 
 zmq_watcher::zmq_watcher(uv_loop_t* loop, zmq::socket_t& socket, std::function<void()> on_readable)
@@ -57,13 +52,14 @@ zmq_watcher::zmq_watcher(uv_loop_t* loop, zmq::socket_t& socket, std::function<v
         delete m_handles;
         throw std::runtime_error(std::string("uv_poll_init: ") + uv_strerror(rc));
     }
+    m_handles->adopt(&m_handles->poll);
     // These three cannot fail on a valid loop.
     uv_prepare_init(loop, &m_handles->prepare);
+    m_handles->adopt(&m_handles->prepare);
     uv_check_init(loop, &m_handles->check);
+    m_handles->adopt(&m_handles->check);
     uv_idle_init(loop, &m_handles->idle);
-    m_handles->open_handles = 4;
-    m_handles->poll.data = m_handles->prepare.data = m_handles->check.data = m_handles->idle.data =
-        m_handles;
+    m_handles->adopt(&m_handles->idle);
 
     uv_poll_start(&m_handles->poll, UV_READABLE,
                   [](uv_poll_t* h, int, int) { handles::of(h)->dispatch(); });
@@ -86,10 +82,10 @@ zmq_watcher::~zmq_watcher() {
     // alive until the handles are freed; a null socket stops further dispatch.
     m_handles->socket = nullptr;
     // Closing the poll handle stops watching the fd now, before the owner closes the socket.
-    uv_close(reinterpret_cast<uv_handle_t*>(&m_handles->poll), handles::closed);
-    uv_close(reinterpret_cast<uv_handle_t*>(&m_handles->prepare), handles::closed);
-    uv_close(reinterpret_cast<uv_handle_t*>(&m_handles->check), handles::closed);
-    uv_close(reinterpret_cast<uv_handle_t*>(&m_handles->idle), handles::closed);
+    m_handles->close(&m_handles->poll);
+    m_handles->close(&m_handles->prepare);
+    m_handles->close(&m_handles->check);
+    m_handles->close(&m_handles->idle);
 }
 
 } // namespace kpool::daemon

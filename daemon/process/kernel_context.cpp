@@ -97,7 +97,7 @@ std::string julia_code(const kernel_context& ctx) {
     return "let; " + body + "nothing; end";
 }
 
-std::string octave_code(const kernel_context& ctx) {
+std::string matlab_code(const kernel_context& ctx) {
     std::string body;
     if (ctx.cwd) {
         body += "cd(" + c_style_literal(*ctx.cwd) + "); ";
@@ -123,7 +123,8 @@ result<std::string> bash_code(const kernel_context& ctx) {
     return body.empty() ? std::string(":") : body;
 }
 
-enum class family { python, r, julia, octave, bash, none };
+// By syntax: Octave reads MATLAB's, as the parameter translators have it.
+enum class family { python, r, julia, matlab, bash, none };
 
 family family_of(const std::string& language) {
     const std::string l = lower(language);
@@ -137,7 +138,7 @@ family family_of(const std::string& language) {
         return family::julia;
     }
     if (l == "octave" || l == "matlab") {
-        return family::octave;
+        return family::matlab;
     }
     if (l == "bash" || l == "sh") {
         return family::bash;
@@ -156,7 +157,7 @@ result<std::string> builtin_context_code(const std::string& language, const kern
     case family::python: return render_context_snippet(python_template, context);
     case family::r: return r_code(context);
     case family::julia: return julia_code(context);
-    case family::octave: return octave_code(context);
+    case family::matlab: return matlab_code(context);
     case family::bash: return bash_code(context);
     case family::none: break;
     }

@@ -49,8 +49,18 @@ kernel_process::kernel_process(uv_loop_t* loop, zmq::context_t& zmq, launcher& l
     : m_loop(loop), m_zmq(zmq), m_launcher(launcher), m_setup(std::move(setup)), m_events(events),
       m_session(protocol::random_hex(16)), m_shell(loop, zmq, "kernel " + m_setup.id + " shell"),
       m_control(loop, zmq, "kernel " + m_setup.id + " control"), m_ready_deadline(loop),
-      m_poll_timer(loop), m_escalation(loop), m_code_deadline(loop), m_heartbeat(loop),
-      m_heartbeat_deadline(loop) {}
+      m_poll_timer(loop), m_code_deadline(loop),
+      m_heartbeat(loop, m_setup.heartbeat_interval, m_setup.heartbeat_timeout,
+                  {[this] { return send_heartbeat(); },
+                   [this](const std::string& reason) {
+                       logger("kernel")->warn("kernel {} pool={} pid={}: {}", m_setup.id, m_setup.pool,
+                                              pid(), reason);
+                       m_events.kernel_unresponsive(m_setup.id, reason); // may stop this kernel
+                   }}),
+      m_stopping(loop, m_setup.shutdown_grace,
+                 {[this] { send_shutdown_request(); },
+                  [this](int signum) { m_process->signal_group(signum); },
+                  [this] { logger("kernel")->warn("kernel {} ignored SIGTERM; sending SIGKILL", m_setup.id); }}) {}
 
 kernel_process::~kernel_process() = default;
 
@@ -239,52 +249,32 @@ void kernel_process::send_kernel_info_request() {
 void kernel_process::watch(bool on) {
     if (!on || m_phase != phase::ready) {
         m_heartbeat.stop();
-        m_heartbeat_deadline.stop();
-        m_beat_in_flight = false;
         if (!m_code_done) {
             close_shell();
         }
         return;
     }
-    if (m_setup.heartbeat_interval.count() > 0) {
-        m_heartbeat.start(m_setup.heartbeat_interval, [this] { send_heartbeat(); },
-                          m_setup.heartbeat_interval);
-    }
+    m_heartbeat.start();
 }
 
-void kernel_process::send_heartbeat() {
-    if (m_beat_in_flight) {
-        return; // the last beat is still within its deadline
-    }
+bool kernel_process::send_heartbeat() {
     try {
         open_shell();
     } catch (const zmq::error_t& e) {
         logger("kernel")->warn("kernel {}: no heartbeat this time: {}", m_setup.id, e.what());
-        return;
+        return false;
     }
-    m_beat_in_flight = true;
     m_shell.send("kernel_info_request", json::object(), [this](const protocol::wire_message& reply) {
-        if (!m_beat_in_flight || reply.msg_type() != "kernel_info_reply") {
+        if (reply.msg_type() != "kernel_info_reply" || !m_heartbeat.answered()) {
             return; // answered after the watch ended
         }
-        m_beat_in_flight = false;
-        m_heartbeat_deadline.stop();
-        // Between beats an idle kernel costs the daemon no socket: its file descriptors stay
-        // the same whether or not it has been beaten (a connection per beat is cheap).
+        // Between beats an unleased kernel costs the daemon no socket: its file descriptors
+        // stay the same whether or not it has been beaten (a connection per beat is cheap).
         if (!m_code_done) {
             close_shell();
         }
     });
-    m_heartbeat_deadline.start(m_setup.heartbeat_timeout, [this] {
-        m_heartbeat.stop();
-        m_beat_in_flight = false;
-        const std::string reason = fmt::format(
-            "no kernel_info_reply to a heartbeat within {:.1f} s",
-            std::chrono::duration<double>(m_setup.heartbeat_timeout).count());
-        logger("kernel")->warn("kernel {} pool={} pid={}: {}", m_setup.id, m_setup.pool, pid(),
-                               reason);
-        m_events.kernel_unresponsive(m_setup.id, reason); // may stop this kernel
-    });
+    return true;
 }
 
 void kernel_process::run_code(const std::string& code, std::chrono::milliseconds timeout,
@@ -354,14 +344,7 @@ void kernel_process::on_startup_reply(const protocol::wire_message& msg) {
         become_ready();
         return;
     }
-    std::string traceback;
-    if (auto tb = content.find("traceback"); tb != content.end() && tb->is_array()) {
-        for (const json& line : *tb) {
-            if (line.is_string()) {
-                traceback += protocol::strip_ansi(line.get<std::string>()) + "\n";
-            }
-        }
-    }
+    const std::string traceback = protocol::traceback_text(content.value("traceback", json()));
     logger("kernel")->error("kernel {} pool={}: startup_code failed:\n{}", m_setup.id, m_setup.pool,
                             traceback.substr(traceback.size() > 4000 ? traceback.size() - 4000 : 0));
     fail_start("startup_code raised " + content.value("ename", std::string("an error")) + ": " +
@@ -420,20 +403,7 @@ void kernel_process::stop() {
         m_launched_idle = false;
         cpu_priority::make_idle(pid());
     }
-    const auto grace = m_setup.shutdown_grace;
-    auto kill_later = [this, grace] {
-        m_process->signal_group(SIGTERM);
-        m_escalation.start(grace, [this] {
-            logger("kernel")->warn("kernel {} ignored SIGTERM; sending SIGKILL", m_setup.id);
-            m_process->signal_group(SIGKILL);
-        });
-    };
-    if (channels_known) {
-        send_shutdown_request();
-        m_escalation.start(grace, kill_later);
-    } else {
-        kill_later();
-    }
+    m_stopping.begin(channels_known);
 }
 
 void kernel_process::send_shutdown_request() { send_control("shutdown_request", {{"restart", false}}); }
@@ -492,7 +462,7 @@ void kernel_process::on_exit(const exit_status& status) {
     finish_code(error{errc::internal, "the kernel exited: " + status.describe()});
     m_ready_deadline.stop();
     m_poll_timer.stop();
-    m_escalation.stop();
+    m_stopping.cancel();
     watch(false);
     close_shell();
     m_control.close();

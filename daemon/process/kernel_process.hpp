@@ -15,9 +15,11 @@
 
 #include "daemon/loop/uv_timer.hpp"
 #include "daemon/process/kernel_channel.hpp"
+#include "daemon/process/kernel_heartbeat.hpp"
 #include "daemon/process/kernelspec.hpp"
 #include "daemon/process/launcher.hpp"
 #include "daemon/process/port_registry.hpp"
+#include "daemon/process/stop_escalation.hpp"
 #include "protocol/connection_info.hpp"
 #include "protocol/wire.hpp"
 
@@ -128,7 +130,8 @@ private:
     bool lost_a_port() const;
     void begin_probe();
     void send_kernel_info_request();
-    void send_heartbeat();
+    // One heartbeat on the shell channel; false if it could not be sent.
+    bool send_heartbeat();
     void open_shell();
     void close_shell();
     void on_execute_reply(const protocol::wire_message& msg);
@@ -163,7 +166,6 @@ private:
     std::string m_session; // our wire-protocol session id with this kernel
     std::string m_output_tail;
     code_done m_code_done;      // run_code's caller, while its code runs
-    bool m_beat_in_flight = false;
     std::chrono::steady_clock::time_point m_started_at;
 
     std::unique_ptr<launched_process> m_process;
@@ -173,10 +175,9 @@ private:
     kernel_channel m_control;
     uv_timer m_ready_deadline;
     uv_timer m_poll_timer;   // kernel_info resends
-    uv_timer m_escalation;   // SIGTERM, then SIGKILL, during stop
     uv_timer m_code_deadline;
-    uv_timer m_heartbeat;          // next beat
-    uv_timer m_heartbeat_deadline; // the beat in flight must be answered by then
+    kernel_heartbeat m_heartbeat; // while watched
+    stop_escalation m_stopping;   // shutdown_request, SIGTERM, SIGKILL
 };
 
 } // namespace kpool::daemon

@@ -81,7 +81,7 @@ void launcher_registry::describe(const config::pool_config& pc, nlohmann::json& 
 void launcher_registry::collect(bool everything) {
     m_collect_everything = m_collect_everything || everything;
     m_collect.start(std::chrono::milliseconds(0), [this] {
-        std::erase_if(m_retired, [](const auto& z) { return z->idle(); });
+        std::erase_if(m_retired, [](const auto& z) { return z->childless(); });
         if (m_collect_everything) {
             m_zygotes.clear();
             m_retired.clear();

@@ -3,8 +3,8 @@
 // it on reload (the old one lives on until its kernels are gone), destroys retired ones outside
 // their own callbacks, and describes a pool's launcher for status.
 //
-// A new launcher kind is a value of config::launcher_kind, a launcher class, and a case in
-// configure() and describe() here.
+// A new launcher kind is a value of config::launcher_kind (with its name in config.cpp), a
+// launcher class, and a case in configure() here; describe() reports any kind by name.
 #pragma once
 
 #include "config/config.hpp"

@@ -35,7 +35,7 @@ namespace {
 // escaped the process group) before the exit is reported anyway.
 constexpr std::uint64_t output_drain_ms = 200;
 
-struct process_state : process_record {
+struct process_state final : process_record, uv_handle_group<process_state> {
     uv_poll_t exit_watch; // on the pidfd: readable once the process has exited
     uv_pipe_t out;
     uv_pipe_t err;
@@ -45,27 +45,12 @@ struct process_state : process_record {
     std::string file; // for messages
     uv_loop_t* loop = nullptr;
     int pidfd = -1;
-    int open_handles = 0;
     int open_pipes = 2;
     bool in_flight = true; // the spawner thread holds it
     bool reported = false;
 
-    void maybe_free() {
-        if (open_handles == 0 && owner_gone && !in_flight) {
-            delete this;
-        }
-    }
-    static void closed(uv_handle_t* h) {
-        auto* self = static_cast<process_state*>(h->data);
-        --self->open_handles;
-        self->maybe_free();
-    }
-    static void close_handle(void* h) {
-        auto* handle = static_cast<uv_handle_t*>(h);
-        if (uv_is_closing(handle) == 0) {
-            uv_close(handle, closed);
-        }
-    }
+    // Its launched_process is gone and the spawner thread is done with it.
+    bool releasable() const { return owner_gone && !in_flight; }
 
     // Called on the loop thread when the spawner thread is done with this process.
     void started(int new_pid, int new_pidfd, int spawn_errno) {
@@ -79,13 +64,13 @@ struct process_state : process_record {
             exited = true;
             status = exit_status{127, 0};
             report_exit(true);
-            maybe_free();
+            delete_if_unused();
             return;
         }
         pid = new_pid;
         pidfd = new_pidfd;
         uv_poll_init(loop, &exit_watch, pidfd);
-        ++open_handles;
+        adopt(&exit_watch);
         uv_poll_start(&exit_watch, UV_READABLE,
                       [](uv_poll_t* h, int, int) { static_cast<process_state*>(h->data)->reap(); });
         if (!owner_gone && callbacks.on_started) {
@@ -111,7 +96,7 @@ struct process_state : process_record {
         // Sweep the kernel's process group: whatever the kernel started dies with it. The group
         // id cannot be reused while members remain, so this reaches only the kernel's own.
         ::kill(-pid, SIGKILL);
-        close_handle(&exit_watch);
+        close(&exit_watch);
         ::close(pidfd); // uv_close stopped watching it
         pidfd = -1;
         uv_timer_start(
@@ -128,9 +113,9 @@ struct process_state : process_record {
             return;
         }
         reported = true;
-        close_handle(&out);
-        close_handle(&err);
-        close_handle(&drain_timer);
+        close(&out);
+        close(&err);
+        close(&drain_timer);
         if (!owner_gone && callbacks.on_exit) {
             try {
                 callbacks.on_exit(status); // may destroy the owner: nothing of it is used after
@@ -169,7 +154,7 @@ public:
     explicit spawned_process(process_state* state) : m_state(state) {}
     ~spawned_process() override {
         m_state->drop();
-        m_state->maybe_free();
+        m_state->delete_if_unused();
     }
     int pid() const override { return m_state->pid; }
     int signal_group(int signum) override { return m_state->signal_group(signum); }
@@ -353,13 +338,18 @@ struct spawn_launcher::shared {
     }
 };
 
-spawn_launcher::spawn_launcher(uv_loop_t* loop) : m_loop(loop), m_shared(new shared) {
-    uv_async_init(loop, &m_shared->async,
-                  [](uv_async_t* a) { static_cast<shared*>(a->data)->finish_jobs(); });
-    m_shared->async.data = m_shared;
+spawn_launcher::spawn_launcher(uv_loop_t* loop) : m_loop(loop) {
+    auto state = std::make_unique<shared>();
+    if (int rc = uv_async_init(loop, &state->async,
+                               [](uv_async_t* a) { static_cast<shared*>(a->data)->finish_jobs(); });
+        rc != 0) {
+        throw std::runtime_error(std::string("uv_async_init: ") + uv_strerror(rc));
+    }
+    state->async.data = state.get();
+    m_shared.reset(state.release());
     // Referenced only while a spawn is in flight; afterwards the processes keep the loop alive.
     uv_unref(reinterpret_cast<uv_handle_t*>(&m_shared->async));
-    m_thread = std::thread([s = m_shared] {
+    m_thread = std::thread([s = m_shared.get()] {
         // Signals go to the loop thread; and a handler must never run in a vforked child.
         sigset_t all;
         sigfillset(&all);
@@ -393,8 +383,7 @@ spawn_launcher::~spawn_launcher() {
     m_shared->wake.notify_one();
     m_thread.join();
     m_shared->finish_jobs(); // their owners are gone: the processes are killed as they start
-    uv_close(reinterpret_cast<uv_handle_t*>(&m_shared->async),
-             [](uv_handle_t* h) { delete static_cast<shared*>(h->data); });
+    m_shared.reset();         // closes the async handle; the state goes in its close callback
 }
 
 result<std::unique_ptr<launched_process>> spawn_launcher::launch(const launch_spec& spec,
@@ -425,12 +414,13 @@ result<std::unique_ptr<launched_process>> spawn_launcher::launch(const launch_sp
     state->file = *file;
     state->loop = m_loop;
     uv_pipe_init(m_loop, &state->out, 0);
+    state->adopt(&state->out);
     uv_pipe_init(m_loop, &state->err, 0);
+    state->adopt(&state->err);
     uv_timer_init(m_loop, &state->drain_timer);
-    state->open_handles = 3;
+    state->adopt(&state->drain_timer);
     uv_pipe_open(&state->out, out[0]);
     uv_pipe_open(&state->err, err[0]);
-    state->exit_watch.data = state->out.data = state->err.data = state->drain_timer.data = state;
     start_reading(&state->out);
     start_reading(&state->err);
 

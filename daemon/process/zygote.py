@@ -25,7 +25,7 @@ The fast path is refused for the whole zygote (status says why) when ipykernel i
 arguments start a subcommand, IPython logging is configured, or pre-building left a thread or a
 file descriptor behind; and per request when the arguments differ from the template or an
 environment variable the imports read (or HOME, IPYTHONDIR, JUPYTER_*, XDG_*, PYTHON*, LANG,
-LC_*, PATH) differs. Those kernels are started as before: IPKernelApp.launch_instance in the
+LC_*, PATH) differs. Those kernels take the slow path: IPKernelApp.launch_instance in the
 child.
 
 Protocol, one JSON object per line (protocol/zygote_protocol.hpp is kpoold's side):
@@ -42,23 +42,30 @@ The zygote reaps its children and reports their exits: kpoold is not their paren
 """
 import os
 
-# Registered before anything imports threading or random, whose after-fork hooks would otherwise
-# run first and fault the hot pages in one by one.
-_child_setup = {"idle": False, "prefault": []}
+class AfterFork:
+    """What every forked child does first: SCHED_IDLE when the request asks for background
+    work, then copy-on-write broken in bulk for the hot pages (HotPageLearner fills `prefault`).
+    Registered before anything imports threading or random, whose after-fork hooks would
+    otherwise run first and fault the hot pages in one by one; the zygote's parts get this one
+    instance passed in."""
+
+    def __init__(self):
+        self.sched_idle = False
+        self.prefault = []  # (address, length) runs
+        self.madvise = None
+
+    def __call__(self):
+        if self.sched_idle:
+            try:
+                os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+            except OSError:
+                pass
+        for address, length in self.prefault:
+            self.madvise(address, length, MADV_POPULATE_WRITE)
 
 
-def _after_fork_in_child():
-    if _child_setup["idle"]:
-        try:
-            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-        except OSError:
-            pass
-    madvise = _child_setup.get("madvise")
-    for address, length in _child_setup["prefault"]:
-        madvise(address, length, MADV_POPULATE_WRITE)
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
+AFTER_FORK = AfterFork()
+os.register_at_fork(after_in_child=AFTER_FORK)
 
 import ast  # noqa: E402
 import atexit  # noqa: E402
@@ -304,17 +311,11 @@ def report_hot_pages_after_first_kernel_info(kernel, fd):
     kernel.control_handlers["kernel_info_request"] = kernel_info_then_report
 
 
-class Zygote:
-    def __init__(self, path, prebuilt, why_not, env_reads, env_at_start, env_set_by_imports):
-        self.pid = os.getpid()
-        self.libc = ctypes.CDLL(None, use_errno=True)
-        self.prebuilt = prebuilt
-        self.why_not = why_not
-        self.env_reads = env_reads
-        self.env_at_start = env_at_start
-        self.env_set_by_imports = env_set_by_imports
-        self.learning = None  # (read fd of the page report, buffer) while the first kernel runs
-        self.learned = why_not is not None
+class Channel:
+    """The line protocol to kpoold over its unix socket, and the wake-up pipe that SIGCHLD
+    writes to, so that one select() waits for both."""
+
+    def __init__(self, path):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.connect(path)
         self.wake_r, self.wake_w = os.pipe()
@@ -322,69 +323,62 @@ class Zygote:
         os.set_blocking(self.wake_r, False)
         signal.set_wakeup_fd(self.wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes select through the fd
-        madvise = self.libc.madvise
-        madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-        _child_setup["madvise"] = madvise
+        self.buffer = b""
 
     def send(self, obj):
         self.sock.sendall((json.dumps(obj) + "\n").encode())
 
-    def reap(self):
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
-            self.send({"exited": pid,
-                       "code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else 0,
-                       "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0})
-
-    def serve(self):
-        self.send({"ready": self.pid, "threads": threading.active_count(),
-                   "prebuilt": self.why_not is None, "why_not": self.why_not})
-        buffer = b""
-        while True:
-            watched = [self.sock, self.wake_r] + ([self.learning[0]] if self.learning else [])
-            readable, _, _ = select.select(watched, [], [])
-            if self.wake_r in readable:
-                try:
-                    while os.read(self.wake_r, 512):
-                        pass
-                except BlockingIOError:
-                    pass
-                self.reap()
-            if self.learning and self.learning[0] in readable:
-                self.read_page_report()
-            if self.sock in readable:
-                data = self.sock.recv(65536)
-                if not data:
-                    return  # kpoold is gone; our children die with us (parent-death signal)
-                buffer += data
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    self.handle(line)
-
-    def handle(self, line):
+    def drain_wakeups(self):
         try:
-            request = json.loads(line)
-            if not isinstance(request, dict) or not isinstance(request.get("fork"), int):
-                raise ValueError("not a fork request")
-            for key, kind in (("args", list), ("env", dict), ("log", str)):
-                if not isinstance(request.get(key), kind):
-                    raise ValueError("'%s' missing or not a %s" % (key, kind.__name__))
-        except ValueError as e:
-            self.send({"error": "unreadable request (%s): %.200r" % (e, line)})
+            while os.read(self.wake_r, 512):
+                pass
+        except BlockingIOError:
+            pass
+
+    def lines(self):
+        """The complete lines received so far; None once kpoold has gone."""
+        data = self.sock.recv(65536)
+        if not data:
+            return None
+        self.buffer += data
+        lines = []
+        while b"\n" in self.buffer:
+            line, self.buffer = self.buffer.split(b"\n", 1)
+            lines.append(line)
+        return lines
+
+    def close_in_child(self):
+        signal.set_wakeup_fd(-1)
+        self.sock.close()
+        os.close(self.wake_r)
+        os.close(self.wake_w)
+
+
+def reap_children(channel):
+    """Reports every child that has exited: kpoold is not their parent, we are."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
             return
-        try:
-            self.fork(request)
-        except Exception as e:  # a bug of ours fails one kernel, not the zygote and its kernels
-            traceback.print_exc()
-            self.send({"failed": request["fork"], "error": "%s: %s" % (type(e).__name__, e)})
+        if pid == 0:
+            return
+        channel.send({"exited": pid,
+                      "code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else 0,
+                      "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0})
 
-    def fast_path_refused(self, request):
-        """None when this request may start from the pre-built app and shell, else why not."""
+
+class FastPathPolicy:
+    """Whether a request may start from the pre-built app and shell (see the module docstring)."""
+
+    def __init__(self, prebuilt, why_not, env_reads, env_at_start):
+        self.prebuilt = prebuilt
+        self.why_not = why_not
+        self.env_reads = env_reads
+        self.env_at_start = env_at_start
+
+    def refused(self, request):
+        """None when this request may take the fast path, else why not."""
         if self.why_not is not None:
             return self.why_not
         connection_file = request.get("connection_file")
@@ -401,55 +395,45 @@ class Zygote:
                 return "environment variable %s differs from the zygote's" % name
         return None
 
-    def fork(self, request):
-        refused = self.fast_path_refused(request)
-        learn = refused is None and not self.learned and self.learning is None
-        report_r = report_w = None
-        if learn:
-            report_r, report_w = os.pipe()
-        _child_setup["idle"] = bool(request.get("idle"))
-        saved_prefault = _child_setup["prefault"]
-        if refused is not None:
-            _child_setup["prefault"] = []
-        try:
-            pid = os.fork()
-        except OSError as e:
-            self.send({"failed": request["fork"], "error": "fork: %s" % e})
-            for fd in (report_r, report_w):
-                if fd is not None:
-                    os.close(fd)
-            return
-        finally:
-            _child_setup["prefault"] = saved_prefault
-        if pid == 0:
-            if report_r is not None:
-                os.close(report_r)
-            self.become_kernel(request, refused, report_w)  # never returns
-        if learn:
-            os.close(report_w)
-            self.learning = (report_r, b"")
-        self.send({"forked": request["fork"], "pid": pid, "prebuilt": refused is None,
-                   "why_not": refused})
 
-    def read_page_report(self):
-        fd, buffer = self.learning
+class HotPageLearner:
+    """Learns, from the first pre-built kernel's report, which of our pages kernels write, and
+    hands them to AfterFork to pre-fault in every later child."""
+
+    def __init__(self, after_fork, nothing_to_learn):
+        self.after_fork = after_fork
+        self.learned = nothing_to_learn
+        self.report = None  # (read fd of the page report, buffer) while the first kernel runs
+
+    def wants_report(self):
+        return not self.learned and self.report is None
+
+    def expect_report(self, fd):
+        self.report = (fd, b"")
+
+    def fds(self):
+        return [self.report[0]] if self.report else []
+
+    def read_report(self):
+        """Reads the report; the message for kpoold once it is complete, else None."""
+        fd, buffer = self.report
         try:
             data = os.read(fd, 65536)
         except OSError:
             data = b""
         if data:
-            self.learning = (fd, buffer + data)
-            return
+            self.report = (fd, buffer + data)
+            return None
         os.close(fd)
-        self.learning = None
+        self.report = None
         try:
             runs = json.loads(buffer)
         except ValueError:
-            return  # that kernel ended before its first kernel_info: the next one teaches us
+            return None  # that kernel ended before its first kernel_info: the next one teaches us
         self.learned = True
-        self.send(self.learn_hot_pages(runs))
+        return self.learn(runs)
 
-    def learn_hot_pages(self, runs):
+    def learn(self, runs):
         """Keeps the reported runs that lie in our own private writable mappings, capped."""
         ours = writable_private_ranges()
         kept, total = [], 0
@@ -465,77 +449,168 @@ class Zygote:
             return {"learned": 0, "why_not": "the first kernel wrote none of our pages"}
         # Probe the call once here: a kernel without MADV_POPULATE_WRITE refuses it.
         address, _ = kept[0]
-        if _child_setup["madvise"](address, PAGE, MADV_POPULATE_WRITE) != 0:
+        if self.after_fork.madvise(address, PAGE, MADV_POPULATE_WRITE) != 0:
             return {"learned": 0, "why_not": "madvise(MADV_POPULATE_WRITE): %s"
                     % os.strerror(ctypes.get_errno())}
-        _child_setup["prefault"] = kept
+        self.after_fork.prefault = kept
         return {"learned": total, "why_not": None}
 
-    def become_kernel(self, request, refused, report_fd):
-        code = 1
+    def close_in_child(self):
+        if self.report:
+            os.close(self.report[0])
+
+
+def become_kernel(request, refused, report_fd, zygote_pid, libc, prebuilt, env_set_by_imports):
+    """The child's side of a fork: leave the zygote's plumbing (already closed by the caller)
+    behind, take the request's process group, limits, environment, cwd and log, and run the
+    kernel, pre-built or not. Never returns."""
+    code = 1
+    try:
+        # A process group of its own (kpoold signals the group) in kpoold's session, so
+        # that the scheduler weighs it against kpoold's other kernels (SCHED_IDLE while it
+        # starts means something); a session of its own would be a scheduling group of its
+        # own where autogroup is on.
+        os.setpgid(0, 0)
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL) != 0 or os.getppid() != zygote_pid:
+            os._exit(1)  # the zygote (and so kpoold) is already gone
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        for resource_id, value in request.get("limits", []):
+            import resource
+            resource.setrlimit(resource_id, (value, value))
+        os.environ.clear()
+        os.environ.update(request["env"])
+        # What the imports set in the zygote (debugpy's PYDEVD_USE_FRAME_EVAL, ...), as a
+        # spawned kernel's imports would have set it.
+        for name, value in env_set_by_imports.items():
+            os.environ.setdefault(name, value)
+        if request.get("cwd"):
+            os.chdir(request["cwd"])
+        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(null)
+        os.close(log)
+        # Fresh random streams: a forked child would otherwise repeat its siblings'.
+        random.seed()
+        if "numpy" in sys.modules:
+            sys.modules["numpy"].random.seed()
+        sys.argv = [sys.executable, "-m", "ipykernel_launcher"] + request["args"]
+        if refused is None:
+            start_prebuilt_kernel(prebuilt, request, report_fd)
+        else:
+            if prebuilt.app is not None:
+                prebuilt.discard()
+            from ipykernel.kernelapp import IPKernelApp
+            IPKernelApp.launch_instance(argv=request["args"])
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+    # As an interpreter that ends normally would: atexit functions (IPython's history
+    # end_session, ipykernel's connection file cleanup), then the final flush.
+    try:
+        atexit._run_exitfuncs()
+    except BaseException:
+        traceback.print_exc()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
+class Zygote:
+    """Serves fork requests: reads them from the channel, forks (the policy decides fast or
+    slow path, the learner whether this child reports its hot pages), reaps and reports."""
+
+    def __init__(self, channel, policy, learner, after_fork, env_set_by_imports):
+        self.pid = os.getpid()
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.channel = channel
+        self.policy = policy
+        self.learner = learner
+        self.after_fork = after_fork
+        self.env_set_by_imports = env_set_by_imports
+        madvise = self.libc.madvise
+        madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+        after_fork.madvise = madvise
+
+    def serve(self):
+        self.channel.send({"ready": self.pid, "threads": threading.active_count(),
+                           "prebuilt": self.policy.why_not is None, "why_not": self.policy.why_not})
+        while True:
+            watched = [self.channel.sock, self.channel.wake_r] + self.learner.fds()
+            readable, _, _ = select.select(watched, [], [])
+            if self.channel.wake_r in readable:
+                self.channel.drain_wakeups()
+                reap_children(self.channel)
+            if self.learner.fds() and self.learner.fds()[0] in readable:
+                learned = self.learner.read_report()
+                if learned is not None:
+                    self.channel.send(learned)
+            if self.channel.sock in readable:
+                lines = self.channel.lines()
+                if lines is None:
+                    return  # kpoold is gone; our children die with us (parent-death signal)
+                for line in lines:
+                    self.handle(line)
+
+    def handle(self, line):
         try:
-            # Nothing of the zygote's plumbing survives into the kernel.
-            signal.set_wakeup_fd(-1)
-            self.sock.close()
-            os.close(self.wake_r)
-            os.close(self.wake_w)
-            if self.learning:
-                os.close(self.learning[0])
-            # A process group of its own (kpoold signals the group) in kpoold's session, so
-            # that the scheduler weighs it against kpoold's other kernels (SCHED_IDLE while it
-            # starts means something); a session of its own would be a scheduling group of its
-            # own where autogroup is on.
-            os.setpgid(0, 0)
-            if self.libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL) != 0 or os.getppid() != self.pid:
-                os._exit(1)  # the zygote (and so kpoold) is already gone
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            signal.pthread_sigmask(signal.SIG_SETMASK, [])
-            for resource_id, value in request.get("limits", []):
-                import resource
-                resource.setrlimit(resource_id, (value, value))
-            os.environ.clear()
-            os.environ.update(request["env"])
-            # What the imports set in the zygote (debugpy's PYDEVD_USE_FRAME_EVAL, ...), as a
-            # spawned kernel's imports would have set it.
-            for name, value in self.env_set_by_imports.items():
-                os.environ.setdefault(name, value)
-            if request.get("cwd"):
-                os.chdir(request["cwd"])
-            log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            null = os.open(os.devnull, os.O_RDONLY)
-            os.dup2(null, 0)
-            os.dup2(log, 1)
-            os.dup2(log, 2)
-            os.close(null)
-            os.close(log)
-            # Fresh random streams: a forked child would otherwise repeat its siblings'.
-            random.seed()
-            if "numpy" in sys.modules:
-                sys.modules["numpy"].random.seed()
-            sys.argv = [sys.executable, "-m", "ipykernel_launcher"] + request["args"]
-            if refused is None:
-                start_prebuilt_kernel(self.prebuilt, request, report_fd)
-            else:
-                if self.prebuilt.app is not None:
-                    self.prebuilt.discard()
-                from ipykernel.kernelapp import IPKernelApp
-                IPKernelApp.launch_instance(argv=request["args"])
-            code = 0
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        except BaseException:
+            request = json.loads(line)
+            if not isinstance(request, dict) or not isinstance(request.get("fork"), int):
+                raise ValueError("not a fork request")
+            for key, kind in (("args", list), ("env", dict), ("log", str)):
+                if not isinstance(request.get(key), kind):
+                    raise ValueError("'%s' missing or not a %s" % (key, kind.__name__))
+        except ValueError as e:
+            self.channel.send({"error": "unreadable request (%s): %.200r" % (e, line)})
+            return
+        try:
+            self.fork(request)
+        except Exception as e:  # a bug of ours fails one kernel, not the zygote and its kernels
             traceback.print_exc()
-        # As an interpreter that ends normally would: atexit functions (IPython's history
-        # end_session, ipykernel's connection file cleanup), then the final flush.
+            self.channel.send({"failed": request["fork"], "error": "%s: %s" % (type(e).__name__, e)})
+
+    def fork(self, request):
+        refused = self.policy.refused(request)
+        learn = refused is None and self.learner.wants_report()
+        report_r = report_w = None
+        if learn:
+            report_r, report_w = os.pipe()
+        self.after_fork.sched_idle = bool(request.get("idle"))
+        saved_prefault = self.after_fork.prefault
+        if refused is not None:
+            self.after_fork.prefault = []
         try:
-            atexit._run_exitfuncs()
-        except BaseException:
-            traceback.print_exc()
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
+            pid = os.fork()
+        except OSError as e:
+            self.channel.send({"failed": request["fork"], "error": "fork: %s" % e})
+            for fd in (report_r, report_w):
+                if fd is not None:
+                    os.close(fd)
+            return
         finally:
-            os._exit(code)
+            self.after_fork.prefault = saved_prefault
+        if pid == 0:
+            try:  # nothing of the zygote's plumbing survives into the kernel
+                if report_r is not None:
+                    os.close(report_r)
+                self.channel.close_in_child()
+                self.learner.close_in_child()
+            except BaseException:
+                os._exit(1)  # never back into the zygote's loop
+            become_kernel(request, refused, report_w, self.pid, self.libc, self.policy.prebuilt,
+                          self.env_set_by_imports)
+        if learn:
+            os.close(report_w)
+            self.learner.expect_report(report_r)
+        self.channel.send({"forked": request["fork"], "pid": pid, "prebuilt": refused is None,
+                           "why_not": refused})
 
 
 def main():
@@ -556,7 +631,9 @@ def main():
     env_set_by_imports = {k: v for k, v in os.environ.items() if env_at_start.get(k) != v}
     gc.collect()
     gc.freeze()  # the first full collection in a kernel would touch (and copy) every object
-    Zygote(path, prebuilt, why_not, reads.names, env_at_start, env_set_by_imports).serve()
+    Zygote(Channel(path), FastPathPolicy(prebuilt, why_not, reads.names, env_at_start),
+           HotPageLearner(AFTER_FORK, nothing_to_learn=why_not is not None), AFTER_FORK,
+           env_set_by_imports).serve()
 
 
 main()

@@ -49,7 +49,7 @@ public:
 
     bool ready() const { return m_ready; }
     // No kernel of this zygote is alive (or being forked): it can go.
-    bool idle() const { return m_by_pid.empty() && m_by_request.empty(); }
+    bool childless() const { return m_by_pid.empty() && m_by_request.empty(); }
     // For status: readiness, whether kernels are pre-built (and why not), how many were, hot
     // pages.
     nlohmann::json describe() const;

@@ -105,16 +105,24 @@ daemon::daemon(config::config cfg, std::string config_path)
 }
 
 daemon::~daemon() {
-    // Close what holds sockets or handles before the loop and the ZeroMQ context go away.
+    // The whole teardown, in this order, here and nowhere else (field order does not matter):
+    // the control socket, then the ZAP handler it asks about connections, then the endpoint
+    // lock (after the unbind); the kernels (process groups killed; their ports and ipc
+    // directories are still registered); the pools; timers and signal watchers; the launchers
+    // (zygotes, then the spawner thread joined); the metrics endpoint. Then the loop runs until
+    // every handle has closed, and only then do the ipc socket directories and the instance
+    // directory go, with nothing left that could write into them.
     m_control.reset();
     m_zap.reset();
+    m_endpoint_lock.reset();
     m_kernels.clear();
     m_pools.clear();
     m_removed_pools.clear();
     m_deadline_timer.reset();
     m_watchdog_timer.reset();
     m_signals.clear();
-    m_launchers.reset(); // zygotes, then the spawner thread joined and its async handle closed
+    m_launchers.reset();
+    m_metrics.reset();
     uv_walk(
         &m_loop,
         [](uv_handle_t* h, void*) {
@@ -129,6 +137,8 @@ daemon::~daemon() {
     if (uv_loop_close(&m_loop) != 0) {
         logger("daemon")->error("event loop closed with handles still open");
     }
+    m_ipc_dirs.reset();
+    m_instance.reset();
 }
 
 int daemon::run() {
@@ -292,50 +302,44 @@ status daemon::start_kernel(pool& owner, const std::string& id, bool awaited) {
     if (auto st = kernel->start(); !st) {
         return st;
     }
-    m_kernels.emplace(id, std::move(kernel));
-    m_kernel_pool.emplace(id, &owner);
+    m_kernels.add(id, std::move(kernel), owner);
     return ok_status();
 }
 
 void daemon::kernel_spawned(const std::string& id, int pid) {
-    if (pool* p = pool_of_kernel(id)) {
+    if (pool* p = m_kernels.pool_of(id)) {
         p->on_spawned(id, pid);
     }
 }
 
 void daemon::hurry(const std::string& id) {
-    if (auto it = m_kernels.find(id); it != m_kernels.end()) {
-        it->second->hurry();
+    if (kernel_process* k = m_kernels.process(id)) {
+        k->hurry();
     }
 }
 
-void daemon::kernel_idle(const std::string& id, bool idle) {
-    if (auto it = m_kernels.find(id); it != m_kernels.end()) {
-        it->second->watch(idle);
+void daemon::watch_kernel(const std::string& id, bool watched) {
+    if (kernel_process* k = m_kernels.process(id)) {
+        k->watch(watched);
     }
 }
 
 void daemon::kernel_unresponsive(const std::string& id, const std::string& reason) {
-    if (pool* p = pool_of_kernel(id)) {
+    if (pool* p = m_kernels.pool_of(id)) {
         p->on_unresponsive(id, reason, clock::now());
     }
     reschedule();
 }
 
 void daemon::stop_kernel(const std::string& id) {
-    if (auto it = m_kernels.find(id); it != m_kernels.end()) {
-        it->second->stop();
+    if (kernel_process* k = m_kernels.process(id)) {
+        k->stop();
     }
 }
 
-pool* daemon::pool_of_kernel(const std::string& id) {
-    auto it = m_kernel_pool.find(id);
-    return it == m_kernel_pool.end() ? nullptr : it->second;
-}
-
 void daemon::kernel_warm(const std::string& id) {
-    if (pool* p = pool_of_kernel(id)) {
-        const kernel_process& k = *m_kernels.at(id);
+    if (pool* p = m_kernels.pool_of(id)) {
+        const kernel_process& k = *m_kernels.process(id);
         if (m_metrics) {
             m_metrics->observe_time_to_warm(
                 p->config().name,
@@ -347,7 +351,7 @@ void daemon::kernel_warm(const std::string& id) {
 }
 
 void daemon::kernel_start_failed(const std::string& id, const std::string& reason) {
-    if (pool* p = pool_of_kernel(id)) {
+    if (pool* p = m_kernels.pool_of(id)) {
         p->on_start_failed(id, reason, clock::now());
     }
     reschedule();
@@ -364,19 +368,8 @@ void daemon::kernel_exited(const std::string& kernel_id, const exit_status& stat
                                                          ? output_tail.substr(output_tail.size() - keep)
                                                          : output_tail);
     }
-    pool* p = pool_of_kernel(id);
-    m_kernel_pool.erase(id);
-    if (m_handed_out.erase(id) != 0) {
-        constexpr std::size_t remembered = 4096;
-        m_exited.emplace(id, status);
-        m_exited_order.push_back(id);
-        if (m_exited_order.size() > remembered) {
-            m_exited.erase(m_exited_order.front());
-            m_exited_order.pop_front();
-        }
-    }
-    // Destroying the kernel_process from inside its own exit callback is safe: it calls us last.
-    m_kernels.erase(id);
+    pool* p = m_kernels.pool_of(id);
+    m_kernels.remove_exited(id, status);
     m_fd_headroom.released();
     if (p != nullptr) {
         p->on_exited(id, reason, clock::now());
@@ -445,15 +438,7 @@ void daemon::reschedule() {
 }
 
 void daemon::watch_signal(int signum) {
-    uv_ptr<signal_watch> watch(new signal_watch{});
-    watch->owner = this;
-    uv_signal_init(&m_loop, &watch->handle);
-    watch->handle.data = watch.get();
-    uv_signal_start(
-        &watch->handle,
-        [](uv_signal_t* h, int sig) { static_cast<signal_watch*>(h->data)->owner->on_signal(sig); },
-        signum);
-    m_signals.push_back(std::move(watch));
+    m_signals.push_back(std::make_unique<uv_signal>(&m_loop, signum, [this](int sig) { on_signal(sig); }));
 }
 
 void daemon::on_signal(int signum) {
@@ -470,15 +455,14 @@ void daemon::on_signal(int signum) {
         return;
     }
     log->warn("received {} again: killing every kernel now", strsignal(signum));
-    for (auto& [id, k] : m_kernels) {
-        k->signal(SIGKILL);
-    }
+    m_kernels.for_each_process([](kernel_process& k) { k.signal(SIGKILL); });
 }
 
 void daemon::begin_shutdown() {
     m_shutting_down = true;
     m_notify.send("STOPPING=1");
-    for_each_pool([](pool& p) { p.shut_down(); });
+    const auto now = clock::now();
+    for_each_pool([now](pool& p) { p.shut_down(now); });
     reschedule();
     finish_if_done();
 }

@@ -9,7 +9,7 @@
 
 #include "config/config.hpp"
 #include "daemon/core/pool.hpp"
-#include "daemon/loop/uv_handle.hpp"
+#include "daemon/loop/uv_signal.hpp"
 #include "daemon/loop/uv_timer.hpp"
 #include "daemon/process/cpu_priority.hpp"
 #include "daemon/process/fd_headroom.hpp"
@@ -23,6 +23,7 @@
 #include "daemon/process/port_registry.hpp"
 #include "daemon/process/runtime_files.hpp"
 #include "daemon/service/control_server.hpp"
+#include "daemon/service/kernel_table.hpp"
 #include "daemon/service/metrics.hpp"
 #include "daemon/service/sd_notify.hpp"
 #include "daemon/service/zap_handler.hpp"
@@ -66,15 +67,11 @@ private:
         // The code that applies the client's cwd/env in the kernel; empty when none was asked.
         std::string setup_code;
     };
-    struct signal_watch {
-        uv_signal_t handle;
-        daemon* owner;
-    };
 
     // kernel_driver
     status start_kernel(pool& owner, const std::string& id, bool awaited) override;
     void stop_kernel(const std::string& id) override;
-    void kernel_idle(const std::string& id, bool idle) override;
+    void watch_kernel(const std::string& id, bool watched) override;
     void hurry(const std::string& id) override;
     // waiter_sink
     bool granted(waiter_id waiter, const kernel_entry& kernel) override;
@@ -104,7 +101,7 @@ private:
     // Gives a leased kernel to the client: applies cwd/env first if asked, then replies.
     // False if the client could not be reached and the kernel was untouched (back to warm).
     bool hand_over(pending_acquire pending, const kernel_entry& kernel);
-    bool send_kernel(const pending_acquire& pending, const kernel_entry& kernel);
+    bool send_acquire_reply(const pending_acquire& pending, const kernel_entry& kernel);
     // The code applying a client's cwd/env in the pool's kernels, or why there is none.
     result<std::string> context_code_for(const config::pool_config& pc,
                                          const kernel_context& context) const;
@@ -116,8 +113,6 @@ private:
     // The pool clients may ask for by `name`, or nullptr (removed pools included).
     pool* active_pool(const std::string& name);
     std::string unknown_pool_reply(const std::string& name, const nlohmann::json& req_id) const;
-    // A kernel a client holds: handed out and not yet exited.
-    kernel_process* handed_out_kernel(const std::string& id);
 
     // Binds the control socket, with its ZAP handler and CURVE key when the config asks.
     status bind_control();
@@ -144,8 +139,7 @@ private:
     void begin_shutdown();
     void finish_if_done();
     void reschedule();
-    pool* pool_of_kernel(const std::string& id);
-    // kernel_sources.cpp: kernelspecs.
+    // pool_kernelspecs.cpp: kernelspecs.
     // Reads every pool's kernelspec and resolves its program (at start and on reload); a
     // problem is logged with the config position and stays in status until the next reload.
     // Returns the pools whose kernelspec changed since last time.
@@ -155,9 +149,9 @@ private:
     config::config m_cfg;
     std::string m_config_path;
     std::string m_kernels_dir; // runtime_dir/kernels: every run's instance directory
-    std::optional<instance_dir> m_instance; // this run's; after the kernels in destruction order
-    std::optional<ipc_socket_dirs> m_ipc_dirs; // inside or beside m_instance: destroyed first
-    port_registry m_ports; // tcp ports of live kernels: outlives them
+    std::optional<instance_dir> m_instance; // this run's
+    std::optional<ipc_socket_dirs> m_ipc_dirs; // inside or beside m_instance
+    port_registry m_ports; // tcp ports of live kernels
     fd_headroom m_fd_headroom = fd_headroom::of_this_process();
     std::map<std::string, result<resolved_kernelspec>> m_specs; // by pool name
     uv_loop_t m_loop{};
@@ -170,23 +164,18 @@ private:
     std::map<std::string, std::unique_ptr<pool>> m_pools;
     // Pools removed by a reload, alive until their last leased kernel is gone.
     std::vector<std::unique_ptr<pool>> m_removed_pools;
-    std::unordered_map<std::string, std::unique_ptr<kernel_process>> m_kernels;
-    std::unordered_map<std::string, pool*> m_kernel_pool; // kernel id -> its pool
+    kernel_table m_kernels;
     std::unordered_map<waiter_id, pending_acquire> m_pending;
-    std::unordered_set<std::string> m_handed_out;
-    // How handed-out kernels ended, for poll after the fact (bounded, oldest forgotten first).
-    std::unordered_map<std::string, exit_status> m_exited;
-    std::deque<std::string> m_exited_order;
     waiter_id m_next_waiter = 1;
     std::uint64_t m_kernels_started = 0;
-    std::optional<file_lock> m_endpoint_lock; // outlives m_control: released after unbind
-    std::unique_ptr<zap_handler> m_zap; // outlives m_control: asked about its connections
+    std::optional<file_lock> m_endpoint_lock; // for an ipc control endpoint
+    std::unique_ptr<zap_handler> m_zap;
     std::unique_ptr<control_server> m_control;
     std::unique_ptr<uv_timer> m_deadline_timer;
     sd_notifier m_notify;
     std::unique_ptr<uv_timer> m_watchdog_timer;
     std::unique_ptr<metrics> m_metrics;
-    std::vector<uv_ptr<signal_watch>> m_signals;
+    std::vector<std::unique_ptr<uv_signal>> m_signals;
     clock::time_point m_started_at;
     bool m_shutting_down = false;
     int m_exit_code = 0;

@@ -1,5 +1,6 @@
-// Live reconfiguration: SIGHUP re-reads the config file; resize and drain act on one pool.
-// Nothing here drops a leased kernel: pools that shrink or go stop idle kernels only.
+// Live reconfiguration: SIGHUP re-reads the config file and applies what changed (the resize
+// and drain ops live with the other ops, in request_handlers.cpp). Nothing here drops a leased
+// kernel: pools that shrink or go stop unleased kernels only.
 #include "daemon/service/daemon.hpp"
 
 #include "daemon/loop/logging.hpp"
@@ -22,7 +23,7 @@ std::optional<std::string> changed_socket_setting(const config::daemon_config& n
 }
 
 // Warm kernels started under `old` are not what `next` would start (another kernelspec,
-// network, limits or startup_code).
+// transport, ip, limits, startup_code, launcher or python).
 bool kernels_differ(const config::pool_config& old, const config::pool_config& next) {
     return old.kernelspec != next.kernelspec || old.transport != next.transport ||
            old.ip != next.ip || old.limits != next.limits || old.startup_code != next.startup_code ||
@@ -59,7 +60,7 @@ void daemon::reload() {
     }
     set_log_level(next->daemon.log_level);
     m_budget.max = next->daemon.max_kernels;
-    // Kernelspecs are read again too: an edited kernel.json replaces the idle kernels.
+    // Kernelspecs are read again too: an edited kernel.json replaces the unleased kernels.
     const std::set<std::string> specs_changed = resolve_kernelspecs(*next);
     const auto now = clock::now();
     for (auto it = m_pools.begin(); it != m_pools.end();) {

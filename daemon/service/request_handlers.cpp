@@ -19,15 +19,14 @@ namespace {
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-// Without timeout_ms an acquire waits this long for a kernel.
-constexpr auto default_acquire_timeout = 30000ms;
 // How long a kernel may take to apply a client's cwd and env.
 constexpr auto context_timeout = 10000ms;
 
 } // namespace
 
 // Every op of the control protocol, with what the dispatcher must know about it. The error for an
-// unknown op lists these names, so a new op is one line here and its handler.
+// unknown op lists these names. A new op is a row here, its handler (declared in daemon.hpp),
+// its argument parser in protocol/control.*, and its section in PROTOCOL.md.
 struct daemon::op_spec {
     std::string_view name;
     std::string (daemon::*handler)(const envelope&, const protocol::control_request&);
@@ -109,7 +108,7 @@ json daemon::acquire_reply_fields(const kernel_entry& kernel) {
     if (!m_cfg.daemon.advertise_host.empty() && kernel.connection.transport == "tcp") {
         connection["ip"] = m_cfg.daemon.advertise_host;
     }
-    pool* p = pool_of_kernel(kernel.id);
+    pool* p = m_kernels.pool_of(kernel.id);
     return {{"kernel_id", kernel.id},
             {"pool", kernel.pool},
             {"pid", kernel.pid},
@@ -139,7 +138,7 @@ std::string daemon::op_acquire(const envelope& env, const protocol::control_requ
         setup_code = std::move(*code);
     }
     const auto timeout =
-        args->timeout_ms ? std::chrono::milliseconds(*args->timeout_ms) : default_acquire_timeout;
+        args->timeout_ms ? std::chrono::milliseconds(*args->timeout_ms) : protocol::default_acquire_timeout;
     const waiter_id waiter = m_next_waiter++;
     const auto now = clock::now();
     pending_acquire pending{env, req.req_id, args->pool, now, std::move(setup_code)};
@@ -177,14 +176,14 @@ result<std::string> daemon::context_code_for(const config::pool_config& pc,
     return builtin_context_code(language, context);
 }
 
-bool daemon::send_kernel(const pending_acquire& pending, const kernel_entry& kernel) {
+bool daemon::send_acquire_reply(const pending_acquire& pending, const kernel_entry& kernel) {
     if (!send_reply(pending.env,
                     protocol::make_ok_reply(acquire_reply_fields(kernel), pending.req_id))) {
         return false;
     }
-    m_handed_out.insert(kernel.id);
+    m_kernels.mark_delivered(kernel.id);
     const double seconds = std::chrono::duration<double>(clock::now() - pending.since).count();
-    if (pool* p = pool_of_kernel(kernel.id)) {
+    if (pool* p = m_kernels.pool_of(kernel.id)) {
         p->record_acquire_latency(seconds);
     }
     if (m_metrics) {
@@ -198,12 +197,12 @@ bool daemon::send_kernel(const pending_acquire& pending, const kernel_entry& ker
 
 bool daemon::hand_over(pending_acquire pending, const kernel_entry& kernel) {
     if (pending.setup_code.empty()) {
-        return send_kernel(pending, kernel);
+        return send_acquire_reply(pending, kernel);
     }
     const std::string id = kernel.id;
-    auto& kernel_proc = *m_kernels.at(id);
+    auto& kernel_proc = *m_kernels.process(id);
     kernel_proc.run_code(pending.setup_code, context_timeout, [this, id, pending](const status& outcome) {
-        pool* p = pool_of_kernel(id);
+        pool* p = m_kernels.pool_of(id);
         const kernel_entry* k = nullptr;
         if (p != nullptr) {
             auto it = p->kernels().find(id);
@@ -219,7 +218,7 @@ bool daemon::hand_over(pending_acquire pending, const kernel_entry& kernel) {
                            pending.req_id));
         }
         // A kernel that ran the client's setup is the client's or nobody's: never warm again.
-        if (k != nullptr && (!outcome || !send_kernel(pending, *k))) {
+        if (k != nullptr && (!outcome || !send_acquire_reply(pending, *k))) {
             (void)p->release(id, clock::now());
         }
         reschedule();
@@ -241,20 +240,12 @@ bool daemon::send_reply(const envelope& env, const std::string& body) {
     return m_control != nullptr && m_control->reply(env, body);
 }
 
-kernel_process* daemon::handed_out_kernel(const std::string& id) {
-    if (m_handed_out.count(id) == 0) {
-        return nullptr;
-    }
-    auto it = m_kernels.find(id);
-    return it == m_kernels.end() ? nullptr : it->second.get();
-}
-
 std::string daemon::op_release(const envelope&, const protocol::control_request& req) {
     auto args = protocol::parse_kernel_op(req.body);
     if (!args) {
         return protocol::make_error_reply(args.err(), req.req_id);
     }
-    pool* p = pool_of_kernel(args->kernel_id);
+    pool* p = m_kernels.pool_of(args->kernel_id);
     if (p == nullptr) {
         return protocol::make_error_reply(
             {errc::unknown_kernel, "no kernel '" + protocol::echo_safe(args->kernel_id) + "'"},
@@ -271,7 +262,7 @@ std::string daemon::op_signal(const envelope&, const protocol::control_request& 
     if (!args) {
         return protocol::make_error_reply(args.err(), req.req_id);
     }
-    kernel_process* k = handed_out_kernel(args->kernel_id);
+    kernel_process* k = m_kernels.delivered(args->kernel_id);
     if (k == nullptr) {
         return protocol::make_error_reply(
             {errc::unknown_kernel,
@@ -293,13 +284,12 @@ std::string daemon::op_poll(const envelope&, const protocol::control_request& re
     if (!args) {
         return protocol::make_error_reply(args.err(), req.req_id);
     }
-    if (handed_out_kernel(args->kernel_id) != nullptr) {
+    if (m_kernels.delivered(args->kernel_id) != nullptr) {
         return protocol::make_ok_reply({{"alive", true}}, req.req_id);
     }
-    if (auto it = m_exited.find(args->kernel_id); it != m_exited.end()) {
+    if (auto st = m_kernels.exit_of(args->kernel_id)) {
         // Like Popen.returncode: the exit code, or minus the signal that killed it.
-        const exit_status& st = it->second;
-        const std::int64_t code = st.term_signal != 0 ? -st.term_signal : st.code;
+        const std::int64_t code = st->term_signal != 0 ? -st->term_signal : st->code;
         return protocol::make_ok_reply({{"alive", false}, {"exit_code", code}}, req.req_id);
     }
     return protocol::make_error_reply(

@@ -4,6 +4,7 @@ An endpoint may also be a list of daemons (comma-separated, or `dns:NAME:PORT`):
 the daemon most likely to have a warm kernel and fail over to the next one (kpool/spread.py);
 release, signal and poll go to the daemon that handed the kernel out."""
 import dataclasses
+import functools
 import json
 import os
 import time
@@ -268,20 +269,127 @@ def _first_status(statuses: List[Tuple[str, Union[Dict[str, Any], Error]]]) -> D
     raise statuses[-1][1]
 
 
-class Client:
-    """Blocking client. Each request uses its own REQ socket, so a timeout never leaves the
-    client stuck waiting for a stale reply. `endpoint` may name several daemons (see the module
-    docstring); `endpoint` the attribute is then the first of them."""
+class _Operations:
+    """Every public operation of Client and AsyncClient, written once as a plan (a generator
+    that yields (request, timeout_ms, endpoint or None for the first daemon) and is sent back the
+    reply or the Error). Client carries plans out with blocking sockets, AsyncClient with
+    zmq.asyncio; _driven() below makes each operation a method of both."""
 
-    def __init__(self, endpoint: Endpoints = None, timeout_ms: int = DEFAULT_TIMEOUT_MS,
-                 server_key: Optional[str] = None, client_key_file: Optional[str] = None,
-                 view_ttl_ms: int = 1000):
+    _daemons: _Daemons
+
+    def ping(self) -> Dict[str, Any]:
+        return (yield from _single({"op": "ping"}))
+
+    def status(self) -> Dict[str, Any]:
+        """The first daemon's status that answers (see statuses() for all of them)."""
+        return _first_status((yield from self._daemons.statuses_plan()))
+
+    def statuses(self) -> List[Tuple[str, Union[Dict[str, Any], Error]]]:
+        """(endpoint, status or the Error it gave) for every daemon."""
+        return (yield from self._daemons.statuses_plan())
+
+    def kernelspecs(self) -> Dict[str, Any]:
+        return (yield from _single({"op": "kernelspecs"}))["kernelspecs"]
+
+    def acquire(self, pool: str, timeout_ms: Optional[int] = None, lease_s: Optional[float] = None,
+                cwd: Optional[str] = None, env: Optional[Dict[str, str]] = None) -> Kernel:
+        req, wait = _acquire_request(pool, timeout_ms, lease_s, cwd, env)
+        return (yield from self._daemons.acquire_plan(req, wait))
+
+    def release(self, kernel_id: str) -> None:
+        yield from self._daemons.owner_plan(kernel_id, {"op": "release", "kernel_id": kernel_id})
+
+    def signal(self, kernel_id: str, signum: int) -> None:
+        yield from self._daemons.owner_plan(kernel_id, {"op": "signal", "kernel_id": kernel_id,
+                                                        "signum": int(signum)})
+
+    def poll(self, kernel_id: str) -> Optional[int]:
+        """None while the kernel runs, else its exit code (minus the signal that killed it)."""
+        reply = yield from self._daemons.owner_plan(kernel_id, {"op": "poll", "kernel_id": kernel_id})
+        return None if reply["alive"] else reply["exit_code"]
+
+    def resize(self, pool: str, size: int) -> Dict[str, Any]:
+        """Keeps `size` warm kernels in `pool` from now on (until the next config reload)."""
+        return (yield from _single({"op": "resize", "pool": pool, "size": int(size)}))
+
+    def drain(self, pool: str) -> Dict[str, Any]:
+        """Stops the pool's unleased kernels; acquires get "unavailable" until a resize."""
+        return (yield from _single({"op": "drain", "pool": pool}))
+
+
+_OPERATIONS = ("ping", "status", "statuses", "kernelspecs", "acquire", "release", "signal",
+               "poll", "resize", "drain")
+
+
+def _single(req: Dict[str, Any]):
+    """A plan of one request to the first daemon."""
+    reply = yield req, None, None
+    if isinstance(reply, Error):
+        raise reply
+    return reply
+
+
+def _run_plan(plan, carry):
+    """Steps a plan: `carry(req, timeout_ms, endpoint)` gives the reply or the Error."""
+    try:
+        step = next(plan)
+        while True:
+            step = plan.send(carry(*step))
+    except StopIteration as done:
+        return done.value
+
+
+def _driven(cls):
+    """Adds every operation of _Operations to `cls`, carried out by its _carry (blocking) or as
+    coroutines (when cls.asynchronous)."""
+    for name in _OPERATIONS:
+        plan = getattr(_Operations, name)
+        if cls.asynchronous:
+            async def method(self, *args, _plan=plan, **kwargs):
+                gen = _plan(self, *args, **kwargs)
+                try:
+                    step = next(gen)
+                    while True:
+                        req, timeout_ms, endpoint = step
+                        try:
+                            result: Any = await self.request(req, timeout_ms, endpoint)
+                        except Error as e:
+                            result = e
+                        step = gen.send(result)
+                except StopIteration as done:
+                    return done.value
+        else:
+            def method(self, *args, _plan=plan, **kwargs):
+                return _run_plan(_plan(self, *args, **kwargs), self._carry)
+        functools.update_wrapper(method, plan)
+        setattr(cls, name, method)
+    return cls
+
+
+class _Base(_Operations):
+    def __init__(self, endpoint: Endpoints, timeout_ms: int, server_key: Optional[str],
+                 client_key_file: Optional[str], view_ttl_ms: int, ctx):
         self._daemons = _Daemons(endpoint, view_ttl_ms)
         self.endpoints = self._daemons.endpoints
         self.endpoint = self.endpoints[0]
         self.timeout_ms = timeout_ms
         self._keys = _curve_keys(server_key, client_key_file)
-        self._ctx = zmq.Context.instance()
+        self._ctx = ctx
+
+
+@_driven
+class Client(_Base):
+    """Blocking client. Each request uses its own REQ socket, so a timeout never leaves the
+    client stuck waiting for a stale reply. `endpoint` may name several daemons (see the module
+    docstring); `endpoint` the attribute is then the first of them."""
+
+    asynchronous = False
+
+    def __init__(self, endpoint: Endpoints = None, timeout_ms: int = DEFAULT_TIMEOUT_MS,
+                 server_key: Optional[str] = None, client_key_file: Optional[str] = None,
+                 view_ttl_ms: int = 1000):
+        super().__init__(endpoint, timeout_ms, server_key, client_key_file, view_ttl_ms,
+                         zmq.Context.instance())
 
     def request(self, req: Dict[str, Any], timeout_ms: Optional[int] = None,
                 endpoint: Optional[str] = None) -> Dict[str, Any]:
@@ -309,74 +417,24 @@ class Client:
             monitor.close()
             sock.close()
 
-    def ping(self) -> Dict[str, Any]:
-        return self.request({"op": "ping"})
-
-    def _carry_out(self, plan):
-        """Runs a plan of _Daemons with this client's requests."""
+    def _carry(self, req, timeout_ms, endpoint):
         try:
-            step = next(plan)
-            while True:
-                req, timeout_ms, endpoint = step
-                try:
-                    result: Any = self.request(req, timeout_ms, endpoint)
-                except Error as e:
-                    result = e
-                step = plan.send(result)
-        except StopIteration as done:
-            return done.value
-
-    def status(self) -> Dict[str, Any]:
-        """The first daemon's status that answers (see statuses() for all of them)."""
-        return _first_status(self.statuses())
-
-    def statuses(self) -> List[Tuple[str, Union[Dict[str, Any], Error]]]:
-        """(endpoint, status or the Error it gave) for every daemon."""
-        return self._carry_out(self._daemons.statuses_plan())
-
-    def kernelspecs(self) -> Dict[str, Any]:
-        return self.request({"op": "kernelspecs"})["kernelspecs"]
-
-    def acquire(self, pool: str, timeout_ms: Optional[int] = None, lease_s: Optional[float] = None,
-                cwd: Optional[str] = None, env: Optional[Dict[str, str]] = None) -> Kernel:
-        req, wait = _acquire_request(pool, timeout_ms, lease_s, cwd, env)
-        return self._carry_out(self._daemons.acquire_plan(req, wait))
-
-    def _owner_request(self, kernel_id: str, req: Dict[str, Any]) -> Dict[str, Any]:
-        return self._carry_out(self._daemons.owner_plan(kernel_id, req))
-
-    def release(self, kernel_id: str) -> None:
-        self._owner_request(kernel_id, {"op": "release", "kernel_id": kernel_id})
-
-    def signal(self, kernel_id: str, signum: int) -> None:
-        self._owner_request(kernel_id, {"op": "signal", "kernel_id": kernel_id, "signum": int(signum)})
-
-    def poll(self, kernel_id: str) -> Optional[int]:
-        """None while the kernel runs, else its exit code (minus the signal that killed it)."""
-        reply = self._owner_request(kernel_id, {"op": "poll", "kernel_id": kernel_id})
-        return None if reply["alive"] else reply["exit_code"]
-
-    def resize(self, pool: str, size: int) -> Dict[str, Any]:
-        """Keeps `size` warm kernels in `pool` from now on (until the next config reload)."""
-        return self.request({"op": "resize", "pool": pool, "size": int(size)})
-
-    def drain(self, pool: str) -> Dict[str, Any]:
-        """Stops the pool's idle kernels; acquires get "unavailable" until a resize."""
-        return self.request({"op": "drain", "pool": pool})
+            return self.request(req, timeout_ms, endpoint)
+        except Error as e:
+            return e
 
 
-class AsyncClient:
+@_driven
+class AsyncClient(_Base):
     """The same as Client, with coroutines (zmq.asyncio), for servers."""
+
+    asynchronous = True
 
     def __init__(self, endpoint: Endpoints = None, timeout_ms: int = DEFAULT_TIMEOUT_MS,
                  server_key: Optional[str] = None, client_key_file: Optional[str] = None,
                  view_ttl_ms: int = 1000):
-        self._daemons = _Daemons(endpoint, view_ttl_ms)
-        self.endpoints = self._daemons.endpoints
-        self.endpoint = self.endpoints[0]
-        self.timeout_ms = timeout_ms
-        self._keys = _curve_keys(server_key, client_key_file)
-        self._ctx = zmq.asyncio.Context.instance()
+        super().__init__(endpoint, timeout_ms, server_key, client_key_file, view_ttl_ms,
+                         zmq.asyncio.Context.instance())
 
     async def request(self, req: Dict[str, Any], timeout_ms: Optional[int] = None,
                       endpoint: Optional[str] = None) -> Dict[str, Any]:
@@ -401,54 +459,3 @@ class AsyncClient:
             sock.disable_monitor()
             monitor.close()
             sock.close()
-
-    async def ping(self) -> Dict[str, Any]:
-        return await self.request({"op": "ping"})
-
-    async def _carry_out(self, plan):
-        try:
-            step = next(plan)
-            while True:
-                req, timeout_ms, endpoint = step
-                try:
-                    result: Any = await self.request(req, timeout_ms, endpoint)
-                except Error as e:
-                    result = e
-                step = plan.send(result)
-        except StopIteration as done:
-            return done.value
-
-    async def status(self) -> Dict[str, Any]:
-        return _first_status(await self.statuses())
-
-    async def statuses(self) -> List[Tuple[str, Union[Dict[str, Any], Error]]]:
-        return await self._carry_out(self._daemons.statuses_plan())
-
-    async def kernelspecs(self) -> Dict[str, Any]:
-        return (await self.request({"op": "kernelspecs"}))["kernelspecs"]
-
-    async def acquire(self, pool: str, timeout_ms: Optional[int] = None,
-                      lease_s: Optional[float] = None, cwd: Optional[str] = None,
-                      env: Optional[Dict[str, str]] = None) -> Kernel:
-        req, wait = _acquire_request(pool, timeout_ms, lease_s, cwd, env)
-        return await self._carry_out(self._daemons.acquire_plan(req, wait))
-
-    async def _owner_request(self, kernel_id: str, req: Dict[str, Any]) -> Dict[str, Any]:
-        return await self._carry_out(self._daemons.owner_plan(kernel_id, req))
-
-    async def release(self, kernel_id: str) -> None:
-        await self._owner_request(kernel_id, {"op": "release", "kernel_id": kernel_id})
-
-    async def signal(self, kernel_id: str, signum: int) -> None:
-        await self._owner_request(kernel_id, {"op": "signal", "kernel_id": kernel_id,
-                                              "signum": int(signum)})
-
-    async def poll(self, kernel_id: str) -> Optional[int]:
-        reply = await self._owner_request(kernel_id, {"op": "poll", "kernel_id": kernel_id})
-        return None if reply["alive"] else reply["exit_code"]
-
-    async def resize(self, pool: str, size: int) -> Dict[str, Any]:
-        return await self.request({"op": "resize", "pool": pool, "size": int(size)})
-
-    async def drain(self, pool: str) -> Dict[str, Any]:
-        return await self.request({"op": "drain", "pool": pool})

@@ -76,7 +76,8 @@ def test_daemon_errors_are_reported_with_their_code(kpoold):
 def test_usage_errors(kpoold):
     d = kpoold(POOLS)
     for args in [[], ["frob"], ["acquire"], ["release"], ["signal", "k"], ["acquire", "fake", "--timeout", "soon"],
-                 ["acquire", "fake", "--env", "NOEQUALS"], ["status", "--bogus"]]:
+                 ["acquire", "fake", "--env", "NOEQUALS"], ["status", "--bogus"],
+                 ["status", "--lease", "3"], ["ping", "--cwd", "/"], ["keygen", "k", "--json"]]:
         r = kpool(d, *args)
         assert r.returncode == 2, (args, r)
         assert r.stderr.startswith("kpool: ") and "usage: kpool" in r.stderr

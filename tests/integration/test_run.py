@@ -80,6 +80,8 @@ def normalized(nb):
 
 
 def kpool_run(d, *args, timeout=120, **kw):
+    if "input" not in kw:
+        kw.setdefault("stdin", subprocess.DEVNULL)  # a piped stdin would be a notebook to run
     return subprocess.run([KPOOL, "--endpoint", d.endpoint, "run"] + [str(a) for a in args],
                           capture_output=True, text=True, timeout=timeout, **kw)
 
@@ -171,7 +173,8 @@ def test_a_failing_cell_is_reported_and_marked_as_papermill_marks_it(daemon, tmp
     assert "cell 1 (In [2]) raised KeyError: 'gone'" in r.stderr and "\x1b[" not in r.stderr
     nb = read(out)
     tags = [c["metadata"].get("tags") for c in nb["cells"]]
-    assert tags == [["papermill-error-cell-tag"], None, ["papermill-error-cell-tag"], None, None]
+    # Every cell has tags, as papermill gives each one ([] when it had none).
+    assert tags == [["papermill-error-cell-tag"], [], ["papermill-error-cell-tag"], [], []]
     assert "In [2]" in "".join(nb["cells"][0]["source"])
     assert [c["metadata"]["papermill"]["status"] for c in nb["cells"] if "papermill" in c["metadata"]] == [
         "completed", "failed", "pending"]

@@ -1,0 +1,220 @@
+// The commands that are one control op each: ping, status, kernelspecs, acquire, release,
+// signal, poll, resize, drain; and keygen, which makes a CURVE key pair.
+#include "cli/commands.hpp"
+#include "cli/exit_status.hpp"
+#include "cli/format.hpp"
+#include "protocol/control.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+
+namespace kpool::cli {
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+constexpr auto quick = 5000ms; // for every op that does not wait for a kernel
+
+int signal_number(const std::string& name) {
+    static const std::map<std::string, int> names = {
+        {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL},
+        {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"CONT", SIGCONT},
+        {"STOP", SIGSTOP}};
+    std::string n = name.starts_with("SIG") ? name.substr(3) : name;
+    if (auto it = names.find(n); it != names.end()) {
+        return it->second;
+    }
+    return number<int>(name, "SIGNAL");
+}
+
+// Prints one daemon's answer: `on_ok` prints a successful reply in human form. Returns the exit
+// status. `who` prefixes messages when several daemons answer.
+int print_answer(const invocation& inv, const result<json>& reply,
+                 const std::function<void(const json&)>& on_ok, const std::string& who = "") {
+    if (!reply) {
+        std::fprintf(stderr, "kpool: %s%s\n", who.c_str(), reply.err().message.c_str());
+        return exit_status::unreachable;
+    }
+    if (!reply->value("ok", false)) {
+        const json& e = reply->value("error", json::object());
+        std::fprintf(stderr, "kpool: %s%s: %s\n", who.c_str(),
+                     e.value("code", std::string("internal")).c_str(),
+                     e.value("message", std::string("(no message)")).c_str());
+        return exit_status::failed;
+    }
+    if (inv.as_json) {
+        std::printf("%s\n", reply->dump(2).c_str());
+    } else {
+        on_ok(*reply);
+    }
+    return exit_status::ok;
+}
+
+// Sends to every daemon and prints each answer; the worst exit status wins.
+int call_each(const invocation& inv, const json& request,
+              const std::function<void(const json&, const std::string&)>& on_ok) {
+    auto daemons = inv.daemons();
+    int worst = exit_status::ok;
+    for (const auto& e : daemons.endpoints()) {
+        const std::string who = daemons.endpoints().size() > 1 ? e + ": " : "";
+        worst = std::max(worst, print_answer(inv, daemons.daemon(e).request(request, quick),
+                                             [&](const json& r) { on_ok(r, who); }, who));
+    }
+    return worst;
+}
+
+// A request about a kernel, to the daemon that owns it.
+int call_for_kernel(const invocation& inv, const json& request,
+                    const std::function<void(const json&)>& on_ok = [](const json&) {}) {
+    auto daemons = inv.daemons();
+    const std::string id = request.value("kernel_id", "");
+    return print_answer(inv, daemons.request_for_kernel(id, request, quick).reply, on_ok);
+}
+
+} // namespace
+
+int ping_command(const invocation& inv) {
+    auto daemons = inv.daemons();
+    int worst = exit_status::ok;
+    for (const auto& e : daemons.endpoints()) {
+        worst = std::max(worst, print_answer(inv, daemons.daemon(e).request({{"op", "ping"}}, quick),
+                                             [&](const json& r) {
+                                                 std::printf("kpoold %s (protocol %d) at %s\n",
+                                                             r.value("version", "?").c_str(),
+                                                             r.value("protocol", 0), e.c_str());
+                                             }));
+    }
+    return worst;
+}
+
+int status_command(const invocation& inv) {
+    auto daemons = inv.daemons();
+    if (daemons.endpoints().size() == 1) {
+        return print_answer(inv, daemons.first().request({{"op", "status"}}, quick),
+                            [](const json& r) { std::fputs(format_status(r).c_str(), stdout); });
+    }
+    std::vector<daemon_status> all;
+    json as_json = json::array();
+    int worst = exit_status::ok;
+    for (auto& a : daemons.statuses(quick)) {
+        daemon_status d{a.endpoint, std::nullopt, ""};
+        if (a.reply && a.reply->value("ok", false)) {
+            d.status = *a.reply;
+            as_json.push_back({{"endpoint", a.endpoint}, {"status", *a.reply}});
+        } else {
+            d.error = a.reply ? a.reply->value("error", json::object()).value("message", std::string())
+                              : a.reply.err().message;
+            worst = std::max(worst, a.reply ? exit_status::failed : exit_status::unreachable);
+            as_json.push_back({{"endpoint", a.endpoint}, {"error", d.error}});
+        }
+        all.push_back(std::move(d));
+    }
+    if (inv.as_json) {
+        std::printf("%s\n", as_json.dump(2).c_str());
+    } else {
+        std::fputs(format_statuses(all).c_str(), stdout);
+    }
+    return worst;
+}
+
+int kernelspecs_command(const invocation& inv) {
+    auto daemons = inv.daemons();
+    return print_answer(inv, daemons.first().request({{"op", "kernelspecs"}}, quick),
+                        [](const json& r) { std::fputs(format_kernelspecs(r).c_str(), stdout); });
+}
+
+int acquire_command(const invocation& inv) {
+    json req{{"op", "acquire"}, {"pool", inv.words[0]}};
+    std::chrono::milliseconds wait = protocol::default_acquire_timeout;
+    if (auto it = inv.values.find("--timeout"); it != inv.values.end()) {
+        req["timeout_ms"] = number<std::int64_t>(it->second, "--timeout");
+        wait = std::chrono::milliseconds(req["timeout_ms"].get<std::int64_t>());
+    }
+    if (auto it = inv.values.find("--lease"); it != inv.values.end()) {
+        req["lease_s"] = number<double>(it->second, "--lease");
+    }
+    if (auto it = inv.values.find("--cwd"); it != inv.values.end()) {
+        req["cwd"] = it->second;
+    }
+    if (!inv.env.empty()) {
+        req["env"] = inv.env;
+    }
+    auto daemons = inv.daemons();
+    auto answer = daemons.acquire(req, wait + quick);
+    if (answer.reply && answer.reply->value("ok", false) && daemons.endpoints().size() > 1) {
+        (*answer.reply)["endpoint"] = answer.endpoint; // which daemon holds it
+    }
+    return print_answer(inv, answer.reply, [](const json& r) {
+        std::printf("%s\n", r.value("connection_file", "").c_str());
+    });
+}
+
+int release_command(const invocation& inv) {
+    return call_for_kernel(inv, {{"op", "release"}, {"kernel_id", inv.words[0]}});
+}
+
+int signal_command(const invocation& inv) {
+    return call_for_kernel(inv, {{"op", "signal"},
+                                 {"kernel_id", inv.words[0]},
+                                 {"signum", signal_number(inv.words[1])}});
+}
+
+int poll_command(const invocation& inv) {
+    return call_for_kernel(inv, {{"op", "poll"}, {"kernel_id", inv.words[0]}}, [](const json& r) {
+        if (r.value("alive", false)) {
+            std::printf("running\n");
+        } else {
+            std::printf("exited %lld\n", r.value("exit_code", 0LL));
+        }
+    });
+}
+
+int resize_command(const invocation& inv) {
+    return call_each(inv,
+                     {{"op", "resize"},
+                      {"pool", inv.words[0]},
+                      {"size", number<std::int64_t>(inv.words[1], "SIZE")}},
+                     [](const json& r, const std::string& who) {
+                         std::printf("%s%s: size %lld (was %lld)\n", who.c_str(),
+                                     r.value("pool", "").c_str(), r.value("size", 0LL),
+                                     r.value("previous_size", 0LL));
+                     });
+}
+
+int drain_command(const invocation& inv) {
+    return call_each(inv, {{"op", "drain"}, {"pool", inv.words[0]}},
+                     [](const json& r, const std::string& who) {
+                         std::printf("%s%s: drained (size was %lld)\n", who.c_str(),
+                                     r.value("pool", "").c_str(), r.value("previous_size", 0LL));
+                     });
+}
+
+int keygen_command(const invocation& inv) {
+    const std::string& path = inv.words[0];
+    const auto [public_key, secret_key] = client::make_curve_keypair();
+    // O_EXCL: never overwrite a key someone relies on.
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        std::fprintf(stderr, "kpool: cannot create %s: %s\n", path.c_str(), std::strerror(errno));
+        return exit_status::failed;
+    }
+    const std::string text = secret_key + "\n";
+    const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    if (::close(fd) != 0 || !written) {
+        std::fprintf(stderr, "kpool: cannot write %s: %s\n", path.c_str(), std::strerror(errno));
+        return exit_status::failed;
+    }
+    std::printf("%s\n", public_key.c_str());
+    return exit_status::ok;
+}
+
+} // namespace kpool::cli

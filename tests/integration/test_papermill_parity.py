@@ -1,0 +1,277 @@
+"""`kpool run` against papermill 2.6.0 itself (../shared/anchors/papermill, run with Debian's
+python3 and packages): the same notebooks and arguments through both, the executed notebooks
+compared (times, ids and the kernel's own addresses left out) and the exit codes too, so that a
+difference cannot come back unnoticed. papermill starts its kernel cold from the same python3
+kernelspec that the pool runs."""
+import base64
+import json
+import os
+import subprocess
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from conftest import SOURCE_DIR
+
+KPOOL = os.environ.get("KPOOL_CLI") or os.path.join(SOURCE_DIR, "build", "kpool")
+PAPERMILL = os.path.join(os.path.dirname(SOURCE_DIR), "shared", "anchors", "papermill")
+PAPERMILL_NOTEBOOKS = os.path.join(PAPERMILL, "papermill", "tests", "notebooks")
+
+if not os.path.isdir(PAPERMILL):
+    if os.environ.get("CI"):
+        raise RuntimeError("papermill's source is missing at %s: the parity suite needs it" % PAPERMILL)
+    pytest.skip("papermill's source is not beside this checkout", allow_module_level=True)
+
+POOLS = """
+[pools.python3]
+kernelspec = "python3"
+size = 2
+"""
+
+# Left out of the comparison: what differs run to run (times, cell ids, the kernel's session),
+# and what kpool records of itself (metadata.papermill.version).
+TIME_KEYS = {"start_time", "end_time", "duration"}
+
+
+def normalized(nb):
+    nb = json.loads(json.dumps(nb))
+    pm = nb["metadata"].get("papermill", {})
+    for k in TIME_KEYS | {"version"}:
+        pm.pop(k, None)
+    pm.pop("input_path", None)
+    pm.pop("output_path", None)
+    nb["metadata"].pop("language_info", None)
+    nb.pop("nbformat_minor", None)
+    for cell in nb["cells"]:
+        cell.pop("id", None)
+        md = cell.get("metadata", {})
+        md.pop("execution", None)
+        if not md.get("tags"):
+            md.pop("tags", None)
+        for k in TIME_KEYS:
+            md.get("papermill", {}).pop(k, None)
+        if cell["cell_type"] == "code":
+            outputs = []
+            for out in cell.get("outputs", []):
+                if out.get("output_type") == "stream" and outputs and \
+                        outputs[-1].get("output_type") == "stream" and outputs[-1]["name"] == out["name"]:
+                    outputs[-1]["text"] += out["text"]  # the kernel batches writes by timing
+                    continue
+                if out.get("output_type") == "error":
+                    out.pop("traceback", None)  # file paths and colours of two processes
+                outputs.append(out)
+            cell["outputs"] = outputs
+    return nb
+
+
+def env_for(tmp_path, extra=None):
+    jdirs = {name: str(tmp_path / "jupyter" / name) for name in ("cfg", "runtime", "ipython")}
+    for d in jdirs.values():
+        os.makedirs(d, exist_ok=True)
+    env = dict(os.environ, JUPYTER_CONFIG_DIR=jdirs["cfg"], JUPYTER_RUNTIME_DIR=jdirs["runtime"],
+               IPYTHONDIR=jdirs["ipython"], PYTHONPATH=PAPERMILL)
+    env.update(extra or {})
+    return env
+
+
+def run_tool(argv, tmp_path, env, cwd, piped, timeout):
+    """`piped`: text sent through a pipe on stdin (papermill reads a notebook from a pipe only)."""
+    kw = {"input": piped} if piped is not None else {"stdin": subprocess.DEVNULL}
+    return subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=timeout,
+                          cwd=cwd, env=env_for(tmp_path, env), **kw)
+
+
+def papermill(tmp_path, *args, env=None, cwd=None, piped=None, timeout=180):
+    return run_tool(["/usr/bin/python3", "-m", "papermill", *args], tmp_path, env, cwd, piped, timeout)
+
+
+def kpool_run(d, tmp_path, *args, env=None, cwd=None, piped=None, timeout=180):
+    return run_tool([KPOOL, "--endpoint", d.endpoint, "run", *args], tmp_path, env, cwd, piped, timeout)
+
+
+def both(d, tmp_path, src, *args, env=None, cwd=None, name="out"):
+    """Runs src through both with the same arguments; returns (papermill's, kpool's) results and
+    output notebooks (None where none was written)."""
+    results = []
+    for who, run in (("papermill", papermill), ("kpool", None)):
+        out = tmp_path / ("%s-%s.ipynb" % (name, who))
+        if run is None:
+            r = kpool_run(d, tmp_path, src, out, *args, env=env, cwd=cwd)
+        else:
+            r = run(tmp_path, src, out, *args, env=env, cwd=cwd)
+        nb = json.loads(out.read_text()) if out.exists() else None
+        results.append((r, nb))
+    return results
+
+
+def assert_same(results):
+    (pr, pnb), (kr, knb) = results
+    assert kr.returncode == pr.returncode, (pr.stderr[-2000:], kr.stderr[-2000:])
+    assert (pnb is None) == (knb is None)
+    if pnb is not None:
+        assert normalized(knb) == normalized(pnb)
+
+
+def write_nb(path, cells, kernel="python3"):
+    nb = new_notebook(cells=cells)
+    nb.metadata.kernelspec = {"name": kernel, "display_name": "Python 3", "language": "python"}
+    nb.metadata.language_info = {"name": "python"}
+    nbformat.write(nb, str(path))
+    return path
+
+
+def params_nb(tmp_path):
+    params = new_code_cell("alpha = 0.1  # the rate\nname: str = 'x'\nitems = [1, 2]")
+    params.metadata["tags"] = ["parameters"]
+    return write_nb(tmp_path / "params.ipynb", [
+        new_markdown_cell("# A report"), params,
+        new_code_cell("print(alpha, name, items)"),
+        new_code_cell("{'alpha': alpha, 'name': name}")])
+
+
+@pytest.fixture
+def daemon(kpoold):
+    d = kpoold(POOLS)
+    d.wait_warm("python3", 2, timeout=60)
+    return d
+
+
+@pytest.mark.parametrize("args", [
+    [],
+    ["-p", "alpha", "0.5", "-p", "name", "y", "-r", "items", "raw"],
+    ["-y", "alpha: 2\nitems: [3, 4]", "-p", "alpha", "True"],
+    ["-b", base64.b64encode(b"name: from base64\nalpha: 1e3").decode()],
+    ["--inject-paths"],
+    ["--inject-input-path", "-p", "name", "z"],
+    ["--report-mode", "-p", "alpha", "7"],
+    ["--prepare-only", "-p", "alpha", "3"],
+    ["--prepare-only", "--prepare-execute"],
+    ["--engine", "nbclient", "--no-progress-bar", "--no-log-output"],
+    ["--no-request-save-on-cell-execute", "--autosave-cell-every", "0"],
+    ["--start_timeout", "60", "--log-level", "WARNING"],
+    ["-k", "python3", "-l", "python", "-p", "alpha", "1"],
+], ids=lambda a: " ".join(a)[:60] or "plain")
+def test_options_give_the_same_notebook(daemon, tmp_path, args):
+    src = params_nb(tmp_path)
+    if "--inject-paths" in args or "--inject-input-path" in args:
+        # The injected paths are each run's own OUTPUT: compare the parameter's presence.
+        results = both(daemon, tmp_path, src, *args)
+        (pr, pnb), (kr, knb) = results
+        assert kr.returncode == pr.returncode == 0, kr.stderr
+        for nb in (pnb, knb):
+            assert "PAPERMILL_INPUT_PATH" in nb["metadata"]["papermill"]["parameters"]
+        return
+    assert_same(both(daemon, tmp_path, src, *args))
+
+
+def test_a_parameters_file(daemon, tmp_path):
+    src = params_nb(tmp_path)
+    f = tmp_path / "p.yaml"
+    f.write_text("alpha: 0.25\nname: from a file\n")
+    assert_same(both(daemon, tmp_path, src, "-f", f, "-p", "name", "cli wins"))
+
+
+def test_error_cells_of_an_earlier_run_are_removed(daemon, tmp_path):
+    # papermill's own test notebook: a failed run's output, re-run.
+    src = os.path.join(PAPERMILL_NOTEBOOKS, "broken1.ipynb")
+    results = both(daemon, tmp_path, src)
+    assert_same(results)
+    (pr, pnb), (kr, knb) = results
+    tagged = [c for c in knb["cells"] if "papermill-error-cell-tag" in c["metadata"].get("tags", [])]
+    assert len(tagged) == 2  # this run's two, none of the input's
+
+
+def test_the_kernel_sees_the_callers_environment_and_directory(daemon, tmp_path):
+    src = write_nb(tmp_path / "env.ipynb", [
+        new_code_cell("import os\nprint(os.environ.get('MYVAR'), os.getcwd())")])
+    here = tmp_path / "here"
+    here.mkdir()
+    results = both(daemon, tmp_path, src, env={"MYVAR": "x"}, cwd=here)
+    assert_same(results)
+    assert "".join(results[1][1]["cells"][0]["outputs"][0]["text"]) == "x %s\n" % here
+    # A relative --cwd is relative to the caller's directory, as papermill takes it.
+    (here / "sub").mkdir()
+    results = both(daemon, tmp_path, src, "--cwd", "sub", env={"MYVAR": "y"}, cwd=here, name="rel")
+    assert_same(results)
+    assert "".join(results[1][1]["cells"][0]["outputs"][0]["text"]) == "y %s\n" % (here / "sub")
+
+
+def test_stream_files_and_log_output(daemon, tmp_path):
+    src = write_nb(tmp_path / "streams.ipynb", [
+        new_code_cell("import sys\nprint('out 1'); print('err 1', file=sys.stderr)"),
+        new_code_cell("print('out 2')")])
+    got = {}
+    for who in ("papermill", "kpool"):
+        files = [tmp_path / ("%s.stdout" % who), tmp_path / ("%s.stderr" % who)]
+        args = [src, tmp_path / ("%s.ipynb" % who), "--stdout-file", files[0], "--stderr-file", files[1],
+                "--log-output"]
+        r = papermill(tmp_path, *args) if who == "papermill" else kpool_run(daemon, tmp_path, *args)
+        assert r.returncode == 0, r.stderr
+        got[who] = (files[0].read_text(), files[1].read_text(), r.stderr)
+    assert got["kpool"][:2] == got["papermill"][:2] == ("out 1\nout 2\n", "err 1\n")
+    for who in got:
+        log = got[who][2]
+        assert "Executing Cell 1---------------------------------------" in log
+        assert "Ending Cell 2------------------------------------------" in log
+        assert "out 2" in log and "Input Notebook:" in log and "Output Notebook:" in log
+
+
+def test_a_piped_notebook_without_paths(daemon, tmp_path):
+    src = params_nb(tmp_path)
+    outs = {}
+    text = src.read_text()
+    for who in ("papermill", "kpool"):
+        r = (papermill(tmp_path, "-p", "alpha", "9", piped=text) if who == "papermill"
+             else kpool_run(daemon, tmp_path, "-p", "alpha", "9", piped=text))
+        assert r.returncode == 0, r.stderr
+        outs[who] = json.loads(r.stdout)
+    assert normalized(outs["kpool"]) == normalized(outs["papermill"])
+
+
+def test_help_notebook_lists_the_parameters_as_papermill_does(daemon, tmp_path):
+    src = params_nb(tmp_path)
+    p = papermill(tmp_path, "--help-notebook", src)
+    k = kpool_run(daemon, tmp_path, "--help-notebook", src)
+    assert k.returncode == p.returncode == 0, (p.stderr, k.stderr)
+    assert k.stdout.split("\n", 1)[1] == p.stdout.split("\n", 1)[1]  # after each tool's usage line
+    assert "alpha: Unknown type (default 0.1)" in k.stdout and "the rate" in k.stdout
+    none = write_nb(tmp_path / "none.ipynb", [new_code_cell("1")])
+    assert kpool_run(daemon, tmp_path, "--help-notebook", none).returncode == \
+        papermill(tmp_path, "--help-notebook", none).returncode == 1
+
+
+def test_an_output_symlink_is_written_through_and_keeps_its_mode(daemon, tmp_path):
+    src = params_nb(tmp_path)
+    for who in ("papermill", "kpool"):
+        real = tmp_path / ("%s-real.ipynb" % who)
+        real.write_text("{}")
+        os.chmod(real, 0o640)
+        link = tmp_path / ("%s-link.ipynb" % who)
+        link.symlink_to(real)
+        r = papermill(tmp_path, src, link) if who == "papermill" else kpool_run(daemon, tmp_path, src, link)
+        assert r.returncode == 0, r.stderr
+        assert link.is_symlink() and os.stat(real).st_mode & 0o777 == 0o640
+        assert json.loads(real.read_text())["cells"]
+
+
+def test_unsupported_engines_and_remote_paths_are_refused_clearly(daemon, tmp_path):
+    src = params_nb(tmp_path)
+    r = kpool_run(daemon, tmp_path, src, tmp_path / "o.ipynb", "--engine", "other")
+    assert r.returncode == 2 and "nbclient" in r.stderr
+    assert papermill(tmp_path, src, tmp_path / "o.ipynb", "--engine", "other").returncode != 0
+    r = kpool_run(daemon, tmp_path, "s3://bucket/in.ipynb", tmp_path / "o.ipynb")
+    assert r.returncode == 2 and "not supported yet" in r.stderr and "local path" in r.stderr
+    assert daemon.pool("python3")["counters"]["acquired"] == 0
+
+
+def test_prepare_only_needs_no_daemon(tmp_path):
+    src = params_nb(tmp_path)
+    out = tmp_path / "prepared.ipynb"
+    r = subprocess.run([KPOOL, "--endpoint", "ipc://%s/nobody" % tmp_path, "run", src, out,
+                        "--prepare-only", "-p", "alpha", "2"], capture_output=True, text=True,
+                       timeout=30, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    p = papermill(tmp_path, src, tmp_path / "p.ipynb", "--prepare-only", "-p", "alpha", "2")
+    assert p.returncode == 0
+    assert normalized(json.loads(out.read_text())) == normalized(json.loads((tmp_path / "p.ipynb").read_text()))
