@@ -3,7 +3,7 @@
 #pragma once
 
 #include "client/daemon_set.hpp"
-#include "jupyter/kernel_client.hpp"
+#include "jupyter/kernel_handle.hpp"
 #include "protocol/control.hpp"
 
 #include <functional>
@@ -30,19 +30,19 @@ struct acquire_failure {
     std::string message;
 };
 
-class leased_kernel {
+class leased_kernel final : public jupyter::kernel_handle {
 public:
     // Acquires, connects and waits until the kernel answers kernel_info with iopub subscribed.
     static std::variant<std::unique_ptr<leased_kernel>, acquire_failure>
     acquire(daemon_set& daemons, const acquire_request& request);
 
-    ~leased_kernel(); // releases the kernel
+    ~leased_kernel() override; // releases the kernel
     leased_kernel(const leased_kernel&) = delete;
     leased_kernel& operator=(const leased_kernel&) = delete;
 
-    jupyter::kernel_client& client() { return *m_client; }
-    const nlohmann::json& kernel_info() const { return m_kernel_info; }
-    const std::string& id() const { return m_id; }
+    jupyter::kernel_client& client() override { return *m_client; }
+    const nlohmann::json& kernel_info() const override { return m_kernel_info; }
+    const std::string& id() const override { return m_id; }
 
     // kpoold's poll: false once the kernel process has exited.
     bool alive();
@@ -50,7 +50,7 @@ public:
     void interrupt();
     // Hooks for jupyter::execute using the two above; `cancelled` says when the caller gives up
     // (the kernel is then interrupted).
-    jupyter::execute_hooks hooks(std::function<bool()> cancelled);
+    jupyter::execute_hooks hooks(std::function<bool()> cancelled) override;
 
 private:
     leased_kernel(daemon_set& daemons, std::string id, const protocol::connection_info& info);

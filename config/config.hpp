@@ -31,7 +31,7 @@ struct pool_config {
     std::string kernelspec;       // defaults to name
     std::string kernelspec_at;    // "file:line:col" of that choice, for problems found later
     // The interpreter a kernelspec whose argv[0] is "python" or "python3" runs (see
-    // resolve_kernel_program in daemon/process/kernelspec.hpp).
+    // resolve_kernel_program in jupyter/kernelspec.hpp).
     std::string python = "/usr/bin/python3";
     int size = 2;                 // warm kernels kept ready (auto: the starting size, = min)
     // size = "auto": the daemon sizes the pool between min and max from the arrival rate and

@@ -6,6 +6,7 @@
 #include "notebook/nbformat.hpp"
 #include "notebook/outputs.hpp"
 #include "params/translators.hpp"
+#include "runner/local_kernel.hpp"
 #include "runner/papermill.hpp"
 
 #include <fcntl.h>
@@ -105,12 +106,16 @@ void write_atomically(const std::string& path, const std::string& text) {
 }
 
 struct pool_choice {
-    std::string pool;
+    std::string pool;        // empty: no pool serves the kernelspec (or no kpoold answered)
     std::string kernel_name; // its kernelspec
     std::string language;
+    std::string why_none;    // when pool is empty: why, for the notice
 };
 
 pool_choice choose_pool(client::daemon_set& daemons, const run_options& options, const json& nb) {
+    const json& spec = nb["metadata"].value("kernelspec", json::object());
+    const std::string wanted_kernel =
+        !options.kernel.empty() ? options.kernel : spec.is_object() ? spec.value("name", "") : "";
     // The first daemon that answers: every daemon of a set serves the same pools.
     std::optional<json> status;
     std::string unreachable;
@@ -122,12 +127,12 @@ pool_choice choose_pool(client::daemon_set& daemons, const run_options& options,
         unreachable = answer.reply.err().message;
     }
     if (!status) {
-        throw failure{run_outcome::unreachable, unreachable};
+        if (!options.pool.empty() || wanted_kernel.empty()) {
+            throw failure{run_outcome::unreachable, unreachable};
+        }
+        return {"", wanted_kernel, "", "no kpoold answered (" + unreachable + ")"};
     }
     const json pools = status->value("pools", json::array());
-    const json& spec = nb["metadata"].value("kernelspec", json::object());
-    const std::string wanted_kernel =
-        !options.kernel.empty() ? options.kernel : spec.is_object() ? spec.value("name", "") : "";
     std::string names;
     for (const json& p : pools) {
         if (p.value("removed", false)) {
@@ -139,16 +144,20 @@ pool_choice choose_pool(client::daemon_set& daemons, const run_options& options,
                                                  : p.value("kernelspec", "") == wanted_kernel;
         if (match) {
             const json& lang = p.value("language", json());
-            return {name, p.value("kernelspec", ""), lang.is_string() ? lang.get<std::string>() : ""};
+            return {name, p.value("kernelspec", ""), lang.is_string() ? lang.get<std::string>() : "", ""};
         }
     }
     if (!options.pool.empty()) {
         throw failure{run_outcome::bad_input, "kpoold has no pool '" + options.pool + "'; its pools: " + names};
     }
-    throw failure{run_outcome::bad_input, (wanted_kernel.empty() ? std::string("the notebook names no kernelspec")
-                                            : "no pool runs kernelspec '" + wanted_kernel + "'") +
-                         ": choose one with --pool or -k; kpoold's pools: " +
-                         (names.empty() ? std::string("none") : names)};
+    if (wanted_kernel.empty()) {
+        throw failure{run_outcome::bad_input,
+                      "the notebook names no kernelspec: choose one with --pool or -k; kpoold's pools: " +
+                          (names.empty() ? std::string("none") : names)};
+    }
+    return {"", wanted_kernel, "",
+            "no pool runs kernelspec '" + wanted_kernel + "' (kpoold's pools: " +
+                (names.empty() ? std::string("none") : names) + ")"};
 }
 
 std::string notebook_language(const json& nb, const std::string& pool_language) {
@@ -247,7 +256,7 @@ private:
 
 class cell_executor {
 public:
-    cell_executor(json& nb, const run_options& options, std::FILE* log, client::leased_kernel& kernel,
+    cell_executor(json& nb, const run_options& options, std::FILE* log, jupyter::kernel_handle& kernel,
              stream_files& files)
         : m_nb(nb), m_options(options), m_log(log), m_kernel(kernel), m_files(files),
           m_outputs(nb["cells"]) {}
@@ -396,7 +405,7 @@ private:
     json& m_nb;
     const run_options& m_options;
     std::FILE* m_log;
-    client::leased_kernel& m_kernel;
+    jupyter::kernel_handle& m_kernel;
     stream_files& m_files;
     notebook::output_builder m_outputs;
     std::function<void()> m_save;
@@ -465,7 +474,7 @@ run_result run_notebook(client::daemon_set& daemons, const run_options& options,
         check_output_writable(options.output);
         // --prepare-only needs no kernel and so no daemon: the notebook says what it needs.
         const pool_choice pool = options.prepare_only
-                                     ? pool_choice{"", requested_kernel(options, nb), ""}
+                                     ? pool_choice{"", requested_kernel(options, nb), "", ""}
                                      : choose_pool(daemons, options, nb);
         const std::string language = !options.language.empty() ? options.language
                                                                : notebook_language(nb, pool.language);
@@ -538,16 +547,33 @@ run_result run_notebook(client::daemon_set& daemons, const run_options& options,
         if (options.cwd) {
             say(20, "Working directory: " + *options.cwd);
         }
-        client::acquire_request request{.pool = pool.pool, .cwd = cwd.lexically_normal().string(),
-                                        .env = std::move(env), .lease_s = std::nullopt,
-                                        .wait = options.start_timeout};
-        auto acquired = client::leased_kernel::acquire(daemons, request);
-        if (auto* f = std::get_if<client::acquire_failure>(&acquired)) {
-            throw failure{f->why == client::acquire_failure::kind::unreachable ? run_outcome::unreachable
-                                                                               : run_outcome::refused,
-                          f->message};
+        std::unique_ptr<jupyter::kernel_handle> kernel_owner;
+        if (!pool.pool.empty()) {
+            client::acquire_request request{.pool = pool.pool, .cwd = cwd.lexically_normal().string(),
+                                            .env = std::move(env), .lease_s = std::nullopt,
+                                            .wait = options.start_timeout};
+            auto acquired = client::leased_kernel::acquire(daemons, request);
+            if (auto* f = std::get_if<client::acquire_failure>(&acquired)) {
+                throw failure{f->why == client::acquire_failure::kind::unreachable ? run_outcome::unreachable
+                                                                                   : run_outcome::refused,
+                              f->message};
+            }
+            kernel_owner = std::move(std::get<std::unique_ptr<client::leased_kernel>>(acquired));
+        } else {
+            // A pipeline never breaks because a pool is missing: a kernel of our own, cold.
+            std::fprintf(log, "kpool: notice: %s: starting kernelspec '%s' here for this run (cold)\n",
+                         pool.why_none.c_str(), pool.kernel_name.c_str());
+            auto started = local_kernel::start({.kernelspec = pool.kernel_name,
+                                                .cwd = cwd.lexically_normal().string(),
+                                                .env = std::move(env),
+                                                .ready_timeout = options.start_timeout});
+            if (!started) {
+                throw failure{started.err().code == errc::timeout ? run_outcome::refused : run_outcome::bad_input,
+                              pool.why_none + ", and starting it here failed: " + started.err().message};
+            }
+            kernel_owner = std::move(*started);
         }
-        auto& kernel = *std::get<std::unique_ptr<client::leased_kernel>>(acquired);
+        jupyter::kernel_handle& kernel = *kernel_owner;
         say(20, "Executing notebook with kernel: " + pool.kernel_name);
         if (auto info = kernel.kernel_info().find("language_info"); info != kernel.kernel_info().end()) {
             nb["metadata"]["language_info"] = *info;

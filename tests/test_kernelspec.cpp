@@ -1,5 +1,5 @@
 // Kernelspec discovery (search order, first match wins, case) and argv/env substitution.
-#include "daemon/process/kernelspec.hpp"
+#include "jupyter/kernelspec.hpp"
 
 #include <doctest/doctest.h>
 
@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-using namespace kpool::daemon;
+using namespace kpool::jupyter;
 namespace fs = std::filesystem;
 
 namespace {

@@ -1,6 +1,6 @@
 // spawn_launcher with real processes on a real libuv loop: start, output, exit codes, signals
 // sent before the process exists, and a loop that closes with nothing left open.
-#include "daemon/process/executable.hpp"
+#include "jupyter/executable.hpp"
 #include "daemon/process/spawn_launcher.hpp"
 
 #include <doctest/doctest.h>
@@ -13,6 +13,7 @@
 #include <sstream>
 
 using namespace kpool::daemon;
+using kpool::jupyter::resolve_executable;
 
 namespace {
 

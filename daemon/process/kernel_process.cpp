@@ -75,7 +75,7 @@ std::vector<std::string> kernel_environment(const kernelspec& spec, const std::s
     }
     const auto inherited = env;
     for (const auto& [name, value] : spec.env) {
-        env[name] = expand_env_value(value, inherited);
+        env[name] = jupyter::expand_env_value(value, inherited);
     }
     // As jupyter_client's launcher does: the kernel knows its parent, and ipykernel then
     // installs its interrupt handling and exits if the daemon disappears.
@@ -91,7 +91,7 @@ std::vector<std::string> kernel_environment(const kernelspec& spec, const std::s
 
 launch_spec kernel_process::make_launch_spec() const {
     launch_spec spec;
-    spec.argv = format_argv(m_setup.spec, m_connection_file);
+    spec.argv = jupyter::format_argv(m_setup.spec, m_connection_file);
     if (!m_setup.program.empty()) {
         spec.argv.at(0) = m_setup.program;
     }

@@ -16,7 +16,7 @@
 #include "daemon/loop/uv_timer.hpp"
 #include "daemon/process/kernel_channel.hpp"
 #include "daemon/process/kernel_heartbeat.hpp"
-#include "daemon/process/kernelspec.hpp"
+#include "jupyter/kernelspec.hpp"
 #include "daemon/process/launcher.hpp"
 #include "daemon/process/port_registry.hpp"
 #include "daemon/process/stop_escalation.hpp"
@@ -31,6 +31,9 @@
 #include <string>
 
 namespace kpool::daemon {
+
+using jupyter::kernelspec;
+using jupyter::resolved_kernelspec;
 
 // What kernel_process reports; the daemon forwards these to the kernel's pool.
 class kernel_events {

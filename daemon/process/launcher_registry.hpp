@@ -9,7 +9,7 @@
 
 #include "config/config.hpp"
 #include "daemon/loop/uv_timer.hpp"
-#include "daemon/process/kernelspec.hpp"
+#include "jupyter/kernelspec.hpp"
 #include "daemon/process/launcher.hpp"
 #include "daemon/process/zygote_launcher.hpp"
 
@@ -22,6 +22,8 @@
 #include <vector>
 
 namespace kpool::daemon {
+
+using jupyter::resolved_kernelspec;
 
 class launcher_registry {
 public:

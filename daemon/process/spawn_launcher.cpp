@@ -7,7 +7,7 @@
 #include "daemon/process/spawn_launcher.hpp"
 
 #include "daemon/loop/logging.hpp"
-#include "daemon/process/executable.hpp"
+#include "jupyter/executable.hpp"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -57,7 +57,7 @@ struct process_state final : process_record, uv_handle_group<process_state> {
         in_flight = false;
         if (spawn_errno != 0) {
             const std::string message = "kpoold: cannot start " + file + ": " +
-                                        lowercase_first(std::strerror(spawn_errno)) + "\n";
+                                        jupyter::lowercase_first(std::strerror(spawn_errno)) + "\n";
             if (!owner_gone && callbacks.on_output) {
                 callbacks.on_output(message);
             }
@@ -394,7 +394,7 @@ result<std::unique_ptr<launched_process>> spawn_launcher::launch(const launch_sp
             path_var = e.substr(5);
         }
     }
-    auto file = resolve_executable(spec.argv.at(0), path_var);
+    auto file = jupyter::resolve_executable(spec.argv.at(0), path_var);
     if (!file) {
         return file.err();
     }

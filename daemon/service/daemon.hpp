@@ -17,7 +17,7 @@
 #include "daemon/process/ipc_socket_dirs.hpp"
 #include "daemon/process/kernel_context.hpp"
 #include "daemon/process/kernel_process.hpp"
-#include "daemon/process/kernelspec.hpp"
+#include "jupyter/kernelspec.hpp"
 #include "daemon/process/launcher.hpp"
 #include "daemon/process/launcher_registry.hpp"
 #include "daemon/process/port_registry.hpp"

@@ -1,7 +1,7 @@
 // kpoold's command line: run with a config file or the embedded default, or check a config.
 #include "config/config.hpp"
 #include "daemon/loop/logging.hpp"
-#include "daemon/process/kernelspec.hpp"
+#include "jupyter/kernelspec.hpp"
 #include "daemon/service/daemon.hpp"
 #include "kpool/default_config.hpp"
 #include "kpool/version.hpp"
@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
             // The kernels too: each pool's kernelspec found and its program there to run.
             bool runnable = true;
             for (const auto& pc : cfg->pools) {
-                if (auto spec = kpool::daemon::resolve_pool_kernelspec(pc.kernelspec, pc.python);
+                if (auto spec = kpool::jupyter::resolve_pool_kernelspec(pc.kernelspec, pc.python);
                     !spec) {
                     std::fprintf(stderr, "%s: pool '%s': %s\n", pc.kernelspec_at.c_str(),
                                  pc.name.c_str(), spec.err().message.c_str());

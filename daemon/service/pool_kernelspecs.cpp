@@ -10,7 +10,7 @@ std::set<std::string> daemon::resolve_kernelspecs(const config::config& cfg) {
     std::set<std::string> changed;
     std::map<std::string, result<resolved_kernelspec>> specs;
     for (const auto& pc : cfg.pools) {
-        auto spec = resolve_pool_kernelspec(pc.kernelspec, pc.python);
+        auto spec = jupyter::resolve_pool_kernelspec(pc.kernelspec, pc.python);
         if (!spec) {
             logger("daemon")->error("{}: pool '{}': {}", pc.kernelspec_at, pc.name,
                                     spec.err().message);

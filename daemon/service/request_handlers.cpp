@@ -3,7 +3,7 @@
 
 #include "daemon/loop/logging.hpp"
 #include "daemon/process/kernel_context.hpp"
-#include "daemon/process/kernelspec.hpp"
+#include "jupyter/kernelspec.hpp"
 #include "daemon/service/status_json.hpp"
 #include "kpool/version.hpp"
 #include "protocol/control.hpp"
@@ -346,7 +346,7 @@ std::string daemon::op_kernelspecs(const envelope&, const protocol::control_requ
         return protocol::make_error_reply(st.err(), req.req_id);
     }
     json specs = json::array();
-    for (const kernelspec& spec : list_kernelspecs()) {
+    for (const kernelspec& spec : jupyter::list_kernelspecs()) {
         specs.push_back({{"name", spec.name},
                          {"display_name", spec.display_name},
                          {"language", spec.language},

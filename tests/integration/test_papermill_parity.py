@@ -275,3 +275,31 @@ def test_prepare_only_needs_no_daemon(tmp_path):
     p = papermill(tmp_path, src, tmp_path / "p.ipynb", "--prepare-only", "-p", "alpha", "2")
     assert p.returncode == 0
     assert normalized(json.loads(out.read_text())) == normalized(json.loads((tmp_path / "p.ipynb").read_text()))
+
+
+def test_a_kernelspec_without_a_pool_runs_on_a_kernel_of_its_own(daemon, tmp_path):
+    # No pool runs xpython: kpool run starts one for the run, as papermill would, and says so.
+    src = write_nb(tmp_path / "x.ipynb", [new_code_cell("print(6 * 7)"), new_code_cell("1 + 1")],
+                   kernel="xpython")
+    results = both(daemon, tmp_path, src, "-k", "xpython")
+    assert_same(results)
+    kr = results[1][0]
+    assert "no pool runs kernelspec 'xpython'" in kr.stderr and "(cold)" in kr.stderr
+    assert "".join(results[1][1]["cells"][0]["outputs"][0]["text"]).startswith("42")
+    assert daemon.pool("python3")["counters"]["acquired"] == 0
+    assert not [d for d in os.listdir("/tmp") if d.startswith("kpool-run-")
+                and os.stat(os.path.join("/tmp", d)).st_uid == os.getuid()
+                and os.path.exists(os.path.join("/tmp", d, "kernel-%s.json" % d))]
+
+
+def test_without_any_daemon_the_notebook_still_runs(tmp_path):
+    src = params_nb(tmp_path)
+    out = tmp_path / "alone.ipynb"
+    r = subprocess.run([KPOOL, "--endpoint", "ipc://%s/nobody" % tmp_path, "run", src, out, "-p", "alpha", "4"],
+                       capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+                       env=env_for(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "no kpoold answered" in r.stderr and "(cold)" in r.stderr
+    p = papermill(tmp_path, src, tmp_path / "p.ipynb", "-p", "alpha", "4")
+    assert p.returncode == 0
+    assert normalized(json.loads(out.read_text())) == normalized(json.loads((tmp_path / "p.ipynb").read_text()))

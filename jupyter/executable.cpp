@@ -1,5 +1,5 @@
 // resolve_executable: execvp's search, done ahead of time so errors name the program.
-#include "daemon/process/executable.hpp"
+#include "jupyter/executable.hpp"
 
 #include <unistd.h>
 
@@ -8,7 +8,7 @@
 #include <cstring>
 #include <sstream>
 
-namespace kpool::daemon {
+namespace kpool::jupyter {
 
 std::string lowercase_first(std::string s) {
     if (!s.empty()) {
@@ -38,4 +38,4 @@ result<std::string> resolve_executable(const std::string& file, const std::strin
     return error{errc::internal, "cannot start " + file + ": not found on PATH"};
 }
 
-} // namespace kpool::daemon
+} // namespace kpool::jupyter

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace kpool::daemon {
+namespace kpool::jupyter {
 
 struct kernelspec {
     std::string name;         // directory name, lower-cased as jupyter_client does
@@ -66,4 +66,4 @@ result<std::string> resolve_kernel_program(const kernelspec& spec, const std::st
 std::string expand_env_value(const std::string& value,
                              const std::map<std::string, std::string>& lookup);
 
-} // namespace kpool::daemon
+} // namespace kpool::jupyter

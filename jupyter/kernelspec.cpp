@@ -1,7 +1,7 @@
 // kernel.json discovery and substitution, matching jupyter_client 7's behaviour.
-#include "daemon/process/kernelspec.hpp"
+#include "jupyter/kernelspec.hpp"
 
-#include "daemon/process/executable.hpp"
+#include "jupyter/executable.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -11,7 +11,7 @@
 #include <set>
 #include <sstream>
 
-namespace kpool::daemon {
+namespace kpool::jupyter {
 namespace {
 
 namespace fs = std::filesystem;
@@ -220,4 +220,4 @@ std::string expand_env_value(const std::string& value,
     return out;
 }
 
-} // namespace kpool::daemon
+} // namespace kpool::jupyter

@@ -5,7 +5,7 @@
 
 #include <string>
 
-namespace kpool::daemon {
+namespace kpool::jupyter {
 
 // The path execvp would run for `file` (a name with a slash is taken as it is), searching
 // `path_var` (a $PATH value), or an error naming what is missing: "cannot start FILE: ...".
@@ -14,4 +14,4 @@ result<std::string> resolve_executable(const std::string& file, const std::strin
 // strerror's text with its first letter in lower case, to sit inside a sentence.
 std::string lowercase_first(std::string s);
 
-} // namespace kpool::daemon
+} // namespace kpool::jupyter
