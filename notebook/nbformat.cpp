@@ -2,6 +2,7 @@
 // indent=1, sort_keys, ensure_ascii=False), matching nbformat 5's v4 reader and writer.
 #include "notebook/nbformat.hpp"
 
+#include "notebook/v3_upgrade.hpp"
 #include "protocol/python_float.hpp"
 
 #include <algorithm>
@@ -168,7 +169,15 @@ result<json> read_notebook(std::string_view text, const std::string& source) {
     if (!nb.is_object()) {
         return error{errc::bad_request, source + ": not a notebook (the JSON is not an object)"};
     }
-    const auto major = nb.find("nbformat");
+    auto major = nb.find("nbformat");
+    if (major != nb.end() && major->is_number_integer() && major->get<int>() == 3) {
+        auto upgraded = upgrade_v3(std::move(nb), source); // as nbformat.reads(as_version=4)
+        if (!upgraded) {
+            return upgraded.err();
+        }
+        nb = std::move(*upgraded);
+        major = nb.find("nbformat");
+    }
     if (major == nb.end() || !major->is_number_integer() || major->get<int>() != 4) {
         return error{errc::bad_request,
                      source + ": not an nbformat 4 notebook (nbformat is " +

@@ -48,7 +48,9 @@ TEST_SUITE("nbformat") {
         CHECK(read_notebook("[]", "a.ipynb").err().message ==
               "a.ipynb: not a notebook (the JSON is not an object)");
         CHECK(read_notebook(R"({"nbformat": 3, "cells": []})", "v3.ipynb").err().message ==
-              "v3.ipynb: not an nbformat 4 notebook (nbformat is 3)");
+              "v3.ipynb: not an nbformat 3 notebook (no 'worksheets' list)");
+        CHECK(read_notebook(R"({"nbformat": 2, "cells": []})", "v2.ipynb").err().message ==
+              "v2.ipynb: not an nbformat 4 notebook (nbformat is 2)");
     }
 
     TEST_CASE("writing splits lines, sorts keys, indents by one and keeps UTF-8") {

@@ -303,3 +303,29 @@ def test_without_any_daemon_the_notebook_still_runs(tmp_path):
     p = papermill(tmp_path, src, tmp_path / "p.ipynb", "-p", "alpha", "4")
     assert p.returncode == 0
     assert normalized(json.loads(out.read_text())) == normalized(json.loads((tmp_path / "p.ipynb").read_text()))
+
+
+def test_an_nbformat_3_notebook_is_upgraded_and_run(daemon, tmp_path):
+    v3 = {
+        "nbformat": 3, "nbformat_minor": 0,
+        "metadata": {"name": "old", "kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                   "language": "python"}},
+        "worksheets": [{"cells": [
+            {"cell_type": "heading", "level": 2, "metadata": {}, "source": ["An old\n", "notebook"]},
+            {"cell_type": "markdown", "metadata": {}, "source": ["some *text*"]},
+            {"cell_type": "code", "language": "python", "collapsed": False, "metadata": {},
+             "input": ["x = 20\n", "x + 1"], "prompt_number": 3,
+             "outputs": [{"output_type": "pyout", "prompt_number": 3, "metadata": {}, "text": ["21"]}]},
+            {"cell_type": "code", "language": "python", "collapsed": True, "metadata": {},
+             "input": "print(x * 2)", "prompt_number": 4,
+             "outputs": [{"output_type": "stream", "stream": "stdout", "text": "40\n"}]},
+        ], "metadata": {}}],
+    }
+    src = tmp_path / "v3.ipynb"
+    src.write_text(json.dumps(v3))
+    results = both(daemon, tmp_path, src)
+    assert_same(results)
+    knb = results[1][1]
+    assert knb["nbformat"] == 4 and "worksheets" not in knb  # orig_nbformat is transient: not written
+    assert "".join(knb["cells"][0]["source"]) == "## An old notebook"
+    assert "".join(knb["cells"][2]["outputs"][0]["data"]["text/plain"]) == "21"

@@ -235,9 +235,10 @@ def test_bad_input_fails_before_any_kernel_is_taken(daemon, tmp_path):
     bad.write_text('{"cells": [\n  oops\n]}')
     r = kpool_run(daemon, bad, tmp_path / "o.ipynb")
     assert r.returncode == 2 and "%s:2:3: not valid JSON" % bad in r.stderr
-    v3 = tmp_path / "v3.ipynb"
-    v3.write_text('{"nbformat": 3, "nbformat_minor": 0, "worksheets": [], "metadata": {}}')
-    assert kpool_run(daemon, v3, tmp_path / "o.ipynb").returncode == 2
+    v2 = tmp_path / "v2.ipynb"  # version 3 is upgraded (test_papermill_parity); older is not
+    v2.write_text('{"nbformat": 2, "nbformat_minor": 0, "worksheets": [], "metadata": {}}')
+    r = kpool_run(daemon, v2, tmp_path / "o.ipynb")
+    assert r.returncode == 2 and "not an nbformat 4 notebook (nbformat is 2)" in r.stderr
     good = tmp_path / "good.ipynb"
     nbformat.write(python_nb([new_code_cell("1")]), str(good))
     r = kpool_run(daemon, good, tmp_path / "no" / "such" / "dir" / "o.ipynb")
