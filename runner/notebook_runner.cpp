@@ -312,7 +312,7 @@ private:
             cell["metadata"]["execution"]["shell.execute_reply"] = message_time(done.reply_header);
         }
         if (done.kernel_died) {
-            fail(index);
+            // papermill: the cell stays "completed", no markers, exit 138 (DeadKernelError).
             return {run_outcome::kernel_died, "the kernel died while running cell " + std::to_string(index)};
         }
         if (done.cancelled) {
@@ -320,21 +320,22 @@ private:
             return {run_outcome::interrupted, "interrupted while running cell " + std::to_string(index)};
         }
         if (done.timed_out) {
+            // papermill (nbclient's CellTimeoutError escapes it): the interrupt's output is kept,
+            // the cell "completed", no markers, exit 1.
             const double s = std::chrono::duration<double>(*m_options.execution_timeout).count();
-            const std::string message = "A cell timed out while it was being executed, after " +
-                                        params::python_float_repr(s) + " seconds.";
-            cell["outputs"].push_back({{"output_type", "error"},
-                                       {"ename", "CellTimeoutError"},
-                                       {"evalue", message},
-                                       {"traceback", {message}}});
-            fail(index);
-            return {run_outcome::cell_failed, "cell " + std::to_string(index) + " timed out (the kernel was interrupted)"};
+            return {run_outcome::cell_failed, "cell " + std::to_string(index) +
+                                                  ": A cell timed out while it was being executed, after " +
+                                                  params::python_float_repr(s) +
+                                                  " seconds (the kernel was interrupted)."};
         }
         if (done.reply.value("status", "") == "error") {
             const std::string ename = done.reply.value("ename", "");
             const std::string evalue = done.reply.value("evalue", "");
             if (ename == "SystemExit" && (evalue.empty() || evalue == "0")) {
-                m_stopped_clean = true; // sys.exit() / sys.exit(0): the run ends, successfully
+                // sys.exit() / sys.exit(0): the run ends and succeeds, though papermill marks
+                // the cell failed (and the notebook's exception) and leaves the rest pending.
+                cell_exception(m_nb, cell);
+                m_stopped_clean = true;
                 return {};
             }
             if (!allow) {

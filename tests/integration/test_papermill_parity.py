@@ -329,3 +329,22 @@ def test_an_nbformat_3_notebook_is_upgraded_and_run(daemon, tmp_path):
     assert knb["nbformat"] == 4 and "worksheets" not in knb  # orig_nbformat is transient: not written
     assert "".join(knb["cells"][0]["source"]) == "## An old notebook"
     assert "".join(knb["cells"][2]["outputs"][0]["data"]["text/plain"]) == "21"
+
+
+@pytest.mark.parametrize("code, args", [
+    ("import time; time.sleep(30)", ["--execution-timeout", "1"]),  # CellTimeoutError
+    ("import sys; sys.exit(0)", []),                                 # a success, cell "failed"
+    ("import sys; sys.exit()", []),
+    ("import os; os._exit(0)", []),                                  # the kernel dies: exit 138
+    ("raise ValueError('bad')", []),                                 # error cells, exit 1
+], ids=["timeout", "sys.exit(0)", "sys.exit()", "os._exit", "raise"])
+def test_how_a_run_ends_is_recorded_as_papermill_records_it(daemon, tmp_path, code, args):
+    src = write_nb(tmp_path / "end.ipynb", [new_code_cell("x = 1"), new_code_cell(code),
+                                            new_code_cell("print('after')")])
+    results = both(daemon, tmp_path, src, *args)
+    if "_exit" in code:
+        # Whether the execute_input (and so the cell's execution_count) left the kernel before it
+        # died is a race, for papermill as for kpool.
+        for _, nb in results:
+            nb["cells"][1]["execution_count"] = None
+    assert_same(results)
