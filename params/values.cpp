@@ -71,6 +71,9 @@ ojson resolve_plain_scalar(const std::string& s) {
         R"([-+]?([0-9][0-9_]*)\.[0-9_]*([eE][-+][0-9]+)?|\.[0-9_]+([eE][-+][0-9]+)?)");
     static const std::regex inf_re(R"([-+]?\.(inf|Inf|INF))");
     static const std::regex nan_re(R"(\.(nan|NaN|NAN))");
+    // YAML 1.1's base 60: 1:30 is 90, 1:30.5 is 90.5.
+    static const std::regex int_sexagesimal(R"([-+]?[1-9][0-9_]*(:[0-5]?[0-9])+)");
+    static const std::regex float_sexagesimal(R"([-+]?[0-9][0-9_]*(:[0-5]?[0-9])+\.[0-9_]*)");
     if (std::regex_match(s, null_re)) {
         return nullptr;
     }
@@ -104,6 +107,32 @@ ojson resolve_plain_scalar(const std::string& s) {
     if (std::regex_match(s, int_oct)) {
         return integer(8, 1);
     }
+    if (std::regex_match(s, int_sexagesimal) || std::regex_match(s, float_sexagesimal)) {
+        // PyYAML: the parts as base-60 digits, the last one possibly with a fraction.
+        std::string digits = s;
+        std::erase(digits, '_');
+        const bool negative = digits[0] == '-';
+        double value = 0;
+        long long whole = 0;
+        std::size_t start = digits[0] == '-' || digits[0] == '+' ? 1 : 0;
+        bool is_float = false;
+        for (std::size_t pos = start; pos <= digits.size();) {
+            const std::size_t colon = std::min(digits.find(':', pos), digits.size());
+            const std::string part = digits.substr(pos, colon - pos);
+            if (part.find('.') != std::string::npos) {
+                is_float = true;
+                value = value * 60 + std::strtod(part.c_str(), nullptr);
+            } else {
+                whole = whole * 60 + std::stoll(part);
+                value = value * 60 + static_cast<double>(std::stoll(part));
+            }
+            pos = colon + 1;
+        }
+        if (is_float) {
+            return negative ? -value : value;
+        }
+        return negative ? -whole : whole;
+    }
     if (std::regex_match(s, inf_re)) {
         return s[0] == '-' ? -HUGE_VAL : HUGE_VAL;
     }
@@ -121,9 +150,25 @@ ojson resolve_plain_scalar(const std::string& s) {
 ojson from_yaml(const YAML::Node& node) {
     switch (node.Type()) {
     case YAML::NodeType::Null: return nullptr;
-    case YAML::NodeType::Scalar:
-        // A quoted scalar (tag "!") is a string; a plain one is typed by its text.
-        return node.Tag() == "!" ? ojson(node.Scalar()) : resolve_plain_scalar(node.Scalar());
+    case YAML::NodeType::Scalar: {
+        // A quoted scalar (tag "!") or one tagged !!str is a string; a plain one is typed by its
+        // text, and one tagged !!int, !!float, !!bool or !!null as that tag says.
+        const std::string& tag = node.Tag();
+        if (tag == "!" || tag == "tag:yaml.org,2002:str") {
+            return node.Scalar();
+        }
+        ojson v = resolve_plain_scalar(node.Scalar());
+        if ((tag == "tag:yaml.org,2002:int" && !v.is_number_integer()) ||
+            (tag == "tag:yaml.org,2002:float" && !v.is_number()) ||
+            (tag == "tag:yaml.org,2002:bool" && !v.is_boolean()) ||
+            (tag == "tag:yaml.org,2002:null" && !v.is_null())) {
+            throw YAML::RepresentationException(node.Mark(), "'" + node.Scalar() + "' is not a " + tag.substr(18));
+        }
+        if (tag == "tag:yaml.org,2002:float" && v.is_number_integer()) {
+            return static_cast<double>(v.get<long long>());
+        }
+        return v;
+    }
     case YAML::NodeType::Sequence: {
         ojson out = ojson::array();
         for (const auto& item : node) {
@@ -167,22 +212,20 @@ ojson resolve_cli_value(const std::string& text) {
 }
 
 result<parameters> parse_yaml_parameters(std::string_view text, const std::string& source) {
-    YAML::Node root;
     try {
-        root = YAML::Load(std::string(text));
+        const YAML::Node root = YAML::Load(std::string(text));
+        if (root.IsNull() || !root.IsDefined()) {
+            return parameters::object();
+        }
+        if (!root.IsMap()) {
+            return error{errc::bad_request, source + ": parameters must be a YAML mapping of names to values"};
+        }
+        return from_yaml(root);
     } catch (const YAML::Exception& e) {
         return error{errc::bad_request, source + ":" + std::to_string(e.mark.line + 1) + ":" +
                                             std::to_string(e.mark.column + 1) + ": " + e.msg};
     }
-    if (root.IsNull() || !root.IsDefined()) {
-        return parameters::object();
-    }
-    if (!root.IsMap()) {
-        return error{errc::bad_request, source + ": parameters must be a YAML mapping of names to values"};
-    }
-    return from_yaml(root);
 }
-
 
 result<std::string> base64_decode(std::string_view text) {
     std::string out(text.size() / 4 * 3 + 3, '\0');

@@ -121,6 +121,32 @@ void inject_parameters(json& nb, const std::string& source, std::vector<std::str
     }
 }
 
+// An ordered_json value as a json one, NaN and infinities kept (text would make them null).
+static json plain_json(const nlohmann::ordered_json& v) {
+    if (v.is_object()) {
+        json out = json::object();
+        for (const auto& [k, item] : v.items()) {
+            out[k] = plain_json(item);
+        }
+        return out;
+    }
+    if (v.is_array()) {
+        json out = json::array();
+        for (const auto& item : v) {
+            out.push_back(plain_json(item));
+        }
+        return out;
+    }
+    switch (v.type()) {
+    case nlohmann::ordered_json::value_t::number_float: return v.get<double>();
+    case nlohmann::ordered_json::value_t::number_integer: return v.get<std::int64_t>();
+    case nlohmann::ordered_json::value_t::number_unsigned: return v.get<std::uint64_t>();
+    case nlohmann::ordered_json::value_t::boolean: return v.get<bool>();
+    case nlohmann::ordered_json::value_t::string: return v.get<std::string>();
+    default: return nullptr;
+    }
+}
+
 void load_notebook(json& nb, const std::string& version) {
     if (nb.value("nbformat", 0) == 4 && nb.value("nbformat_minor", 0) < 5) {
         nb["nbformat_minor"] = 5; // nbformat.v4.upgrade: 4.5, every cell with an id
@@ -161,7 +187,7 @@ void prepare_metadata(json& nb, const std::string& input_path, const std::string
     pm["input_path"] = input_path;
     pm["output_path"] = output_path;
     if (!parameters.empty()) { // a run without parameters keeps the ones recorded before
-        pm["parameters"] = json::parse(parameters.dump());
+        pm["parameters"] = plain_json(parameters); // not through text: NaN and inf survive
     }
     if (!environment.empty()) {
         pm["environment_variables"] = environment;

@@ -46,6 +46,14 @@ TEST_SUITE("params") {
         CHECK((*p)["j"] == 8);
         CHECK((*p)["k"] == -3);
         CHECK(parse_yaml_parameters("", "e.yaml")->empty());
+        // YAML 1.1's base 60 and explicit tags, as PyYAML reads them.
+        auto t = parse_yaml_parameters("s: 1:30\nf: -1:30.5\nstr: !!str 5\nfl: !!float 3\n", "t.yaml");
+        REQUIRE(t.ok());
+        CHECK((*t)["s"] == 90);
+        CHECK((*t)["f"].get<double>() == -90.5);
+        CHECK((*t)["str"] == "5");
+        CHECK((*t)["fl"].is_number_float());
+        CHECK(parse_yaml_parameters("x: !!int abc\n", "b.yaml").err().message == "b.yaml:1:4: 'abc' is not a int");
         CHECK(parse_yaml_parameters("[1]", "l.yaml").err().message ==
               "l.yaml: parameters must be a YAML mapping of names to values");
         CHECK(parse_yaml_parameters("a: [1,\n", "bad.yaml").err().message.starts_with("bad.yaml:"));

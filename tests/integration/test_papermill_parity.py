@@ -348,3 +348,14 @@ def test_how_a_run_ends_is_recorded_as_papermill_records_it(daemon, tmp_path, co
         for _, nb in results:
             nb["cells"][1]["execution_count"] = None
     assert_same(results)
+
+
+def test_parameters_are_typed_and_recorded_as_papermill_does(daemon, tmp_path):
+    # YAML 1.1's base 60 and tags, NaN and infinities recorded in metadata as Python writes them.
+    src = params_nb(tmp_path)
+    assert_same(both(daemon, tmp_path, src, "--prepare-only",
+                     "-y", "a: !!str 5\nb: 1:30\nc: 0o17\nd: 0x1F\ne: .inf\nf: -.nan\ng: 1_000\n"
+                           "h: ~\ni: yes\nj: 012\nk: 1e3\nl: 2001-12-14",
+                     "-p", "nan", "nan", "-p", "inf", "-inf"))
+    text = (tmp_path / "out-kpool.ipynb").read_text()
+    assert '"nan": NaN' in text and '"inf": -Infinity' in text and '"e": Infinity' in text
