@@ -372,7 +372,14 @@ int run_command(const std::string& endpoint, const client::curve_keys& keys,
     const bool bar = r.progress_bar.value_or(!r.options.log_output);
     r.options.progress = bar && r.options.output != "-" && ::isatty(STDERR_FILENO) != 0;
     client::daemon_set daemons(*endpoints, keys);
-    return exit_status_of(runner::run_notebook(daemons, r.options, stderr).outcome);
+    const runner::run_outcome outcome = runner::run_notebook(daemons, r.options, stderr).outcome;
+    if (outcome == runner::run_outcome::interrupted) {
+        // papermill's (click's) answer to Ctrl-C: "Aborted!" and exit 1. The kernel was
+        // interrupted and released, OUTPUT written.
+        std::fprintf(stderr, "Aborted!\n");
+        return exit_status::failed;
+    }
+    return exit_status_of(outcome);
 }
 
 int run_command_line(const invocation& inv) {

@@ -50,7 +50,7 @@ kpool's own:
   --allow-errors                run on after a cell raises
   --output-dir DIR, -j N        many notebooks, N at a time, a summary line each
 Exit status: 0 ok, 1 a cell raised (OUTPUT still written), 2 bad input, 3 kpoold unreachable,
-130 interrupted, 138 the kernel died.
+1 and "Aborted!" on Ctrl-C (130 with --output-dir), 138 the kernel died.
 )";
 
 } // namespace kpool::cli

@@ -316,7 +316,7 @@ private:
             return {run_outcome::kernel_died, "the kernel died while running cell " + std::to_string(index)};
         }
         if (done.cancelled) {
-            fail(index);
+            // papermill, stopped by Ctrl-C, leaves the cell "completed" and adds no error cells.
             return {run_outcome::interrupted, "interrupted while running cell " + std::to_string(index)};
         }
         if (done.timed_out) {
