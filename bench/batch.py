@@ -1,0 +1,91 @@
+"""bench/run.py's scenario 13: batch throughput of `kpool run` (issue #20). 100 one-cell notebooks
+run by `kpool run -j 4` on a fork pool, against that pool's refill rate measured from empty in the
+same run (what a batch can reach at best: every notebook takes a kernel the pool must replace), and
+beside it papermill 2.6.0 itself (../shared/anchors) running the same notebooks 4 at a time, each
+starting its own kernel as papermill does. Real ipykernels."""
+import concurrent.futures
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+
+import nbformat
+
+from benchlib import PYTHON, Daemon
+
+ANCHORS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                       "shared", "anchors")
+
+
+def refill_rate(d, pool, n=8):
+    """Kernels per second from an empty pool: drain, wait until nothing is left, resize to n."""
+    d.rpc(op="drain", pool=pool)
+    end = time.monotonic() + 60
+    while any(k["pool"] == pool for k in d.rpc(op="status")["kernels"]):
+        assert time.monotonic() < end, "the drained kernels did not go"
+        time.sleep(0.05)
+    t = time.perf_counter()
+    d.rpc(op="resize", pool=pool, size=n)
+    return n / (d.wait_warm(pool, n, interval=0.02) - t)
+
+
+def batch(b):
+    n = 40 if b.args.quick else 100
+    work = tempfile.mkdtemp(prefix="kpool-bench-batch-")
+    kpool = os.path.join(b.args.build, "kpool")
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "language": "python",
+                                                           "display_name": "Python 3"}})
+    nb.cells = [nbformat.v4.new_code_cell("print(1)")]
+    inputs = []
+    for i in range(n):
+        p = os.path.join(work, "b%03d.ipynb" % i)
+        nbformat.write(nb, p)
+        inputs.append(p)
+    d = Daemon(b.kpoold, '[pools.python3]\nsize = 4\nmax_starting = 2\nlauncher = "fork"\n')
+    try:
+        env = dict(os.environ, KPOOL_ENDPOINT=d.endpoint)
+        d.wait_warm("python3", 4, timeout=120)
+        rates = []
+        for _ in range(3):
+            rates.append(refill_rate(d, "python3"))
+            d.rpc(op="resize", pool="python3", size=4)
+        refill = statistics.median(rates)
+        d.wait_warm("python3", 4)
+        t = time.perf_counter()
+        r = subprocess.run([kpool, "run"] + inputs + ["--output-dir", os.path.join(work, "kpool"), "-j", "4"],
+                           env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        kpool_s = time.perf_counter() - t
+        assert r.returncode == 0, r.stderr
+        launcher = d.pool("python3").get("launcher")
+    finally:
+        d.close()
+    papermill_s = None
+    if os.path.isdir(os.path.join(ANCHORS, "papermill")):
+        pm_env = dict(os.environ, PYTHONPATH=os.path.join(ANCHORS, "papermill"))
+        os.makedirs(os.path.join(work, "papermill"))
+
+        def one(path):
+            out = os.path.join(work, "papermill", os.path.basename(path))
+            subprocess.run([PYTHON, "-m", "papermill", path, out, "--no-progress-bar"], env=pm_env,
+                           check=True, capture_output=True, stdin=subprocess.DEVNULL)
+
+        t = time.perf_counter()
+        with concurrent.futures.ThreadPoolExecutor(max_workers=4) as ex:
+            list(ex.map(one, inputs))
+        papermill_s = time.perf_counter() - t
+    shutil.rmtree(work, ignore_errors=True)
+    rate = n / kpool_s
+    lines = ["## 13. Batch: `kpool run -j 4` on a fork pool, and papermill 4 at a time", "",
+             "| what | notebooks | seconds | notebooks/s |", "| --- | --- | --- | --- |",
+             "| kpool run -j 4 (pool of 4, launcher %s) | %d | %.1f | %.2f |" % (launcher, n, kpool_s, rate)]
+    if papermill_s is not None:
+        lines.append("| papermill 2.6.0, 4 at a time | %d | %.1f | %.2f |" % (n, papermill_s, n / papermill_s))
+    lines += ["", "The pool refills %.2f kernels/s from empty (median of 3, 8 kernels each): kpool run "
+              "reaches **%.2f** of it%s." % (refill, rate / refill,
+                                              "" if papermill_s is None else
+                                              ", **%.1fx** papermill's rate" % (papermill_s / kpool_s)), ""]
+    b.md(*lines)
+    b.results["batch"] = {"n": n, "kpool_s": kpool_s, "refill_per_s": refill, "refill_runs": rates,
+                          "papermill_s": papermill_s, "launcher": launcher}
