@@ -6,6 +6,7 @@
 #include "cli/stop_signals.hpp"
 #include "kpool/version.hpp"
 #include "params/values.hpp"
+#include "runner/notebook_help.hpp"
 #include "runner/notebook_runner.hpp"
 
 #include <sys/stat.h>

@@ -7,22 +7,18 @@
 #include "notebook/outputs.hpp"
 #include "params/translators.hpp"
 #include "runner/local_kernel.hpp"
+#include "runner/notebook_files.hpp"
 #include "runner/papermill.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
-
-extern char** environ;
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
-#include <iostream>
 #include <set>
-#include <sstream>
+
+extern char** environ;
 
 namespace kpool::runner {
 namespace {
@@ -34,76 +30,6 @@ struct failure {
     run_outcome outcome;
     std::string message;
 };
-
-std::string read_input(const std::string& path) {
-    std::stringstream text;
-    if (path == "-") {
-        text << std::cin.rdbuf();
-        return text.str();
-    }
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        throw failure{run_outcome::bad_input, path + ": cannot read: " + std::strerror(errno)};
-    }
-    text << in.rdbuf();
-    return text.str();
-}
-
-// OUTPUT is written by rename from a temp file beside it: the directory must take new files.
-void check_output_writable(const std::string& path) {
-    if (path == "-") {
-        return;
-    }
-    const fs::path dir = fs::absolute(path).parent_path();
-    std::string probe = (dir / ".kpool-probe-XXXXXX").string();
-    const int fd = ::mkstemp(probe.data());
-    if (fd < 0) {
-        throw failure{run_outcome::bad_input, path + ": cannot write there: " + std::strerror(errno)};
-    }
-    ::close(fd);
-    ::unlink(probe.c_str());
-    if (fs::is_directory(path)) {
-        throw failure{run_outcome::bad_input, path + ": is a directory"};
-    }
-}
-
-void write_atomically(const std::string& path, const std::string& text) {
-    const fs::path target = fs::absolute(path);
-    std::string temp = (target.parent_path() / ("." + target.filename().string() + ".kpool-XXXXXX")).string();
-    const int fd = ::mkstemp(temp.data());
-    if (fd < 0) {
-        throw failure{run_outcome::bad_input, path + ": cannot write: " + std::strerror(errno)};
-    }
-    // An existing OUTPUT keeps its mode (papermill rewrites it in place); a new one gets what an
-    // ordinary file would (mkstemp makes 0600).
-    struct stat existing{};
-    if (::stat(target.c_str(), &existing) == 0) {
-        ::fchmod(fd, existing.st_mode & 07777);
-    } else {
-        const mode_t mask = ::umask(0);
-        ::umask(mask);
-        ::fchmod(fd, 0666 & ~mask);
-    }
-    std::size_t done = 0;
-    while (done < text.size()) {
-        const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n <= 0) {
-            const int e = errno;
-            ::close(fd);
-            ::unlink(temp.c_str());
-            throw failure{run_outcome::bad_input, path + ": cannot write: " + std::strerror(e)};
-        }
-        done += static_cast<std::size_t>(n);
-    }
-    if (::close(fd) != 0 || ::rename(temp.c_str(), target.c_str()) != 0) {
-        const int e = errno;
-        ::unlink(temp.c_str());
-        throw failure{run_outcome::bad_input, path + ": cannot write: " + std::strerror(e)};
-    }
-}
 
 struct pool_choice {
     std::string pool;        // empty: no pool serves the kernelspec (or no kpoold answered)
@@ -158,19 +84,6 @@ pool_choice choose_pool(client::daemon_set& daemons, const run_options& options,
     return {"", wanted_kernel, "",
             "no pool runs kernelspec '" + wanted_kernel + "' (kpoold's pools: " +
                 (names.empty() ? std::string("none") : names) + ")"};
-}
-
-std::string notebook_language(const json& nb, const std::string& pool_language) {
-    const json& meta = nb["metadata"];
-    if (auto spec = meta.find("kernelspec"); spec != meta.end() && spec->is_object() &&
-                                             spec->value("language", json()).is_string()) {
-        return (*spec)["language"].get<std::string>();
-    }
-    if (auto info = meta.find("language_info"); info != meta.end() && info->is_object() &&
-                                                info->value("name", json()).is_string()) {
-        return (*info)["name"].get<std::string>();
-    }
-    return pool_language;
 }
 
 bool has_tag(const json& cell, const std::string& tag) {
@@ -430,22 +343,6 @@ void report_error(std::FILE* log, const std::string& input, const json& cell, st
     }
 }
 
-// The kernelspec name a notebook asks for, -k first.
-std::string requested_kernel(const run_options& options, const json& nb) {
-    const json& spec = nb["metadata"].value("kernelspec", json::object());
-    return !options.kernel.empty() ? options.kernel : spec.is_object() ? spec.value("name", "") : "";
-}
-
-// OUTPUT's path once it is resolved through symlinks (papermill writes through the link).
-std::string output_target(const std::string& output) {
-    if (output == "-") {
-        return output;
-    }
-    std::error_code ec;
-    const fs::path resolved = fs::weakly_canonical(fs::absolute(output), ec);
-    return ec ? output : resolved.string();
-}
-
 } // namespace
 
 run_result run_notebook(client::daemon_set& daemons, const run_options& options, std::FILE* log) {
@@ -466,19 +363,24 @@ run_result run_notebook(client::daemon_set& daemons, const run_options& options,
         say(20, "Input Notebook:  " + options.input);
         say(20, "Output Notebook: " + options.output);
         const std::string input_name = options.input == "-" ? "<stdin>" : options.input;
-        auto parsed = notebook::read_notebook(read_input(options.input), input_name);
+        auto input_text = read_notebook_text(options.input);
+        if (!input_text) {
+            throw failure{run_outcome::bad_input, input_text.err().message};
+        }
+        auto parsed = notebook::read_notebook(*input_text, input_name);
         if (!parsed) {
             throw failure{run_outcome::bad_input, parsed.err().message};
         }
         json nb = std::move(parsed).value();
         load_notebook(nb, std::string("kpool ") + kpool::version);
-        check_output_writable(options.output);
+        if (auto st = check_output_writable(options.output); !st) {
+            throw failure{run_outcome::bad_input, st.err().message};
+        }
         // --prepare-only needs no kernel and so no daemon: the notebook says what it needs.
         const pool_choice pool = options.prepare_only
-                                     ? pool_choice{"", requested_kernel(options, nb), "", ""}
+                                     ? pool_choice{"", nb_kernel_name(nb, options.kernel), "", ""}
                                      : choose_pool(daemons, options, nb);
-        const std::string language = !options.language.empty() ? options.language
-                                                               : notebook_language(nb, pool.language);
+        const std::string language = nb_language(nb, options.language, pool.language);
 
         std::vector<std::string> warnings;
         if (!options.parameters.empty()) {
@@ -515,7 +417,9 @@ run_result run_notebook(client::daemon_set& daemons, const run_options& options,
         const std::string target = output_target(options.output);
         auto write_output = [&] {
             if (options.output != "-") {
-                write_atomically(target, notebook::write_notebook(nb));
+                if (auto st = write_atomically(target, notebook::write_notebook(nb)); !st) {
+                    throw failure{run_outcome::bad_input, st.err().message};
+                }
             }
         };
         auto save = [&] {
@@ -623,67 +527,6 @@ std::map<std::string, std::string> caller_environment() {
         }
     }
     return env;
-}
-
-bool is_remote_path(const std::string& path) {
-    static const char* const schemes[] = {"s3://", "gs://", "abs://", "adl://", "http://", "https://",
-                                          "wasb://", "wasbs://", "hdfs://", "gdrive://"};
-    for (const char* scheme : schemes) {
-        if (path.starts_with(scheme)) {
-            return true;
-        }
-    }
-    return false;
-}
-
-int print_notebook_help(const std::string& path, const std::string& kernel,
-                        const std::string& language, std::FILE* out, std::FILE* log) {
-    auto parsed = notebook::read_notebook(read_input(path), path == "-" ? "<stdin>" : path);
-    if (!parsed) {
-        std::fprintf(log, "kpool: %s\n", parsed.err().message.c_str());
-        return 2;
-    }
-    const json& nb = *parsed;
-    std::fprintf(out, "Usage: kpool run [OPTIONS] NOTEBOOK_PATH [OUTPUT_PATH]\n");
-    std::fprintf(out, "\nParameters inferred for notebook '%s':\n", path.c_str());
-    const long at = first_tagged_cell(nb, "parameters");
-    if (at < 0) {
-        std::fprintf(out, "\n  No cell tagged 'parameters'\n");
-        return 1;
-    }
-    run_options options;
-    options.kernel = kernel;
-    const std::string kernel_name = requested_kernel(options, nb);
-    const std::string lang = !language.empty() ? language : notebook_language(nb, "");
-    const params::translator* translator = params::translator_for(kernel_name, lang);
-    if (translator == nullptr) {
-        std::fprintf(log, "kpool: no parameter translator for kernel '%s' or language '%s'\n",
-                     kernel_name.c_str(), lang.c_str());
-        return 2;
-    }
-    const auto found = translator->inspect(nb["cells"][static_cast<std::size_t>(at)].value("source", ""));
-    if (!found) {
-        std::fprintf(log, "Translator for '%s' language does not support parameter introspection.\n",
-                     lang.c_str());
-    }
-    if (!found || found->empty()) {
-        std::fprintf(out, "\n  Can't infer anything about this notebook's parameters. It may not have any "
-                          "parameter defined.\n");
-        return 0;
-    }
-    for (const params::parameter_info& p : *found) {
-        const std::string type = p.inferred_type_name == "None" ? "Unknown type" : p.inferred_type_name;
-        const std::string definition = "  " + p.name + ": " + type + " (default " + p.default_value + ")";
-        if (definition.size() > 30) {
-            std::fprintf(out, "%s\n", definition.c_str());
-            if (!p.help.empty()) {
-                std::fprintf(out, "%s%s\n", std::string(34, ' ').c_str(), p.help.c_str());
-            }
-        } else {
-            std::fprintf(out, "%-34s%s\n", definition.c_str(), p.help.c_str());
-        }
-    }
-    return 0;
 }
 
 } // namespace kpool::runner

@@ -78,13 +78,4 @@ run_result run_notebook(client::daemon_set& daemons, const run_options& options,
 // bookkeeping).
 std::map<std::string, std::string> caller_environment();
 
-// A path papermill reads through another I/O handler (s3://, gs://, http(s)://, ...): kpool
-// run reads and writes local files only.
-bool is_remote_path(const std::string& path);
-
-// papermill's --help-notebook: the parameters a notebook's parameters cell defines, as
-// papermill prints them (to `out`); its exit status (1 when no cell is tagged parameters).
-int print_notebook_help(const std::string& path, const std::string& kernel,
-                        const std::string& language, std::FILE* out, std::FILE* log);
-
 } // namespace kpool::runner

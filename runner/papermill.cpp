@@ -85,6 +85,30 @@ std::string message_time(const json& header) {
     return format_utc(wall_clock::to_time_t(seconds), static_cast<long>((us - seconds).count()), true, "Z");
 }
 
+std::string nb_kernel_name(const json& nb, const std::string& override_name) {
+    if (!override_name.empty()) {
+        return override_name;
+    }
+    const json& spec = nb.value("metadata", json::object()).value("kernelspec", json::object());
+    return spec.is_object() ? spec.value("name", "") : "";
+}
+
+std::string nb_language(const json& nb, const std::string& override_language, const std::string& fallback) {
+    if (!override_language.empty()) {
+        return override_language;
+    }
+    const json& meta = nb.value("metadata", json::object());
+    if (auto spec = meta.find("kernelspec"); spec != meta.end() && spec->is_object() &&
+                                             spec->value("language", json()).is_string()) {
+        return (*spec)["language"].get<std::string>();
+    }
+    if (auto info = meta.find("language_info"); info != meta.end() && info->is_object() &&
+                                                info->value("name", json()).is_string()) {
+        return (*info)["name"].get<std::string>();
+    }
+    return fallback;
+}
+
 long first_tagged_cell(const json& nb, const std::string& tag) {
     const json& cells = nb["cells"];
     for (std::size_t i = 0; i < cells.size(); ++i) {

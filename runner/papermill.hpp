@@ -27,6 +27,12 @@ std::string papermill_time(wall_clock::time_point t);
 // nbclient's timestamp(msg): the message header's date as "%Y-%m-%dT%H:%M:%S.%fZ", or now.
 std::string message_time(const json& header);
 
+// papermill's nb_kernel_name: `override_name` if given, else metadata.kernelspec.name, else "".
+std::string nb_kernel_name(const json& nb, const std::string& override_name);
+// papermill's nb_language: `override_language` if given, else metadata.kernelspec.language,
+// else metadata.language_info.name, else `fallback`.
+std::string nb_language(const json& nb, const std::string& override_language, const std::string& fallback);
+
 // The first cell carrying `tag` in metadata.tags, or -1.
 long first_tagged_cell(const json& nb, const std::string& tag);
 
