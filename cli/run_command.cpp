@@ -19,7 +19,6 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <sstream>
 #include <thread>
 
@@ -74,6 +73,13 @@ int exit_status_of(runner::run_outcome outcome) {
 
 std::chrono::milliseconds to_ms(double s) {
     return std::chrono::milliseconds(static_cast<std::int64_t>(s * 1000));
+}
+
+// Python logging's levels, which papermill's --log-level takes by name.
+const std::map<std::string, int>& log_levels() {
+    static const std::map<std::string, int> levels = {{"NOTSET", 0}, {"DEBUG", 10}, {"INFO", 20},
+                                                      {"WARNING", 30}, {"ERROR", 40}, {"CRITICAL", 50}};
+    return levels;
 }
 
 // papermill's engines that run cells the way kpool run does (nbclient is its default).
@@ -169,8 +175,7 @@ parsed_run parse(const std::vector<std::string>& args) {
             r.options.stderr_file = next();
         } else if (a == "--log-level") {
             r.log_level = next();
-            static const std::set<std::string> levels = {"NOTSET", "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"};
-            if (levels.count(r.log_level) == 0) {
+            if (log_levels().count(r.log_level) == 0) {
                 throw usage_failure{"--log-level takes NOTSET, DEBUG, INFO, WARNING, ERROR or CRITICAL, not '" +
                                     r.log_level + "'"};
             }
@@ -277,12 +282,6 @@ params::parameters merge_parameters(const parsed_run& r, const std::string& inpu
     return all;
 }
 
-int log_level_number(const std::string& name) {
-    static const std::map<std::string, int> levels = {{"NOTSET", 0}, {"DEBUG", 10}, {"INFO", 20},
-                                                      {"WARNING", 30}, {"ERROR", 40}, {"CRITICAL", 50}};
-    return levels.at(name);
-}
-
 int run_many(const std::vector<std::string>& endpoints, const client::curve_keys& keys, const parsed_run& r) {
     std::error_code ec;
     fs::create_directories(r.output_dir, ec);
@@ -339,7 +338,7 @@ int run_command(const std::string& endpoint, const client::curve_keys& keys,
     parsed_run r;
     try {
         r = parse(args);
-        r.options.log_level = log_level_number(r.log_level);
+        r.options.log_level = log_levels().at(r.log_level);
         if (r.help_notebook) {
             return runner::print_notebook_help(r.paths.empty() ? "-" : r.paths[0], r.options.kernel,
                                                r.options.language, stdout, stderr);
