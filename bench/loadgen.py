@@ -10,6 +10,7 @@ Afterwards `settle` waits for the pools to refill and `audit` checks that nothin
 import collections
 import json
 import os
+import re
 import random
 import threading
 import time
@@ -192,7 +193,7 @@ def rss_kib(pid):
 
 
 def child_pids(pid):
-    """Live (non-zombie) children of pid: the kernels, which kpoold starts directly."""
+    """Live (non-zombie) children of pid."""
     children = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -213,7 +214,11 @@ def audit(pid, endpoint, kernels_dir, ipc_pools=()):
     problems = []
     st = status(endpoint)
     counted = sum(p["warm"] + p["starting"] + p["leased"] + p["stopping"] for p in st["pools"])
-    live = child_pids(pid)
+    # Kernels are kpoold's children, or its zygotes' children for fork pools.
+    zygotes = {p["zygote"]["pid"] for p in st["pools"] if (p.get("zygote") or {}).get("pid")}
+    live = [k for k in child_pids(pid) if k not in zygotes]
+    for zygote in zygotes:
+        live += child_pids(zygote)
     if counted != len(live) or sorted(live) != sorted(k["pid"] for k in st["kernels"]):
         problems.append("status counts %d kernels %s, live children %s"
                         % (counted, sorted(k["pid"] for k in st["kernels"]), sorted(live)))
@@ -233,7 +238,13 @@ def audit(pid, endpoint, kernels_dir, ipc_pools=()):
     for socket_dir in socket_dirs:
         for root, _, names in os.walk(socket_dir):
             files += [os.path.join(root, n) for n in names]
-    sockets = [f for f in files if not f.endswith((".json", ".lock", ".ipc"))]
+    # A fork pool's zygote listens on <run>/zN and logs each live kernel it forked to zN-ID.log.
+    zygote_files = [f for f in files if re.search(r"/z[0-9]+(-[0-9]+\.log)?$", f)]
+    forked = sum(len(child_pids(z)) for z in zygotes)
+    logs = [f for f in zygote_files if f.endswith(".log")]
+    if len(logs) != forked or len(zygote_files) - len(logs) != len(zygotes):
+        problems.append("zygote files %s for %d zygote(s) and %d forked kernels" % (zygote_files, len(zygotes), forked))
+    sockets = [f for f in files if not f.endswith((".json", ".lock", ".ipc")) and f not in zygote_files]
     if len(sockets) != 5 * ipc_kernels:
         problems.append("%d ipc socket files for %d ipc kernels: %s" % (len(sockets), ipc_kernels, sockets))
     return problems

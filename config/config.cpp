@@ -315,7 +315,7 @@ pool_config read_pool(const std::string& name, const toml::table& table, const d
     check_known_keys(table, "[pools." + name + "]",
                      {"kernelspec", "size", "min", "max", "max_starting", "ready_timeout_s", "lease_s",
                       "shutdown_grace_s", "transport", "ip", "context_snippet", "heartbeat_s",
-                      "heartbeat_timeout_s", "limits", "startup_code", "launcher", "python"});
+                      "heartbeat_timeout_s", "limits", "startup_code", "prime", "launcher", "python"});
     pool_config p;
     p.name = name;
     p.kernelspec = read_string(table, "kernelspec", name);
@@ -367,8 +367,9 @@ pool_config read_pool(const std::string& name, const toml::table& table, const d
     const std::string launcher = read_string(table, "launcher", to_string(p.launcher));
     const auto kind = launcher_kind_named(launcher);
     check_value(table, "launcher", [&] { return kind.has_value(); },
-                "'launcher' must be \"spawn\" or \"fork\"");
-    p.launcher = kind.value_or(launcher_kind::spawn);
+                "'launcher' must be \"auto\", \"spawn\" or \"fork\"");
+    p.launcher = kind.value_or(launcher_kind::automatic);
+    p.prime = read_bool(table, "prime", p.prime);
     p.heartbeat_s = read_seconds(table, "heartbeat_s", p.heartbeat_s, 0, 86400, false);
     p.heartbeat_timeout_s =
         read_seconds(table, "heartbeat_timeout_s", p.heartbeat_timeout_s, 0, 3600, true);
@@ -458,10 +459,21 @@ config default_config() {
 }
 
 const char* to_string(launcher_kind kind) noexcept {
-    return kind == launcher_kind::fork ? "fork" : "spawn";
+    switch (kind) {
+    case launcher_kind::automatic:
+        return "auto";
+    case launcher_kind::spawn:
+        return "spawn";
+    case launcher_kind::fork:
+        return "fork";
+    }
+    return "?";
 }
 
 std::optional<launcher_kind> launcher_kind_named(std::string_view name) noexcept {
+    if (name == "auto") {
+        return launcher_kind::automatic;
+    }
     if (name == "spawn") {
         return launcher_kind::spawn;
     }

@@ -14,7 +14,7 @@
 namespace kpool::config {
 
 // How a pool's kernels come to exist (daemon/process/launcher_registry.hpp).
-enum class launcher_kind { spawn, fork };
+enum class launcher_kind { automatic, spawn, fork };
 const char* to_string(launcher_kind kind) noexcept;
 std::optional<launcher_kind> launcher_kind_named(std::string_view name) noexcept;
 
@@ -49,11 +49,16 @@ struct pool_config {
     // empty: kpool's built-in snippet for the kernel's language, if any.
     std::string context_snippet;
     // spawn: a new interpreter per kernel; fork: forked from a zygote that imported ipykernel
-    // (and startup_code's imports) once and pre-built its app and shell. Python only.
-    launcher_kind launcher = launcher_kind::spawn;
+    // (and startup_code's imports) once and pre-built its app and shell, ipykernel only;
+    // auto ("auto", the default): fork for a kernelspec that runs `PYTHON -m ipykernel_launcher`,
+    // spawn for any other (launcher_registry.hpp decides and says why in status).
+    launcher_kind launcher = launcher_kind::automatic;
     // Run in each kernel before it counts as warm (e.g. "import numpy, pandas"), silently: no
     // output, no history, no execution count. An error is a failed start.
     std::string startup_code;
+    // Run the priming executes of the kernel's language (jupyter/kernel_priming.hpp) before it
+    // counts as warm, so that a user's first cell is as fast as the next ones.
+    bool prime = true;
     // Idle warm kernels are sent a kernel_info_request every heartbeat_s (0: never); one that
     // does not answer within heartbeat_timeout_s is killed and replaced.
     double heartbeat_s = 10;

@@ -131,6 +131,19 @@ open_files = 256
         CHECK(a.startup_code == "import json");
     }
 
+    TEST_CASE("launcher defaults to auto and prime to true; both can be set") {
+        auto cfg = parse_config("[pools.a]\n[pools.b]\nlauncher = \"auto\"\nprime = false\n"
+                                "[pools.c]\nlauncher = \"spawn\"\n",
+                                "t.toml");
+        REQUIRE(cfg.ok());
+        CHECK(cfg->pools[0].launcher == launcher_kind::automatic);
+        CHECK(cfg->pools[0].prime);
+        CHECK(cfg->pools[1].launcher == launcher_kind::automatic);
+        CHECK_FALSE(cfg->pools[1].prime);
+        CHECK(cfg->pools[2].launcher == launcher_kind::spawn);
+        CHECK(std::string(to_string(launcher_kind::automatic)) == "auto");
+    }
+
     TEST_CASE("control defaults to the runtime directory's socket") {
         auto cfg = parse_config("[daemon]\nruntime_dir = \"/srv/k\"\n[pools.a]\n", "t.toml");
         REQUIRE(cfg.ok());
@@ -188,7 +201,8 @@ open_files = 256
              "t.toml:2:8: size = \"auto\" needs 'max', the most warm kernels to keep"},
             {"[pools.a]\nsize = \"auto\"\nmin = 3\nmax = 2\n", "t.toml:4:7: 'max' must be at least 'min'"},
             {"[pools.a]\nsize = 2\nmax = 4\n", "t.toml:3:7: 'max' applies to size = \"auto\" only"},
-            {"[pools.a]\nlauncher = \"clone\"\n", "t.toml:2:12: 'launcher' must be \"spawn\" or \"fork\""},
+            {"[pools.a]\nlauncher = \"clone\"\n", "t.toml:2:12: 'launcher' must be \"auto\", \"spawn\" or \"fork\""},
+            {"[pools.a]\nprime = \"yes\"\n", "t.toml:2:9: 'prime' must be true or false, not a string"},
             {"[daemon]\nmetrics = \"localhost:9464\"\n[pools.a]\n",
              "t.toml:2:11: 'metrics' must be HOST:PORT, e.g. \"127.0.0.1:9464\""},
             {"[daemon]\nmetrics = \"127.0.0.1:99999\"\n[pools.a]\n",

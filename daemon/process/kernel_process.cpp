@@ -238,11 +238,7 @@ void kernel_process::send_kernel_info_request() {
         if (m_phase != phase::probing || reply.msg_type() != "kernel_info_reply") {
             return;
         }
-        if (m_setup.startup_code.empty()) {
-            become_ready();
-        } else {
-            run_startup_code();
-        }
+        preheat();
     });
 }
 
@@ -323,9 +319,17 @@ void kernel_process::finish_code(const status& outcome) {
     done(outcome);
 }
 
-void kernel_process::run_startup_code() {
+void kernel_process::preheat() {
     m_phase = phase::preheating;
     m_poll_timer.stop(); // no more kernel_info resends
+    if (m_setup.startup_code.empty()) {
+        prime(0);
+    } else {
+        run_startup_code();
+    }
+}
+
+void kernel_process::run_startup_code() {
     // Silent: no execute_result, no history entry, no execution count; the ready deadline
     // still runs, so startup_code that hangs fails the start too.
     m_shell.send("execute_request", silent_execute(m_setup.startup_code),
@@ -341,7 +345,7 @@ void kernel_process::on_startup_reply(const protocol::wire_message& msg) {
     if (content.value("status", "") == "ok") {
         logger("kernel")->debug("kernel {}: startup_code ran in {:.0f} ms since launch", m_setup.id,
                                 seconds_since(m_started_at) * 1000);
-        become_ready();
+        prime(0);
         return;
     }
     const std::string traceback = protocol::traceback_text(content.value("traceback", json()));
@@ -349,6 +353,25 @@ void kernel_process::on_startup_reply(const protocol::wire_message& msg) {
                             traceback.substr(traceback.size() > 4000 ? traceback.size() - 4000 : 0));
     fail_start("startup_code raised " + content.value("ename", std::string("an error")) + ": " +
                content.value("evalue", std::string()));
+}
+
+void kernel_process::prime(std::size_t next) {
+    if (next == m_setup.priming.size()) {
+        become_ready();
+        return;
+    }
+    // Under the ready deadline and still at background priority, like startup_code.
+    m_shell.send("execute_request", m_setup.priming[next], [this, next](const protocol::wire_message& reply) {
+        if (m_phase != phase::preheating || reply.msg_type() != "execute_reply") {
+            return;
+        }
+        if (reply.content.value("status", "") != "ok") {
+            logger("kernel")->warn("kernel {} pool={}: priming execute {} answered {}: {}", m_setup.id,
+                                   m_setup.pool, next + 1, reply.content.value("status", std::string("?")),
+                                   protocol::echo_safe(reply.content.value("evalue", std::string())));
+        }
+        prime(next + 1);
+    });
 }
 
 void kernel_process::become_ready() {

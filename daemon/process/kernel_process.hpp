@@ -1,7 +1,7 @@
 // One kernel's life as an OS process: launch, prove readiness over the wire protocol, shut down.
 //
 //   probing (from launch: kernel_info_request every second) --(signed kernel_info_reply)-->
-//   [preheating: the pool's startup_code runs, silently] --> ready
+//   [preheating: the pool's startup_code, then the priming executes, leaving no trace] --> ready
 //   any phase --stop()--> stopping: shutdown_request on control, SIGTERM, SIGKILL to the group
 //   any phase --process exits--> exited: files removed, events.kernel_exited()
 //
@@ -75,6 +75,9 @@ struct kernel_setup {
     std::chrono::milliseconds heartbeat_timeout{5000};
     // Run before the kernel counts as warm (imports, say); an error fails the start.
     std::string startup_code;
+    // Then these execute_request contents, in order (jupyter/kernel_priming.hpp); an error is
+    // logged, not a failed start: priming only saves time.
+    std::vector<nlohmann::json> priming;
     // Background work (cpu_priority.hpp): SCHED_IDLE while starting (unless `awaited`) and
     // while stopping; SCHED_OTHER from the moment it is ready.
     bool background_priority = false;
@@ -139,8 +142,11 @@ private:
     void close_shell();
     void on_execute_reply(const protocol::wire_message& msg);
     void finish_code(const status& outcome);
+    // Starts preheating: startup_code if any, then priming.
+    void preheat();
     void run_startup_code();
     void on_startup_reply(const protocol::wire_message& msg);
+    void prime(std::size_t next);
     void become_ready();
     void fail_start(const std::string& reason);
     void send_shutdown_request();

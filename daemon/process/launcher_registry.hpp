@@ -25,6 +25,16 @@ namespace kpool::daemon {
 
 using jupyter::resolved_kernelspec;
 
+// How a pool's kernels start, and why (status shows both). "auto" forks a kernelspec that runs
+// `PYTHON -m ipykernel_launcher` (the zygote pre-builds ipykernel 6 and falls back to a plain
+// launch in the child for other versions) and spawns any other kernel.
+struct launcher_choice {
+    config::launcher_kind kind = config::launcher_kind::spawn;
+    std::string why;
+};
+launcher_choice choose_launcher(const config::pool_config& pc,
+                                const result<resolved_kernelspec>& spec);
+
 class launcher_registry {
 public:
     explicit launcher_registry(uv_loop_t* loop);
@@ -38,8 +48,10 @@ public:
 
     // A pool's launcher after start or reload. A fork pool gets a fresh zygote every time (an
     // upgraded ipykernel, or anything its startup_code imports, is picked up); a spawn pool
-    // loses the zygote it had.
+    // loses the zygote it had. launcher = "auto" is decided here (choose_launcher).
     void configure(const config::pool_config& pc, const result<resolved_kernelspec>& spec);
+    // Whether the pool's kernels are forked from a zygote (as configure decided).
+    bool forks(const std::string& pool) const;
     // The pool is gone: its zygote goes once its kernels have.
     void retire(const std::string& pool);
 
@@ -60,6 +72,7 @@ private:
     std::unique_ptr<launcher> m_spawn;
     std::string m_run_dir;
     std::string m_instance;
+    std::map<std::string, launcher_choice> m_choices;                   // by pool
     std::map<std::string, std::unique_ptr<zygote_launcher>> m_zygotes; // by pool
     std::vector<std::unique_ptr<zygote_launcher>> m_retired;          // until their kernels go
     uv_timer m_collect;

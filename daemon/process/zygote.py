@@ -2,13 +2,18 @@
 
 kpoold compiles this file in and starts it with the kernelspec's own interpreter:
 
-    PYTHON -c <this file> SOCKET_PATH STARTUP_CODE ARGS_TEMPLATE_JSON
+    PYTHON -c <this file> SOCKET_PATH STARTUP_CODE ARGS_TEMPLATE_JSON PRIME
 
 It imports ipykernel and IPython (and the import statements of the pool's startup_code) once,
 then pre-builds what every kernel would build the same way and that holds no thread, socket,
 file descriptor or per-kernel identity: the IPKernelApp's configuration (parsed from the
 kernelspec's arguments, with `{connection_file}` left as a placeholder) and the
 ZMQInteractiveShell (magics, formatters, completer, ...; its history disabled while pre-built).
+With PRIME = "prime" (the pool's `prime`, on by default) a cell then runs through the pre-built
+shell as kpoold's priming execute runs in each kernel (jupyter/kernel_priming.hpp): silently,
+with its value formatted as a user expression, so that the display formatters, the input
+transformers and the compiler's caches are built here once; it leaves no trace (execution
+count, In/Out, `_`, history are untouched, and the child builds its own history and namespace).
 gc.freeze() then keeps the inherited objects out of each kernel's collections, whose first full
 pass would otherwise touch (and copy) all of them.
 
@@ -16,8 +21,9 @@ Each child then builds only what is its own: Session and key, ZeroMQ context, so
 threads, the kernel object, a real HistoryManager (its own sqlite connection and session
 number), `In`/`Out`/`_dh`, the shell's environment, extensions and startup code.
 
-The first pre-built kernel, right after answering its first kernel_info_request, reports which of
-the zygote's private pages it has written (the next one does, if it ends before that); later
+The first pre-built kernel, right after answering its first execute_request (kpoold's priming; its
+first kernel_info_request when the pool does not prime), reports which of the zygote's private
+pages it has written (the next one does, if it ends before that); later
 children break copy-on-write for those pages in bulk (MADV_POPULATE_WRITE) instead of faulting
 them one by one.
 
@@ -167,8 +173,9 @@ def exclusive_pages():
 class Prebuilt:
     """The IPKernelApp and ZMQInteractiveShell every kernel of this zygote shares until fork."""
 
-    def __init__(self, template):
+    def __init__(self, template, prime):
         self.template = template
+        self.prime = prime
         self.app = None
         self.shell = None
 
@@ -213,6 +220,10 @@ class Prebuilt:
         if shell.logstart or shell.logfile or shell.logappend:
             return "IPython logging is configured"
         warm_up()
+        if self.prime:
+            why_not = prime_shell(shell)
+            if why_not is not None:
+                return why_not
         if threading.active_count() != threads:
             return "pre-building started a thread"
         opened = open_fds() - fds
@@ -246,6 +257,19 @@ def warm_up():
     import ipykernel.iostream  # noqa: F401
     import ipykernel.ipkernel  # noqa: F401
     import IPython.extensions.storemagic  # noqa: F401
+
+
+def prime_shell(shell):
+    """kpoold's Python priming execute, run once here through the pre-built shell; None, or why
+    it could not be (then the zygote does not pre-build at all)."""
+    count, names = shell.execution_count, set(shell.user_ns)
+    result = shell.run_cell("pass", store_history=False, silent=True)
+    values = shell.user_expressions({"kpool_priming": "None"})
+    if not result.success or values["kpool_priming"].get("status") != "ok":
+        return "the priming cell failed in the pre-built shell"
+    if shell.execution_count != count or set(shell.user_ns) != names:
+        return "the priming cell left a trace in the pre-built shell"
+    return None
 
 
 def start_prebuilt_kernel(prebuilt, request, report_fd):
@@ -285,17 +309,20 @@ def start_prebuilt_kernel(prebuilt, request, report_fd):
     sys.stdout.flush()
     sys.stderr.flush()
     if report_fd is not None:
-        report_hot_pages_after_first_kernel_info(kernel, report_fd)
+        report_hot_pages_after_first(
+            kernel, "execute_request" if prebuilt.prime else "kernel_info_request", report_fd)
     app.start()
 
 
-def report_hot_pages_after_first_kernel_info(kernel, fd):
-    """Wraps kernel_info_request (bound on shell and control alike) so that the first answer,
-    and only the first, is followed by the page report; the fd is closed exactly once."""
-    original = kernel.shell_handlers["kernel_info_request"]
+def report_hot_pages_after_first(kernel, msg_type, fd):
+    """Wraps the handler of `msg_type` (kernel_info_request is bound on shell and control alike)
+    so that the first answer, and only the first, is followed by the page report: by then the
+    kernel has written what every kernel writes before its user's first cell. The fd is closed
+    exactly once."""
+    original = kernel.shell_handlers[msg_type]
     pending = [fd]
 
-    async def kernel_info_then_report(stream, ident, parent):
+    async def answer_then_report(stream, ident, parent):
         await original(stream, ident, parent)
         if not pending:
             return
@@ -307,8 +334,9 @@ def report_hot_pages_after_first_kernel_info(kernel, fd):
         finally:
             os.close(report)
 
-    kernel.shell_handlers["kernel_info_request"] = kernel_info_then_report
-    kernel.control_handlers["kernel_info_request"] = kernel_info_then_report
+    kernel.shell_handlers[msg_type] = answer_then_report
+    if msg_type in kernel.control_handlers:
+        kernel.control_handlers[msg_type] = answer_then_report
 
 
 class Channel:
@@ -616,13 +644,14 @@ class Zygote:
 def main():
     path, startup_code = sys.argv[1], sys.argv[2]
     template = json.loads(sys.argv[3]) if len(sys.argv) > 3 else None
+    prime = len(sys.argv) > 4 and sys.argv[4] == "prime"
     env_at_start = dict(os.environ)
     own = ZYGOTE_ONLY_ENV not in os.environ
     if own:
         os.environ[ZYGOTE_ONLY_ENV] = "1"
     with EnvironmentReads() as reads:
         preload(startup_code)
-        prebuilt = Prebuilt(template or [])
+        prebuilt = Prebuilt(template or [], prime)
         why_not = "no argument template" if template is None else prebuilt.build()
     if own:
         del os.environ[ZYGOTE_ONLY_ENV]

@@ -36,7 +36,7 @@ std::optional<std::vector<std::string>> ipykernel_args(const std::vector<std::st
 class zygote_launcher final : public launcher {
 public:
     // `zygote` is how to start the zygote itself (argv ends with the socket path, the startup
-    // code and the argument template); `socket_path` is where it connects. `name` names it in
+    // code, the argument template and whether to prime); `socket_path` is where it connects. `name` names it in
     // logs.
     zygote_launcher(uv_loop_t* loop, launcher& fallback, launch_spec zygote, std::string socket_path,
                     std::string name);

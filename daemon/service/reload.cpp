@@ -81,7 +81,7 @@ void daemon::reload() {
         // A fork pool gets a fresh zygote on every reload; the old one lives on until its
         // kernels are gone.
         m_launchers->configure(pc, kernelspec_of(pc));
-        const bool forked = pc.launcher == config::launcher_kind::fork;
+        const bool forked = m_launchers->forks(pc.name);
         auto it = m_pools.find(pc.name);
         if (it == m_pools.end()) {
             log->info("pool {} added: size {}", pc.name, pc.size);

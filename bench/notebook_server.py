@@ -1,0 +1,136 @@
+"""bench/run.py's scenario 15: a notebook server's first result (issue #23).
+
+Debian's jupyter_server 1.23 with two kernelspecs: the pooled one (`python3 -m kpool
+install-kernelspec`, kernels from a kpoold pool of 4 that refills behind) and the plain python3.
+Each run is what a person opening a notebook waits for: POST /api/kernels, open the kernel's
+websocket, send `1+1` and read its execute_result. The steps are timed apart (the POST, which holds
+the provisioner's acquire; the websocket, which the server opens with its own kernel_info round
+trip; the execute) so that what is ours shows. Runs alternate between the two kernelspecs, and
+each kernel is deleted (not timed) before the next run."""
+import asyncio
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+import urllib.request
+import uuid
+
+from benchlib import PYTHON, Daemon
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """A jupyter_server on a loopback port with a token, in its own directories."""
+
+    def __init__(self, work, env):
+        self.port, self.token = free_port(), uuid.uuid4().hex
+        self.base = "http://127.0.0.1:%d" % self.port
+        root = os.path.join(work, "root")
+        os.makedirs(root, exist_ok=True)
+        env = dict(env, JUPYTER_CONFIG_DIR=os.path.join(work, "cfg"),
+                   JUPYTER_DATA_DIR=os.path.join(work, "data"), HOME=work)
+        self.log = open(os.path.join(work, "server.log"), "wb")
+        self.proc = subprocess.Popen(
+            [PYTHON, "-m", "jupyter_server", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
+             "--ServerApp.port=%d" % self.port, "--ServerApp.port_retries=0",
+             "--ServerApp.token=" + self.token, "--ServerApp.root_dir=" + root],
+            env=env, stdout=subprocess.DEVNULL, stderr=self.log)
+        end = time.monotonic() + 60
+        while True:
+            try:
+                self.call("GET", "/api/status")
+                return
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > end:
+                    raise RuntimeError("jupyter_server did not start (see %s)" % self.log.name)
+                time.sleep(0.1)
+
+    def call(self, method, path, body=None):
+        req = urllib.request.Request(self.base + path, method=method,
+                                     headers={"Authorization": "token " + self.token},
+                                     data=json.dumps(body).encode() if body is not None else None)
+        with urllib.request.urlopen(req, timeout=120) as resp:
+            return json.loads(resp.read() or b"null")
+
+    def close(self):
+        self.proc.terminate()
+        self.proc.wait(60)
+        self.log.close()
+
+
+async def first_result(server, kernelspec):
+    """Seconds for each step: POST, websocket open, execute -> execute_result; and the kernel id."""
+    from tornado.websocket import websocket_connect
+    t0 = time.perf_counter()
+    kernel = await asyncio.get_running_loop().run_in_executor(
+        None, server.call, "POST", "/api/kernels", {"name": kernelspec})
+    t1 = time.perf_counter()
+    ws = await websocket_connect("ws://127.0.0.1:%d/api/kernels/%s/channels?token=%s"
+                                 % (server.port, kernel["id"], server.token))
+    t2 = time.perf_counter()
+    msg_id = uuid.uuid4().hex
+    ws.write_message(json.dumps({
+        "header": {"msg_id": msg_id, "username": "bench", "session": uuid.uuid4().hex,
+                   "msg_type": "execute_request", "version": "5.3", "date": ""},
+        "parent_header": {}, "metadata": {}, "channel": "shell",
+        "content": {"code": "1+1", "silent": False, "store_history": True, "user_expressions": {},
+                    "allow_stdin": False}}))
+    while True:
+        msg = json.loads(await asyncio.wait_for(ws.read_message(), 120))
+        if msg.get("parent_header", {}).get("msg_id") == msg_id and msg["msg_type"] == "execute_result":
+            break
+    t3 = time.perf_counter()
+    ws.close()
+    return (t1 - t0, t2 - t1, t3 - t2, t3 - t0), kernel["id"]
+
+
+def notebook_server(b):
+    runs = 5 if b.args.quick else 11
+    work = tempfile.mkdtemp(prefix="kpool-bench-server-")
+    d = Daemon(b.kpoold, '[pools.python3]\nsize = 4\n')
+    server = None
+    steps = {"python3": [], "python3-pooled": []}
+    try:
+        env = dict(os.environ, PYTHONPATH=b.site, JUPYTER_PATH=os.path.join(work, "share", "jupyter"))
+        subprocess.run([PYTHON, "-m", "kpool", "install-kernelspec", "--pool", "python3", "--prefix", work,
+                        "--endpoint", d.endpoint], check=True, env=env, capture_output=True)
+        d.wait_warm("python3", 4, timeout=300)
+        server = Server(work, env)
+        for name in steps:  # one unmeasured run each: the server's own first-use costs
+            _, kid = asyncio.run(first_result(server, name))
+            server.call("DELETE", "/api/kernels/" + kid)
+        for _ in range(runs):
+            for name in steps:
+                d.wait_warm("python3", 4, timeout=300)
+                time.sleep(0.5)
+                times, kid = asyncio.run(first_result(server, name))
+                steps[name].append([t * 1000 for t in times])
+                server.call("DELETE", "/api/kernels/" + kid)
+    finally:
+        if server:
+            server.close()
+        d.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+    def p50(name, i):
+        return statistics.median(s[i] for s in steps[name])
+
+    rows = ["| %s | %d | %.1f | %.1f | %.1f | **%.1f** |" % (name, runs, p50(name, 0), p50(name, 1), p50(name, 2),
+                                                            p50(name, 3)) for name in steps]
+    ratio = p50("python3", 3) / p50("python3-pooled", 3)
+    b.md("## 15. jupyter_server: POST /api/kernels to the first result", "",
+         "Debian's jupyter_server 1.23; the pooled kernelspec (kpool-provisioner, a pool of 4 refilling "
+         "behind) against the plain python3 kernelspec, runs alternating. Medians in ms.", "",
+         "| kernelspec | runs | POST | websocket open | execute -> result | total |",
+         "| --- | --- | --- | --- | --- | --- |", *rows, "",
+         "Ratio (total p50): **%.1fx** faster with the pool." % ratio, "")
+    b.results["notebook_server"] = {"steps_ms": steps, "ratio": ratio}
