@@ -73,7 +73,7 @@ std::string pool_state(const json& p) {
 // The pool table's columns: the fixed ones, then every counter the daemon reports (status'
 // "counters": the daemon's one counter table, so a new counter needs nothing here), then the
 // recent medians and the state.
-const row pool_fixed_columns = {"POOL", "KERNELSPEC", "SIZE", "WARM", "STARTING", "LEASED", "WAITING"};
+const row pool_fixed_columns = {"POOL", "KERNELSPEC", "LAUNCHER", "SIZE", "WARM", "STARTING", "LEASED", "WAITING"};
 const row pool_recent_columns = {"ACQUIRE_P50_MS", "ACQUIRE_P99_MS", "TO_WARM_P50_S", "STATE"};
 const row kernel_header = {"KERNEL", "POOL", "PID", "STATE", "AGE_S", "LEASE_LEFT_S"};
 
@@ -113,8 +113,8 @@ row pool_header(const std::vector<std::string>& counters) {
 row pool_row(const json& p, const std::vector<std::string>& counters) {
     const json& c = p.value("counters", json::object());
     const json& recent = p.value("recent", json::object());
-    row r = {text(p["name"]), text(p["kernelspec"]), text(p["size"]), text(p["warm"]),
-             text(p["starting"]), text(p["leased"]), text(p["waiting"])};
+    row r = {text(p["name"]), text(p["kernelspec"]), text(p.value("launcher", json())), text(p["size"]),
+             text(p["warm"]), text(p["starting"]), text(p["leased"]), text(p["waiting"])};
     for (const std::string& name : counters) {
         r.push_back(text(c.value(name, json())));
     }
@@ -149,13 +149,21 @@ std::string format_status(const json& st) {
     const auto counters = counter_names(st);
     std::vector<row> pools = {pool_header(counters)};
     std::vector<std::string> errors;
+    std::vector<std::string> launchers;
     for (const json& p : st.value("pools", json::array())) {
         pools.push_back(pool_row(p, counters));
         if (p.contains("last_error") && p["last_error"].is_string()) {
             errors.push_back(text(p["name"]) + ": " + text(p["last_error"]));
         }
+        if (p.contains("launcher_why") && p["launcher_why"].is_string()) {
+            launchers.push_back(text(p["name"]) + ": " + text(p["launcher"]) + ", " +
+                                text(p["launcher_why"]));
+        }
     }
     out << table(pools);
+    for (const auto& l : launchers) {
+        out << "  launcher " << l << '\n';
+    }
     for (const auto& e : errors) {
         out << "  last error " << e << '\n';
     }

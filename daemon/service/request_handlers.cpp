@@ -153,10 +153,16 @@ std::string daemon::op_acquire(const envelope& env, const protocol::control_requ
         return protocol::make_error_reply(*err, req.req_id);
     }
     const kernel_entry& kernel = *std::get<const kernel_entry*>(outcome);
+    const bool applies_context = !pending.setup_code.empty();
     if (!hand_over(std::move(pending), kernel)) {
         p.return_unseen(kernel.id, now);
     }
-    p.refill(now); // after the reply is on its way
+    // After the reply is on its way; with cwd/env, once they are applied (hand_over): a refill's
+    // fork and launch work would otherwise take the CPU from the execute the client waits for
+    // (measured from Python, 2 cores: an acquire with cwd/env took 15-23 ms, now 10-13 ms).
+    if (!applies_context) {
+        p.refill(now);
+    }
     return {};
 }
 
@@ -220,6 +226,9 @@ bool daemon::hand_over(pending_acquire pending, const kernel_entry& kernel) {
         // A kernel that ran the client's setup is the client's or nobody's: never warm again.
         if (k != nullptr && (!outcome || !send_acquire_reply(pending, *k))) {
             (void)p->release(id, clock::now());
+        }
+        if (pool* taken_from = active_pool(pending.pool)) {
+            taken_from->refill(clock::now());
         }
         reschedule();
     });

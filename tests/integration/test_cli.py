@@ -31,8 +31,11 @@ def test_ping_status_kernelspecs(kpoold):
     lines = r.stdout.splitlines()
     header = next(l for l in lines if l.startswith("POOL"))
     fake = next(l for l in lines if l.startswith("fake "))
-    assert header.split()[:4] == ["POOL", "KERNELSPEC", "SIZE", "WARM"]
-    assert fake.split()[:4] == ["fake", "fake", "1", "1"]
+    assert header.split()[:5] == ["POOL", "KERNELSPEC", "LAUNCHER", "SIZE", "WARM"]
+    assert fake.split()[:5] == ["fake", "fake", "spawn", "1", "1"]
+    # Which launcher and why, for every pool.
+    assert "  launcher fake: spawn, auto: only kernelspecs that run PYTHON -m ipykernel_launcher " \
+           "can be forked" in lines
     assert any(l.startswith("KERNEL ") for l in lines)
     st = json.loads(kpool(d, "status", "--json").stdout)
     assert st["ok"] and {p["name"] for p in st["pools"]} == {"fake", "hang"}
