@@ -21,16 +21,27 @@ ANCHORS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
                        "shared", "anchors")
 
 
-def refill_rate(d, pool, n=8):
-    """Kernels per second from an empty pool: drain, wait until nothing is left, resize to n."""
+def busy_cpu_seconds():
+    """CPU seconds the whole machine has spent busy (all cores; /proc/stat less idle and iowait)."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def refill_rate(d, pool, n=8, cpu=None):
+    """Kernels per second from an empty pool: drain, wait until nothing is left, resize to n.
+    Appends the machine's busy CPU seconds per kernel to `cpu` if given."""
     d.rpc(op="drain", pool=pool)
     end = time.monotonic() + 60
     while any(k["pool"] == pool for k in d.rpc(op="status")["kernels"]):
         assert time.monotonic() < end, "the drained kernels did not go"
         time.sleep(0.05)
-    t = time.perf_counter()
+    t, busy = time.perf_counter(), busy_cpu_seconds()
     d.rpc(op="resize", pool=pool, size=n)
-    return n / (d.wait_warm(pool, n, interval=0.02) - t)
+    rate = n / (d.wait_warm(pool, n, interval=0.02) - t)
+    if cpu is not None:
+        cpu.append((busy_cpu_seconds() - busy) / n)
+    return rate
 
 
 def churn_rate(d, pool, n, context=None):
@@ -66,16 +77,18 @@ def batch(b):
     try:
         env = dict(os.environ, KPOOL_ENDPOINT=d.endpoint)
         d.wait_warm("python3", 4, timeout=120)
-        rates = []
+        rates, refill_cpu = [], []
         for _ in range(3):
-            rates.append(refill_rate(d, "python3"))
+            rates.append(refill_rate(d, "python3", cpu=refill_cpu))
             d.rpc(op="resize", pool="python3", size=4)
         refill = statistics.median(rates)
         d.wait_warm("python3", 4)
-        t = time.perf_counter()
+        t, busy = time.perf_counter(), busy_cpu_seconds()
         r = subprocess.run([kpool, "run"] + inputs + ["--output-dir", os.path.join(work, "kpool"), "-j", "4"],
                            env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
         kpool_s = time.perf_counter() - t
+        d.wait_warm("python3", 4)
+        notebook_cpu = (busy_cpu_seconds() - busy) / n
         assert r.returncode == 0, r.stderr
         launcher = d.pool("python3").get("launcher")
         churn = churn_rate(d, "python3", n)
@@ -110,8 +123,14 @@ def batch(b):
               "(%.2f)." % (refill, rate / refill,
                            "" if papermill_s is None else
                            ", **%.1fx** papermill's rate" % (papermill_s / kpool_s),
-                           churn, churn / refill, churn_context, churn_context / refill), ""]
+                           churn, churn / refill, churn_context, churn_context / refill),
+              "", "CPU, the whole machine's busy time: %.0f ms per kernel refilled from empty, %.0f ms "
+              "per notebook run (its kernel's cwd/env, connection, cell and graceful end, the kernel "
+              "that replaces it, kpool run and kpoold), so on a machine the batch keeps busy the "
+              "ratio cannot exceed about %.2f." % (1000 * statistics.median(refill_cpu), 1000 * notebook_cpu,
+                                                    statistics.median(refill_cpu) / notebook_cpu), ""]
     b.md(*lines)
     b.results["batch"] = {"n": n, "kpool_s": kpool_s, "refill_per_s": refill, "refill_runs": rates,
+                          "refill_cpu_s": refill_cpu, "notebook_cpu_s": notebook_cpu,
                           "churn_per_s": churn, "churn_with_context_per_s": churn_context,
                           "papermill_s": papermill_s, "launcher": launcher}

@@ -81,6 +81,9 @@ result<message> parse(std::string_view line) {
         if (j.contains("prebuilt") && (!read(j, "prebuilt", m.prebuilt) || !read_text(j, "why_not", m.why_not))) {
             return bad("'forked' has a malformed prebuilt or why_not");
         }
+        if (j.contains("at_idle") && !read(j, "at_idle", m.at_idle)) {
+            return bad("'forked' has a malformed at_idle");
+        }
         return message{m};
     }
     if (j.contains("failed")) {

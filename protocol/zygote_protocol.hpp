@@ -39,6 +39,7 @@ struct forked {
     int pid = 0;
     bool prebuilt = false;
     std::string why_not;
+    bool at_idle = false; // the zygote forked at SCHED_IDLE (a background request)
 };
 struct fork_failed {
     std::uint64_t request = 0;

@@ -45,6 +45,11 @@ TEST_SUITE("zygote protocol") {
         CHECK(std::get<forked>(*f).request == 3);
         CHECK(std::get<forked>(*f).prebuilt);
         CHECK(std::get<forked>(*f).why_not.empty());
+        CHECK_FALSE(std::get<forked>(*f).at_idle);
+        auto idle = parse(R"({"forked": 4, "pid": 98, "prebuilt": true, "why_not": null, "at_idle": true})");
+        REQUIRE(idle.ok());
+        CHECK(std::get<forked>(*idle).at_idle);
+        CHECK_FALSE(parse(R"({"forked": 4, "pid": 98, "at_idle": "yes"})").ok());
 
         auto failed_msg = parse(R"({"failed": 4, "error": "fork: [Errno 11]"})");
         REQUIRE(failed_msg);

@@ -39,12 +39,19 @@ Protocol, one JSON object per line (protocol/zygote_protocol.hpp is kpoold's sid
                      "cwd": DIR or "", "log": PATH, "limits": [[RESOURCE, VALUE], ...],
                      "idle": BOOL}
   zygote -> kpoold  {"ready": PID, "threads": N, "prebuilt": BOOL, "why_not": TEXT}   once
-                    {"forked": ID, "pid": PID, "prebuilt": BOOL, "why_not": TEXT}
+                    {"forked": ID, "pid": PID, "prebuilt": BOOL, "why_not": TEXT,
+                     "at_idle": BOOL}
                     {"failed": ID, "error": TEXT}
                     {"exited": PID, "code": CODE, "signal": SIGNUM}
                     {"learned": PAGES, "why_not": TEXT}   hot pages learned (or why not)
                     {"error": TEXT}                        a request it could not read
 The zygote reaps its children and reports their exits: kpoold is not their parent.
+
+A background request ("idle": true, a refill nobody waits for) is forked at SCHED_IDLE: the
+zygote drops to it just around os.fork() (copying the page tables of a big process is most of a
+fork's cost) and returns to SCHED_OTHER at once, so its loop still reads an awaited request
+promptly. Only where it may return: root, or an RLIMIT_NICE of 20 (kpoold raises its own and the
+zygote inherits it; see daemon/process/cpu_priority.hpp), else every fork is at normal priority.
 """
 import os
 
@@ -551,6 +558,12 @@ def become_kernel(request, refused, report_fd, zygote_pid, libc, prebuilt, env_s
         os._exit(code)
 
 
+def may_leave_sched_idle():
+    """Whether this process may return from SCHED_IDLE to SCHED_OTHER (sched(7))."""
+    import resource
+    return os.geteuid() == 0 or resource.getrlimit(resource.RLIMIT_NICE)[0] >= 20
+
+
 class Zygote:
     """Serves fork requests: reads them from the channel, forks (the policy decides fast or
     slow path, the learner whether this child reports its hot pages), reaps and reports."""
@@ -563,6 +576,7 @@ class Zygote:
         self.learner = learner
         self.after_fork = after_fork
         self.env_set_by_imports = env_set_by_imports
+        self.idle_forks = may_leave_sched_idle()
         madvise = self.libc.madvise
         madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
         after_fork.madvise = madvise
@@ -604,6 +618,14 @@ class Zygote:
             traceback.print_exc()
             self.channel.send({"failed": request["fork"], "error": "%s: %s" % (type(e).__name__, e)})
 
+    def back_to_normal_priority(self):
+        try:
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        except OSError as e:  # not expected after may_leave_sched_idle(); stop dropping
+            self.idle_forks = False
+            print("zygote: cannot leave SCHED_IDLE (%s): forks stay at this priority" % e,
+                  file=sys.stderr, flush=True)
+
     def fork(self, request):
         refused = self.policy.refused(request)
         learn = refused is None and self.learner.wants_report()
@@ -611,12 +633,17 @@ class Zygote:
         if learn:
             report_r, report_w = os.pipe()
         self.after_fork.sched_idle = bool(request.get("idle"))
+        at_idle = self.after_fork.sched_idle and self.idle_forks
         saved_prefault = self.after_fork.prefault
         if refused is not None:
             self.after_fork.prefault = []
+        if at_idle:
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
         try:
             pid = os.fork()
         except OSError as e:
+            if at_idle:
+                self.back_to_normal_priority()
             self.channel.send({"failed": request["fork"], "error": "fork: %s" % e})
             for fd in (report_r, report_w):
                 if fd is not None:
@@ -634,11 +661,13 @@ class Zygote:
                 os._exit(1)  # never back into the zygote's loop
             become_kernel(request, refused, report_w, self.pid, self.libc, self.policy.prebuilt,
                           self.env_set_by_imports)
+        if at_idle:
+            self.back_to_normal_priority()
         if learn:
             os.close(report_w)
             self.learner.expect_report(report_r)
         self.channel.send({"forked": request["fork"], "pid": pid, "prebuilt": refused is None,
-                           "why_not": refused})
+                           "why_not": refused, "at_idle": at_idle})
 
 
 def main():

@@ -190,6 +190,9 @@ void zygote_launcher::on_forked(const zp::forked& m) {
     auto c = it->second;
     m_by_request.erase(it);
     m_by_pid[m.pid] = c;
+    if (m.at_idle) {
+        ++m_stats.forked_at_idle;
+    }
     if (m.prebuilt) {
         ++m_stats.kernels_prebuilt;
     } else {
@@ -245,6 +248,7 @@ nlohmann::json zygote_launcher::describe() const {
                 {"kernels_not_prebuilt", m_stats.kernels_not_prebuilt},
                 {"not_prebuilt_because", std::move(because)},
                 {"kernels_spawned_meanwhile", m_stats.launched_by_fallback},
+                {"forked_at_idle", m_stats.forked_at_idle},
                 {"hot_pages", m_stats.hot_pages ? json(*m_stats.hot_pages) : json(nullptr)},
                 {"hot_pages_why_not",
                  m_stats.hot_pages_why_not.empty() ? json(nullptr) : json(m_stats.hot_pages_why_not)}};

@@ -96,6 +96,7 @@ private:
         std::optional<std::uint64_t> hot_pages; // learned from the first pre-built kernel
         std::string hot_pages_why_not;
         std::uint64_t launched_by_fallback = 0; // while the zygote was not ready
+        std::uint64_t forked_at_idle = 0;       // background requests forked at SCHED_IDLE
     } m_stats;
 
     std::uint64_t m_next_request = 1;

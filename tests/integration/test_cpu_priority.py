@@ -66,6 +66,10 @@ def test_a_kernel_starts_at_idle_priority_and_is_normal_once_warm(kpoold, launch
     assert policies(pid) == {SCHED_IDLE}
     d.wait_warm("py", 1, timeout=60)
     assert policies(pid) == {SCHED_OTHER}
+    if launcher == "fork":
+        # The zygote dropped to SCHED_IDLE for that background fork only, and is back.
+        zygote = d.pool("py")["zygote"]
+        assert zygote["forked_at_idle"] == 1 and policies(zygote["pid"]) == {SCHED_OTHER}, zygote
     k = d.acquire("py")
     assert k["pid"] == pid and policies(pid) == {SCHED_OTHER}
     d.rpc(op="release", kernel_id=k["kernel_id"])
@@ -82,6 +86,8 @@ def test_a_start_an_acquire_waits_for_runs_at_normal_priority(kpoold, launcher):
     assert policies(pid) == {SCHED_OTHER}
     waiter.join()
     assert got[0]["ok"] and got[0]["pid"] == pid
+    if launcher == "fork":
+        assert d.pool("py")["zygote"]["forked_at_idle"] == 0  # the fork was awaited
     d.rpc(op="release", kernel_id=got[0]["kernel_id"])
 
 

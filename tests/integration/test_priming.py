@@ -7,6 +7,8 @@ measured in bench/ (scenario 14), not here."""
 import pytest
 from jupyter_client import BlockingKernelClient, KernelManager
 
+from conftest import wait_until
+
 # Per kernelspec: cells that show what a user could see of an earlier execute.
 CELLS = {
     "python3": [
@@ -79,6 +81,9 @@ def test_a_primed_kernel_shows_what_a_cold_kernel_shows(kpoold, spec, launcher):
         launcher = "%s"
         size = 1
     """ % (spec, launcher))
+    if launcher == "fork":  # a kernel forked by the ready zygote, not one spawned meanwhile
+        wait_until(lambda: d.pool("k").get("zygote_ready"), timeout=60, what="the zygote")
+        assert d.rpc(op="drain", pool="k")["ok"] and d.rpc(op="resize", pool="k", size=1)["ok"]
     d.wait_warm("k", 1, timeout=90)
     k = d.acquire("k")
     pooled = pooled_session(k["connection_file"], CELLS[spec])
