@@ -3,6 +3,7 @@
 #include "notebook/nbformat.hpp"
 
 #include "notebook/v3_upgrade.hpp"
+#include "protocol/big_integer.hpp"
 #include "protocol/python_float.hpp"
 
 #include <algorithm>
@@ -253,6 +254,13 @@ void write_json(const json& j, std::string& out, int depth) {
                                                      : protocol::python_float_repr(d);
         return;
     }
+    case json::value_t::binary:
+        if (protocol::is_big_integer(j)) { // a parameter beyond 64 bits, written exactly
+            out += protocol::big_integer_digits(j);
+            return;
+        }
+        out += j.dump(-1, ' ', false, json::error_handler_t::replace);
+        return;
     default:
         out += j.dump(-1, ' ', false, json::error_handler_t::replace);
     }

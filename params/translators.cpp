@@ -137,8 +137,9 @@ public:
 
 protected:
     std::string integer(const ordered_value& v) const override {
-        const double d = v.get<double>();
-        return integer_text(v) + (d > 2147483647.0 || d < -2147483648.0 ? "L" : "");
+        const bool beyond_int = protocol::is_big_integer(v) ||
+                                v.get<double>() > 2147483647.0 || v.get<double>() < -2147483648.0;
+        return integer_text(v) + (beyond_int ? "L" : "");
     }
     std::string list(const ordered_value& v) const override { return "Seq(" + join(v, ", ") + ")"; }
     std::string dict(const ordered_value& v) const override {
@@ -293,7 +294,7 @@ std::string translator::literal(const ordered_value& v) const {
     if (v.is_boolean()) {
         return boolean(v.get<bool>());
     }
-    if (v.is_number_integer()) {
+    if (v.is_number_integer() || protocol::is_big_integer(v)) {
         return integer(v);
     }
     if (v.is_number_float()) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "params/values.hpp"
+#include "protocol/big_integer.hpp"
 #include "protocol/result.hpp"
 
 #include <optional>
@@ -63,7 +64,10 @@ protected:
     // Matches an assignment at the start of a line; group 1 is the name.
     virtual const std::regex& assignment() const = 0;
 
-    static std::string integer_text(const ordered_value& v) { return v.dump(); }
+    // Its digits, exactly, also beyond 64 bits (protocol/big_integer.hpp).
+    static std::string integer_text(const ordered_value& v) {
+        return protocol::is_big_integer(v) ? protocol::big_integer_digits(v) : v.dump();
+    }
     // The items' literals joined by `sep`.
     std::string join(const ordered_value& items, const std::string& sep) const;
     // A key: value list of a dict, each pair as `pair(key literal, value literal)`.

@@ -1,6 +1,8 @@
 // Parameter values: CLI typing, YAML with PyYAML's implicit types, Python's float repr.
 #include "params/values.hpp"
 
+#include "protocol/big_integer.hpp"
+
 #include <sodium.h>
 
 #include <yaml-cpp/yaml.h>
@@ -9,6 +11,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <regex>
 
 namespace kpool::params {
@@ -24,17 +27,18 @@ std::string strip(const std::string& s) {
     return s.substr(first, s.find_last_not_of(" \t\n\r\f\v") - first + 1);
 }
 
-// Python's int(): optional sign, digits with single underscores between them, spaces around.
-bool python_int(const std::string& text, long long& out) {
+// Python's int(): optional sign, digits with single underscores between them, spaces around;
+// exact at any size (beyond 64 bits a big integer, protocol/big_integer.hpp).
+std::optional<ojson> python_int(const std::string& text) {
     static const std::regex pattern(R"([+-]?[0-9]+(_[0-9]+)*)");
     std::string s = strip(text);
     if (!std::regex_match(s, pattern)) {
-        return false;
+        return std::nullopt;
     }
     std::erase(s, '_');
-    const char* begin = s.data() + (s[0] == '+' ? 1 : 0);
-    auto [end, ec] = std::from_chars(begin, s.data() + s.size(), out);
-    return ec == std::errc() && end == s.data() + s.size();
+    const bool signed_ = s[0] == '-' || s[0] == '+';
+    return protocol::integer_value<ojson>(protocol::decimal_digits(std::string_view(s).substr(signed_ ? 1 : 0), 10),
+                                          s[0] == '-');
 }
 
 // Python's float(): decimal or scientific (underscores between digits), nan, inf, infinity.
@@ -88,12 +92,12 @@ ojson resolve_plain_scalar(const std::string& s) {
         std::erase(digits, '_');
         const bool negative = digits[0] == '-';
         const std::size_t skip = (digits[0] == '-' || digits[0] == '+' ? 1 : 0) + prefix;
-        long long v = 0;
-        auto [end, ec] = std::from_chars(digits.data() + skip, digits.data() + digits.size(), v, base);
-        if (ec != std::errc() || end != digits.data() + digits.size()) {
-            return s; // out of range for us: keep the text rather than a wrong number
+        const std::string decimal =
+            protocol::decimal_digits(std::string_view(digits).substr(std::min(skip, digits.size())), base);
+        if (decimal.empty()) {
+            return s; // no digits after the prefix: not a number after all
         }
-        return negative ? -v : v;
+        return protocol::integer_value<ojson>(decimal, negative);
     };
     if (std::regex_match(s, int_bin)) {
         return integer(2, 2);
@@ -113,25 +117,26 @@ ojson resolve_plain_scalar(const std::string& s) {
         std::erase(digits, '_');
         const bool negative = digits[0] == '-';
         double value = 0;
-        long long whole = 0;
+        std::string whole = "0"; // decimal digits: the first part may be of any length
         std::size_t start = digits[0] == '-' || digits[0] == '+' ? 1 : 0;
         bool is_float = false;
         for (std::size_t pos = start; pos <= digits.size();) {
             const std::size_t colon = std::min(digits.find(':', pos), digits.size());
             const std::string part = digits.substr(pos, colon - pos);
+            value = value * 60 + std::strtod(part.c_str(), nullptr);
             if (part.find('.') != std::string::npos) {
                 is_float = true;
-                value = value * 60 + std::strtod(part.c_str(), nullptr);
-            } else {
-                whole = whole * 60 + std::stoll(part);
-                value = value * 60 + static_cast<double>(std::stoll(part));
+            } else if (pos == start) {
+                whole = protocol::decimal_digits(part, 10);
+            } else { // later parts are 0-59 (the pattern says so)
+                whole = protocol::decimal_multiply_add(whole, 60, static_cast<unsigned>(std::stoi(part)));
             }
             pos = colon + 1;
         }
         if (is_float) {
             return negative ? -value : value;
         }
-        return negative ? -whole : whole;
+        return protocol::integer_value<ojson>(whole, negative);
     }
     if (std::regex_match(s, inf_re)) {
         return s[0] == '-' ? -HUGE_VAL : HUGE_VAL;
@@ -158,14 +163,18 @@ ojson from_yaml(const YAML::Node& node) {
             return node.Scalar();
         }
         ojson v = resolve_plain_scalar(node.Scalar());
-        if ((tag == "tag:yaml.org,2002:int" && !v.is_number_integer()) ||
-            (tag == "tag:yaml.org,2002:float" && !v.is_number()) ||
+        const bool integer = v.is_number_integer() || protocol::is_big_integer(v);
+        if ((tag == "tag:yaml.org,2002:int" && !integer) ||
+            (tag == "tag:yaml.org,2002:float" && !v.is_number() && !integer) ||
             (tag == "tag:yaml.org,2002:bool" && !v.is_boolean()) ||
             (tag == "tag:yaml.org,2002:null" && !v.is_null())) {
             throw YAML::RepresentationException(node.Mark(), "'" + node.Scalar() + "' is not a " + tag.substr(18));
         }
         if (tag == "tag:yaml.org,2002:float" && v.is_number_integer()) {
             return static_cast<double>(v.get<long long>());
+        }
+        if (tag == "tag:yaml.org,2002:float" && protocol::is_big_integer(v)) {
+            return std::strtod(protocol::big_integer_digits(v).c_str(), nullptr);
         }
         return v;
     }
@@ -200,9 +209,8 @@ ojson resolve_cli_value(const std::string& text) {
     if (text == "None") {
         return nullptr;
     }
-    long long i = 0;
-    if (python_int(text, i)) {
-        return i;
+    if (auto i = python_int(text)) {
+        return *i;
     }
     double f = 0;
     if (python_float(text, f)) {

@@ -167,6 +167,11 @@ static json plain_json(const nlohmann::ordered_json& v) {
     case nlohmann::ordered_json::value_t::number_unsigned: return v.get<std::uint64_t>();
     case nlohmann::ordered_json::value_t::boolean: return v.get<bool>();
     case nlohmann::ordered_json::value_t::string: return v.get<std::string>();
+    case nlohmann::ordered_json::value_t::binary: { // big integers (protocol/big_integer.hpp)
+        const auto& bytes = v.get_binary();
+        json::binary_t::container_type copy(bytes.begin(), bytes.end());
+        return bytes.has_subtype() ? json::binary(std::move(copy), bytes.subtype()) : json::binary(std::move(copy));
+    }
     default: return nullptr;
     }
 }

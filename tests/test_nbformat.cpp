@@ -3,6 +3,7 @@
 // Byte-for-byte agreement with Python's nbformat on a corpus is checked by
 // tests/integration/test_nbformat.py.
 #include "notebook/nbformat.hpp"
+#include "protocol/big_integer.hpp"
 
 #include <doctest/doctest.h>
 
@@ -89,5 +90,15 @@ TEST_SUITE("nbformat") {
         CHECK(text.find("\"small\": 1e-05,") != std::string::npos);
         CHECK(text.find("\"whole\": 3.0\n") != std::string::npos);
         CHECK(text.find("\"nan\": NaN,") != std::string::npos);
+    }
+
+    TEST_CASE("an integer beyond 64 bits is written as its digits") {
+        nlohmann::json nb = {{"cells", nlohmann::json::array()},
+                             {"metadata", {{"n", kpool::protocol::integer_value<nlohmann::json>(
+                                                     "123456789012345678901234567890", true)}}},
+                             {"nbformat", 4},
+                             {"nbformat_minor", 4}};
+        const std::string text = kpool::notebook::write_notebook(nb);
+        CHECK(text.find("\"n\": -123456789012345678901234567890\n") != std::string::npos);
     }
 }

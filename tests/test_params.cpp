@@ -2,6 +2,7 @@
 // translator's literals (expected texts are what papermill's translators produce).
 #include "params/translators.hpp"
 #include "params/values.hpp"
+#include "protocol/big_integer.hpp"
 
 #include <doctest/doctest.h>
 
@@ -26,6 +27,39 @@ TEST_SUITE("params") {
         CHECK(resolve_cli_value("0x10") == "0x10");
         CHECK(resolve_cli_value("abc") == "abc");
         CHECK(resolve_cli_value("") == "");
+    }
+
+    TEST_CASE("integers beyond 64 bits stay exact, as Python's int") {
+        const ojson big = resolve_cli_value("-123_456789012345678901234567890");
+        REQUIRE(kpool::protocol::is_big_integer(big));
+        CHECK(kpool::protocol::big_integer_digits(big) == "-123456789012345678901234567890");
+        CHECK(resolve_cli_value("9223372036854775807") == 9223372036854775807LL); // int64 max stays a number
+        CHECK(kpool::protocol::is_big_integer(resolve_cli_value("9223372036854775808")));
+        CHECK(resolve_cli_value("-0") == 0);
+        CHECK(resolve_cli_value("007") == 7);
+        auto p = parse_yaml_parameters("h: 0x1ffffffffffffffffffff\ns: 99999999999999999999:30\n"
+                                       "i: !!int 1234567890123456789012345\nf: !!float 123456789012345678901\n"
+                                       "b: -0b1111111111111111111111111111111111111111111111111111111111111111\n",
+                                       "big.yaml");
+        REQUIRE(p.ok());
+        CHECK(kpool::protocol::big_integer_digits((*p)["h"]) == "2417851639229258349412351");
+        CHECK(kpool::protocol::big_integer_digits((*p)["s"]) == "5999999999999999999970"); // no crash
+        CHECK(kpool::protocol::big_integer_digits((*p)["i"]) == "1234567890123456789012345");
+        CHECK((*p)["f"].get<double>() == 123456789012345678901.0);
+        CHECK(kpool::protocol::big_integer_digits((*p)["b"]) == "-18446744073709551615");
+        const ojson values = ojson{{"n", big}};
+        CHECK(*translator_for("python", "")->codify(values) == "# Parameters\nn = -123456789012345678901234567890\n");
+        CHECK(*translator_for("R", "")->codify(values) == "# Parameters\nn = -123456789012345678901234567890\n");
+        CHECK(*translator_for("scala", "")->codify(values) == "// Parameters\nval n = -123456789012345678901234567890L\n");
+    }
+
+    TEST_CASE("decimal arithmetic for big integers") {
+        using kpool::protocol::decimal_digits;
+        CHECK(decimal_digits("ff", 16) == "255");
+        CHECK(decimal_digits("000", 10) == "0");
+        CHECK(decimal_digits("12", 2).empty()); // not binary digits
+        CHECK(decimal_digits("", 10).empty());
+        CHECK(kpool::protocol::decimal_multiply_add("99", 60, 59) == "5999");
     }
 
     TEST_CASE("YAML is typed as PyYAML's safe loader types it, without dates") {

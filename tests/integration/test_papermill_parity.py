@@ -359,3 +359,14 @@ def test_parameters_are_typed_and_recorded_as_papermill_does(daemon, tmp_path):
                      "-p", "nan", "nan", "-p", "inf", "-inf"))
     text = (tmp_path / "out-kpool.ipynb").read_text()
     assert '"nan": NaN' in text and '"inf": -Infinity' in text and '"e": Infinity' in text
+
+
+def test_integers_beyond_64_bits_stay_exact(daemon, tmp_path):
+    """Python's ints have no size: papermill injects and records them digit for digit."""
+    src = params_nb(tmp_path)
+    assert_same(both(daemon, tmp_path, src, "--prepare-only",
+                     "-p", "a", "-123_456789012345678901234567890",
+                     "-y", "h: 0x1ffffffffffffffffffff\ns: 99999999999999999999:30\n"
+                           "i: !!int 1234567890123456789012345"))
+    text = (tmp_path / "out-kpool.ipynb").read_text()
+    assert '"a": -123456789012345678901234567890' in text and "h = 2417851639229258349412351" in text
