@@ -21,8 +21,9 @@ Each child then builds only what is its own: Session and key, ZeroMQ context, so
 threads, the kernel object, a real HistoryManager (its own sqlite connection and session
 number), `In`/`Out`/`_dh`, the shell's environment, extensions and startup code.
 
-The first pre-built kernel, right after answering its first execute_request (kpoold's priming; its
-first kernel_info_request when the pool does not prime), reports which of the zygote's private
+The first pre-built kernel, right after answering its first execute_request (the pool's
+startup_code, else kpoold's priming; its first kernel_info_request when the pool does not prime),
+reports which of the zygote's private
 pages it has written (the next one does, if it ends before that); later
 children break copy-on-write for those pages in bulk (MADV_POPULATE_WRITE) instead of faulting
 them one by one.
