@@ -30,7 +30,7 @@ std::string lowercase(std::string_view s) {
 
 std::vector<json> priming_requests(std::string_view language) {
     const std::string lang = lowercase(language);
-    if (lang == "python") {
+    if (lang == "python" || lang == "python3") { // kernel_context.cpp reads both as Python too
         // The cell runs through transform, compile and run_code; formatting the expression's
         // value builds the display formatters (the first cell's largest cost) without an
         // execute_result or `_`.

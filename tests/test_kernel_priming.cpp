@@ -1,0 +1,34 @@
+// The priming executes per language (jupyter/kernel_priming.hpp): what each sends, and that none
+// can count or be stored (test_priming.py checks the kernels themselves).
+#include "jupyter/kernel_priming.hpp"
+
+#include <doctest/doctest.h>
+
+using kpool::jupyter::priming_requests;
+
+TEST_SUITE("kernel priming") {
+    TEST_CASE("python is one silent cell with a user expression, R three loud unstored ones") {
+        for (const char* language : {"python", "Python", "python3"}) {
+            const auto python = priming_requests(language);
+            REQUIRE(python.size() == 1);
+            CHECK(python[0]["silent"] == true);
+            CHECK(python[0]["user_expressions"].size() == 1);
+        }
+        const auto r = priming_requests("R");
+        REQUIRE(r.size() == 3);
+        for (const auto& request : r) {
+            CHECK(request["silent"] == false);
+        }
+        CHECK(priming_requests("octave").empty());
+        CHECK(priming_requests("fake").empty());
+    }
+
+    TEST_CASE("no priming request is stored in history") {
+        for (const char* language : {"python", "R"}) {
+            for (const auto& request : priming_requests(language)) {
+                CHECK(request["store_history"] == false);
+                CHECK(request["allow_stdin"] == false);
+            }
+        }
+    }
+}
