@@ -36,8 +36,7 @@ Json integer_value(const std::string& decimal, bool negative) {
     if (ec == std::errc() && end == text.data() + text.size()) {
         return Json(v);
     }
-    const std::string digits = decimal == "0" ? decimal : text;
-    return Json::binary(typename Json::binary_t::container_type(digits.begin(), digits.end()),
+    return Json::binary(typename Json::binary_t::container_type(text.begin(), text.end()),
                         big_integer_subtype);
 }
 
