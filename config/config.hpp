@@ -75,6 +75,9 @@ struct daemon_config {
     // Starting and stopping kernels run at SCHED_IDLE, warm ones at normal priority
     // (daemon/process/cpu_priority.hpp), where the daemon may do so.
     bool background_priority = true;
+    // A kernel still starting after this long at SCHED_IDLE gets normal priority: on a host
+    // that is never idle, refill would otherwise wait forever. 0: no limit.
+    double background_limit_s = 5;
     // ipc: peers allowed besides the daemon's own uid (checked with SO_PEERCRED through ZAP).
     // When either list is set the socket file is made connectable by everyone and ZAP decides.
     std::vector<unsigned> allowed_uids;

@@ -49,7 +49,7 @@ kernel_process::kernel_process(uv_loop_t* loop, zmq::context_t& zmq, launcher& l
     : m_loop(loop), m_zmq(zmq), m_launcher(launcher), m_setup(std::move(setup)), m_events(events),
       m_session(protocol::random_hex(16)), m_shell(loop, zmq, "kernel " + m_setup.id + " shell"),
       m_control(loop, zmq, "kernel " + m_setup.id + " control"), m_ready_deadline(loop),
-      m_poll_timer(loop), m_code_deadline(loop),
+      m_poll_timer(loop), m_background_limit(loop), m_code_deadline(loop),
       m_heartbeat(loop, m_setup.heartbeat_interval, m_setup.heartbeat_timeout,
                   {[this] { return send_heartbeat(); },
                    [this](const std::string& reason) {
@@ -115,10 +115,24 @@ int kernel_process::restore_priority() {
     return cpu_priority::make_normal(pid());
 }
 
+void kernel_process::on_background_limit() {
+    if (!m_launched_idle || (m_phase != phase::probing && m_phase != phase::preheating)) {
+        return;
+    }
+    logger("kernel")->warn("kernel {} pool={} pid={}: still starting after {:.1f} s at idle CPU "
+                           "priority (the host had no idle CPU); normal priority from now",
+                           m_setup.id, m_setup.pool, pid(),
+                           std::chrono::duration<double>(m_setup.background_limit).count());
+    hurry();
+    m_events.kernel_starved(m_setup.id);
+}
+
 void kernel_process::hurry() {
     m_setup.awaited = true; // a relaunch starts at normal priority too
     if (pid() > 0) {
         restore_priority(); // else on_started does it
+    } else if (m_process) {
+        m_process->hurry();
     }
 }
 
@@ -148,6 +162,9 @@ status kernel_process::start() {
             fail_start(fmt::format("no kernel_info_reply within {:.1f} s",
                                    std::chrono::duration<double>(m_setup.ready_timeout).count()));
         });
+    if (m_launched_idle && m_setup.background_limit.count() > 0) {
+        m_background_limit.start(m_setup.background_limit, [this] { on_background_limit(); });
+    }
     return ok_status();
 }
 
@@ -376,6 +393,7 @@ void kernel_process::prime(std::size_t next) {
 
 void kernel_process::become_ready() {
     m_ready_deadline.stop();
+    m_background_limit.stop();
     m_poll_timer.stop();
     close_shell(); // reopened by the heartbeat if the kernel is watched
     // The file clients get holds all nine fields, kernel_name included.
@@ -417,6 +435,7 @@ void kernel_process::stop() {
     finish_code(error{errc::internal, "the kernel is being shut down"});
     m_phase = phase::stopping;
     m_ready_deadline.stop();
+    m_background_limit.stop();
     m_poll_timer.stop();
     watch(false);
     close_shell();
@@ -484,6 +503,7 @@ void kernel_process::on_exit(const exit_status& status) {
     m_phase = phase::exited;
     finish_code(error{errc::internal, "the kernel exited: " + status.describe()});
     m_ready_deadline.stop();
+    m_background_limit.stop();
     m_poll_timer.stop();
     m_stopping.cancel();
     watch(false);

@@ -42,6 +42,8 @@ public:
     // The process exists (launching finishes after start() returns).
     virtual void kernel_spawned(const std::string& id, int pid) = 0;
     virtual void kernel_warm(const std::string& id) = 0;
+    // Still starting background_limit after launch at SCHED_IDLE: it has normal priority now.
+    virtual void kernel_starved(const std::string& id) = 0;
     // Start failed (timeout, bad connection file). The kernel is being stopped; kernel_exited
     // follows.
     virtual void kernel_start_failed(const std::string& id, const std::string& reason) = 0;
@@ -82,6 +84,9 @@ struct kernel_setup {
     // while stopping; SCHED_OTHER from the moment it is ready.
     bool background_priority = false;
     bool awaited = false; // an acquire waits for this start: normal priority from the first moment
+    // Still starting this long after launch at SCHED_IDLE: normal priority (0: no limit), so a
+    // host that is never idle still refills.
+    std::chrono::milliseconds background_limit{0};
 };
 
 class kernel_process {
@@ -159,6 +164,7 @@ private:
     bool wants_idle() const;
     // Back to SCHED_OTHER if it was launched at SCHED_IDLE; 0 or -errno.
     int restore_priority();
+    void on_background_limit();
 
     uv_loop_t* m_loop;
     zmq::context_t& m_zmq;
@@ -184,6 +190,7 @@ private:
     kernel_channel m_control;
     uv_timer m_ready_deadline;
     uv_timer m_poll_timer;   // kernel_info resends
+    uv_timer m_background_limit; // while starting at SCHED_IDLE
     uv_timer m_code_deadline;
     kernel_heartbeat m_heartbeat; // while watched
     stop_escalation m_stopping;   // shutdown_request, SIGTERM, SIGKILL

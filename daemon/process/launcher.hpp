@@ -45,6 +45,9 @@ public:
     // Sends signum to the process group (the kernel leads one of its own). 0 or -errno.
     // Before the process exists, the signal is kept and sent as soon as it does.
     virtual int signal_group(int signum) = 0;
+    // Someone now waits for this process: a launch still in progress at SCHED_IDLE (a fork the
+    // zygote makes for a refill) goes on at normal priority. Nothing to do by default.
+    virtual void hurry() {}
 };
 
 // What a launcher keeps about one process for its handle (the launched_process it returns), in

@@ -57,11 +57,11 @@ zygote inherits it; see daemon/process/cpu_priority.hpp), else every fork is at 
 import os
 
 class AfterFork:
-    """What every forked child does first: SCHED_IDLE when the request asks for background
-    work, then copy-on-write broken in bulk for the hot pages (HotPageLearner fills `prefault`).
-    Registered before anything imports threading or random, whose after-fork hooks would
-    otherwise run first and fault the hot pages in one by one; the zygote's parts get this one
-    instance passed in."""
+    """What every forked child does first: SCHED_IDLE for background work that the zygote could
+    not fork at SCHED_IDLE itself, then copy-on-write broken in bulk for the hot pages
+    (HotPageLearner fills `prefault`). Registered before anything imports threading or random,
+    whose after-fork hooks would otherwise run first and fault the hot pages in one by one; the
+    zygote's parts get this one instance passed in."""
 
     def __init__(self):
         self.sched_idle = False
@@ -633,8 +633,11 @@ class Zygote:
         report_r = report_w = None
         if learn:
             report_r, report_w = os.pipe()
-        self.after_fork.sched_idle = bool(request.get("idle"))
-        at_idle = self.after_fork.sched_idle and self.idle_forks
+        at_idle = bool(request.get("idle")) and self.idle_forks
+        # Forked at SCHED_IDLE, the child inherits it; setting it again in the child could undo
+        # kpoold's return to SCHED_OTHER (hurry) made between the pid's report and the child's
+        # first step. Only a zygote that may not leave SCHED_IDLE lets the child drop alone.
+        self.after_fork.sched_idle = bool(request.get("idle")) and not at_idle
         saved_prefault = self.after_fork.prefault
         if refused is not None:
             self.after_fork.prefault = []

@@ -3,6 +3,7 @@
 
 #include "daemon/core/backoff.hpp"
 #include "daemon/loop/logging.hpp"
+#include "daemon/process/cpu_priority.hpp"
 #include "daemon/process/runtime_files.hpp"
 #include "protocol/control.hpp"
 
@@ -37,6 +38,7 @@ struct zygote_launcher::child : process_record {
     launch_callbacks callbacks;
     std::string log_path;
     std::uint64_t request = 0;
+    int zygote_pid = 0; // the zygote that forks it
 };
 
 namespace {
@@ -47,6 +49,12 @@ public:
     ~forked_process() override { m_child->drop(); } // the zygote reaps it; nobody listens
     int pid() const override { return m_child->pid; }
     int signal_group(int signum) override { return m_child->signal_group(signum); }
+    // Before the pid is known the zygote may be forking it at SCHED_IDLE.
+    void hurry() override {
+        if (m_child->pid == 0 && !m_child->exited && m_child->zygote_pid > 0) {
+            cpu_priority::make_normal(m_child->zygote_pid);
+        }
+    }
 
 private:
     std::shared_ptr<zygote_launcher::child> m_child;
@@ -323,6 +331,7 @@ result<std::unique_ptr<launched_process>> zygote_launcher::launch(const launch_s
     auto c = std::make_shared<child>();
     c->callbacks = std::move(callbacks);
     c->request = m_next_request++;
+    c->zygote_pid = m_zygote ? m_zygote->pid() : 0;
     c->log_path = m_socket_path + "-" + std::to_string(c->request) + ".log";
     zp::fork_request request{.id = c->request,
                              .args = std::move(*args),

@@ -290,7 +290,8 @@ status daemon::start_kernel(pool& owner, const std::string& id, bool awaited) {
                        .priming = pc.prime ? jupyter::priming_requests(spec->spec.language)
                                            : std::vector<nlohmann::json>{},
                        .background_priority = background_priority(),
-                       .awaited = awaited};
+                       .awaited = awaited,
+                       .background_limit = to_ms(m_cfg.daemon.background_limit_s)};
     if (pc.transport == "ipc") {
         auto prefix = m_ipc_dirs->prefix_for(short_name(++m_kernels_started));
         if (!prefix) {
@@ -339,6 +340,8 @@ void daemon::stop_kernel(const std::string& id) {
         k->stop();
     }
 }
+
+void daemon::kernel_starved(const std::string&) { ++m_starved_starts; }
 
 void daemon::kernel_warm(const std::string& id) {
     if (pool* p = m_kernels.pool_of(id)) {

@@ -79,6 +79,7 @@ private:
     // kernel_events
     void kernel_spawned(const std::string& id, int pid) override;
     void kernel_warm(const std::string& id) override;
+    void kernel_starved(const std::string& id) override;
     void kernel_start_failed(const std::string& id, const std::string& reason) override;
     void kernel_unresponsive(const std::string& id, const std::string& reason) override;
     void kernel_exited(const std::string& id, const exit_status& status,
@@ -158,6 +159,7 @@ private:
     zmq::context_t m_zmq;
     std::unique_ptr<launcher_registry> m_launchers;
     cpu_priority::support m_priority; // whether starting kernels can run as background work
+    std::uint64_t m_starved_starts = 0; // starts given normal priority after background_limit_s
     // Whether they do: the config wants it and the daemon may.
     bool background_priority() const { return m_priority.available && m_cfg.daemon.background_priority; }
     kernel_budget m_budget;

@@ -344,7 +344,9 @@ std::string daemon::op_status(const envelope&, const protocol::control_request& 
                                       {"why_not", background_priority() ? json(nullptr)
                                                   : !m_cfg.daemon.background_priority
                                                       ? json("background_priority = false")
-                                                      : json(m_priority.why_not)}}},
+                                                      : json(m_priority.why_not)},
+                                      {"limit_s", m_cfg.daemon.background_limit_s},
+                                      {"starved_starts", m_starved_starts}}},
                                     {"pools", std::move(pools)},
                                     {"kernels", std::move(kernels)}},
                                    req.req_id);

@@ -6,8 +6,10 @@ arriving during a background start hurries it. As an unprivileged user this need
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
+import time
 
 import pytest
 
@@ -60,7 +62,8 @@ def fresh_start(d, launcher, size):
 @pytest.mark.parametrize("launcher", ["spawn", "fork"])
 def test_a_kernel_starts_at_idle_priority_and_is_normal_once_warm(kpoold, launcher):
     d = kpoold(SLOW_START % (launcher, 0, 3))
-    assert d.status()["background_priority"] == {"on": True, "why_not": None}
+    assert d.status()["background_priority"] == {"on": True, "why_not": None, "limit_s": 5,
+                                                  "starved_starts": 0}
     fresh_start(d, launcher, 1)
     pid = starting_kernel(d)
     assert policies(pid) == {SCHED_IDLE}
@@ -103,6 +106,43 @@ def test_an_acquire_hurries_a_background_start(kpoold):
     waiter.join()
     assert got[0]["ok"] and got[0]["pid"] == pid
     d.rpc(op="release", kernel_id=got[0]["kernel_id"])
+
+
+def test_a_start_still_going_after_background_limit_gets_normal_priority(kpoold):
+    d = kpoold(SLOW_START % ("spawn", 1, 6), "background_limit_s = 1")
+    pid = starting_kernel(d)
+    assert policies(pid) == {SCHED_IDLE}
+    wait_until(lambda: policies(pid) == {SCHED_OTHER}, timeout=10, what="the limit to pass")
+    assert any(k["pid"] == pid and k["state"] == "starting" for k in d.status()["kernels"])
+    assert d.status()["background_priority"]["starved_starts"] == 1
+
+
+def test_without_a_limit_a_start_stays_at_idle_priority(kpoold):
+    d = kpoold(SLOW_START % ("spawn", 1, 6), "background_limit_s = 0")
+    pid = starting_kernel(d)
+    time.sleep(2)
+    assert policies(pid) == {SCHED_IDLE}
+    assert d.status()["background_priority"]["starved_starts"] == 0
+
+
+@pytest.mark.parametrize("launcher", ["spawn", "fork"])
+def test_a_host_that_is_never_idle_still_refills(kpoold, launcher):
+    """Busy loops at normal priority on every CPU: a refill at SCHED_IDLE alone would never
+    finish; after background_limit_s it goes on at normal priority."""
+    d = kpoold('[pools.py]\nkernelspec = "python3"\nlauncher = "%s"\nsize = 0\n' % launcher,
+               "background_limit_s = 1")
+    if launcher == "fork":
+        wait_until(lambda: d.pool("py").get("zygote_ready"), timeout=60, what="the zygote")
+    spin = "import time\nend = time.monotonic() + 60\nwhile time.monotonic() < end: pass"
+    hogs = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(os.cpu_count() + 1)]
+    try:
+        assert d.rpc(op="resize", pool="py", size=1)["ok"]
+        d.wait_warm("py", 1, timeout=40)
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    assert d.status()["background_priority"]["starved_starts"] >= 1
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
