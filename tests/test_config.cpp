@@ -191,6 +191,8 @@ open_files = 256
              "allowed_uids = [1]\n[pools.a]\n",
              "t.toml:5:16: 'allowed_uids' applies to ipc:// endpoints only; tcp clients are "
              "authenticated by 'curve_allowed_keys'"},
+            {"[daemon]\nbackground_limit_s = -1\n[pools.a]\n",
+             "t.toml:2:22: 'background_limit_s' must be at least 0 and at most 3600 seconds"},
             {"[pools.a]\nheartbeat_timeout_s = 0\n",
              "t.toml:2:23: 'heartbeat_timeout_s' must be above 0 and at most 3600 seconds"},
             {"[pools.a.limits]\nopen_files = 3\n",
