@@ -1,6 +1,8 @@
 // kernel_client: sockets, signed messages, readiness, and the execute loop.
 #include "jupyter/kernel_client.hpp"
 
+#include "jupyter/execution_tracker.hpp"
+
 #include "protocol/hmac.hpp"
 
 #include <algorithm>
@@ -119,60 +121,24 @@ result<json> kernel_client::wait_until_ready(std::chrono::milliseconds timeout) 
 }
 
 execution execute(kernel_client& client, const execute_request& request, const execute_hooks& hooks) {
-    const std::string id = client.send(channel::shell, "execute_request",
-                                       {{"code", request.code},
-                                        {"silent", request.silent},
-                                        {"store_history", request.store_history},
-                                        {"user_expressions", json::object()},
-                                        {"allow_stdin", false},
-                                        {"stop_on_error", request.stop_on_error}});
-    execution out;
-    bool idle = false;
-    auto limit = request.timeout ? std::optional(clock::now() + *request.timeout) : std::nullopt;
-    // After an interrupt (or once the reply is in) the rest must come soon.
-    std::optional<clock::time_point> grace_end;
-    auto stop_soon = [&](std::chrono::milliseconds grace) {
-        if (hooks.interrupt) {
-            hooks.interrupt();
-        }
-        grace_end = clock::now() + grace;
-    };
-    while (out.reply.is_null() || !idle) {
+    const std::string id =
+        client.send(channel::shell, "execute_request", execute_request_content(request));
+    execution_tracker tracker(id, request.timeout, clock::now());
+    while (!tracker.finished(clock::now())) {
         auto got = client.receive(1000ms);
         const auto now = clock::now();
-        if (hooks.cancelled && !out.cancelled && hooks.cancelled()) {
-            out.cancelled = true;
-            stop_soon(5000ms);
+        if (tracker.on_tick(now, hooks.cancelled && hooks.cancelled()) && hooks.interrupt) {
+            hooks.interrupt();
         }
-        if (limit && now >= *limit && !out.timed_out && out.reply.is_null()) {
-            out.timed_out = true;
-            stop_soon(10000ms);
-        }
-        if (got && got->msg.parent_msg_id() == id) {
-            if (got->from == channel::iopub) {
-                if (got->msg.msg_type() == "status" &&
-                    got->msg.content.value("execution_state", "") == "idle") {
-                    idle = true;
-                }
-                if (hooks.on_iopub) {
-                    hooks.on_iopub(got->msg);
-                }
-            } else if (got->from == channel::shell && got->msg.msg_type() == "execute_reply") {
-                out.reply = got->msg.content;
-                out.reply_header = got->msg.header;
-                if (!grace_end) {
-                    grace_end = now + 5000ms; // idle follows the reply at once, normally
-                }
+        if (got) {
+            if (tracker.on_message(*got, now) && got->from == channel::iopub && hooks.on_iopub) {
+                hooks.on_iopub(got->msg);
             }
-        } else if (!got && hooks.alive && !hooks.alive()) {
-            out.kernel_died = true;
-            break;
-        }
-        if (grace_end && now >= *grace_end) {
-            break; // a reply without idle, or an interrupt nobody answered: stop waiting
+        } else if (hooks.alive && !hooks.alive()) {
+            tracker.kernel_died();
         }
     }
-    return out;
+    return tracker.result();
 }
 
 } // namespace kpool::jupyter

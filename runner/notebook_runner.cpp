@@ -4,9 +4,9 @@
 #include "client/leased_kernel.hpp"
 #include "kpool/version.hpp"
 #include "notebook/nbformat.hpp"
-#include "notebook/outputs.hpp"
 #include "params/translators.hpp"
 #include "runner/local_kernel.hpp"
+#include "runner/notebook_engine.hpp"
 #include "runner/notebook_files.hpp"
 #include "runner/papermill.hpp"
 
@@ -86,15 +86,6 @@ pool_choice choose_pool(client::daemon_set& daemons, const run_options& options,
                 (names.empty() ? std::string("none") : names) + ")"};
 }
 
-bool has_tag(const json& cell, const std::string& tag) {
-    const json& tags = cell.value("metadata", json::object()).value("tags", json::array());
-    return tags.is_array() && std::find(tags.begin(), tags.end(), json(tag)) != tags.end();
-}
-
-bool blank(const std::string& s) {
-    return s.find_first_not_of(" \t\n\r\f\v") == std::string::npos;
-}
-
 class progress_line {
 public:
     progress_line(std::FILE* log, bool on, std::size_t total) : m_log(log), m_on(on), m_total(total) {}
@@ -116,12 +107,6 @@ private:
     bool m_on;
     std::size_t m_total;
     std::chrono::steady_clock::time_point m_start = std::chrono::steady_clock::now();
-};
-
-// What stopped the run, if anything.
-struct stop_reason {
-    run_outcome outcome = run_outcome::ok;
-    std::string message;
 };
 
 // Where the cells' stream outputs go besides the notebook: --stdout-file and --stderr-file,
@@ -167,28 +152,34 @@ private:
     std::FILE* m_err = nullptr;
 };
 
+// The blocking driver of notebook_engine: each cell through jupyter::execute, OUTPUT saved
+// after every cell (and during long ones), papermill's log lines and the stream files.
 class cell_executor {
 public:
     cell_executor(json& nb, const run_options& options, std::FILE* log, jupyter::kernel_handle& kernel,
-             stream_files& files)
+                  stream_files& files)
         : m_nb(nb), m_options(options), m_log(log), m_kernel(kernel), m_files(files),
-          m_outputs(nb["cells"]) {}
+          m_engine(nb, {.allow_errors = options.allow_errors,
+                        .execution_timeout = options.execution_timeout}) {}
 
     // Runs every cell; what stopped it, if anything. `save` is called after every cell (and
     // during long cells, every autosave_every).
     stop_reason run_all(const std::function<void()>& save) {
         m_save = save;
-        json& cells = m_nb["cells"];
-        progress_line progress(m_log, m_options.progress, cells.size());
-        stop_reason stop;
-        for (std::size_t i = 0; i < cells.size() && stop.outcome == run_outcome::ok && !m_stopped_clean; ++i) {
+        progress_line progress(m_log, m_options.progress, m_nb["cells"].size());
+        while (const auto index = m_engine.next_cell()) {
+            const std::size_t i = *index;
             if (m_options.log_output) { // papermill's banners: f'Executing Cell {n:-<40}'
                 std::fprintf(m_log, "Executing Cell %s\n", padded(i + 1, 40).c_str());
             }
-            cell_start(cells[i], wall_clock::now());
+            const auto request = m_engine.begin_cell(wall_clock::now());
             save_now();
-            stop = run_cell(i);
-            cell_complete(cells[i], wall_clock::now());
+            if (request) {
+                auto hooks = m_kernel.hooks(m_options.cancelled);
+                hooks.on_iopub = [&](const protocol::wire_message& msg) { on_iopub(msg); };
+                m_engine.on_executed(jupyter::execute(m_kernel.client(), *request, hooks));
+            }
+            m_engine.end_cell(wall_clock::now());
             save_now();
             if (m_options.log_output) {
                 std::fprintf(m_log, "Ending Cell %s\n", padded(i + 1, 43).c_str());
@@ -197,81 +188,14 @@ public:
             progress.show(i + 1);
         }
         progress.end();
-        return stop;
+        return m_engine.stop();
     }
 
-    // The failing cell, for the error report: index, or -1.
-    long failed_cell() const { return m_failed; }
+    notebook_engine& engine() { return m_engine; }
 
 private:
-    stop_reason run_cell(std::size_t index) {
-        json& cell = m_nb["cells"][index];
-        if (cell.value("cell_type", "") != "code" || blank(cell.value("source", "")) ||
-            has_tag(cell, "skip-execution")) {
-            return {};
-        }
-        cell["metadata"]["execution"] = json::object();
-        cell["outputs"] = json::array();
-        const bool allow = m_options.allow_errors || has_tag(cell, "raises-exception");
-        auto hooks = m_kernel.hooks(m_options.cancelled);
-        hooks.on_iopub = [&](const protocol::wire_message& msg) { on_iopub(msg, index); };
-        jupyter::execute_request request{.code = cell.value("source", ""),
-                                         .silent = false,
-                                         .store_history = true,
-                                         .stop_on_error = !allow,
-                                         .timeout = m_options.execution_timeout};
-        const jupyter::execution done = jupyter::execute(m_kernel.client(), request, hooks);
-        if (!done.reply.is_null()) {
-            cell["metadata"]["execution"]["shell.execute_reply"] = message_time(done.reply_header);
-        }
-        if (done.kernel_died) {
-            // papermill: the cell stays "completed", no markers, exit 138 (DeadKernelError).
-            return {run_outcome::kernel_died, "the kernel died while running cell " + std::to_string(index)};
-        }
-        if (done.cancelled) {
-            // papermill, stopped by Ctrl-C, leaves the cell "completed" and adds no error cells.
-            return {run_outcome::interrupted, "interrupted while running cell " + std::to_string(index)};
-        }
-        if (done.timed_out) {
-            // papermill (nbclient's CellTimeoutError escapes it): the interrupt's output is kept,
-            // the cell "completed", no markers, exit 1.
-            const double s = std::chrono::duration<double>(*m_options.execution_timeout).count();
-            return {run_outcome::cell_failed, "cell " + std::to_string(index) +
-                                                  ": A cell timed out while it was being executed, after " +
-                                                  params::python_float_repr(s) +
-                                                  " seconds (the kernel was interrupted)."};
-        }
-        if (done.reply.value("status", "") == "error") {
-            const std::string ename = done.reply.value("ename", "");
-            const std::string evalue = done.reply.value("evalue", "");
-            if (ename == "SystemExit" && (evalue.empty() || evalue == "0")) {
-                // sys.exit() / sys.exit(0): the run ends and succeeds, though papermill marks
-                // the cell failed (and the notebook's exception) and leaves the rest pending.
-                cell_exception(m_nb, cell);
-                m_stopped_clean = true;
-                return {};
-            }
-            if (!allow) {
-                fail(index);
-                return {run_outcome::cell_failed, ""};
-            }
-        }
-        return {};
-    }
-
-    void on_iopub(const protocol::wire_message& msg, std::size_t index) {
-        json& cell = m_nb["cells"][index];
-        const std::string type = msg.msg_type();
-        json& timing = cell["metadata"]["execution"];
-        if (type == "status") {
-            const std::string state = msg.content.value("execution_state", "");
-            if (state == "busy" || state == "idle") {
-                timing["iopub.status." + state] = message_time(msg.header);
-            }
-        } else if (type == "execute_input") {
-            timing["iopub.execute_input"] = message_time(msg.header);
-        }
-        json out = m_outputs.apply(msg, index);
+    void on_iopub(const protocol::wire_message& msg) {
+        json out = m_engine.on_iopub(msg);
         autosave();
         if (out.is_null()) {
             return;
@@ -311,21 +235,14 @@ private:
         }
     }
 
-    void fail(std::size_t index) {
-        cell_exception(m_nb, m_nb["cells"][index]);
-        m_failed = static_cast<long>(index);
-    }
-
     json& m_nb;
     const run_options& m_options;
     std::FILE* m_log;
     jupyter::kernel_handle& m_kernel;
     stream_files& m_files;
-    notebook::output_builder m_outputs;
+    notebook_engine m_engine;
     std::function<void()> m_save;
     std::chrono::steady_clock::time_point m_last_save = std::chrono::steady_clock::now();
-    long m_failed = -1;
-    bool m_stopped_clean = false;
 };
 
 // The first error output of the failing cell, reported the way papermill's exception prints.
@@ -488,17 +405,15 @@ run_result run_notebook(client::daemon_set& daemons, const run_options& options,
         save();
         cell_executor cells(nb, options, log, kernel, files);
         const stop_reason stop = cells.run_all(save);
-        notebook_complete(nb, start, wall_clock::now());
+        notebook_engine& engine = cells.engine();
         if (!stop.message.empty()) {
             say(40, "kpool: " + input_name + ": " + stop.message);
-        } else if (stop.outcome == run_outcome::cell_failed && cells.failed_cell() >= 0 && options.log_level <= 40) {
-            const auto index = static_cast<std::size_t>(cells.failed_cell());
+        } else if (stop.outcome == run_outcome::cell_failed && engine.failed_cell() >= 0 &&
+                   options.log_level <= 40) {
+            const auto index = static_cast<std::size_t>(engine.failed_cell());
             report_error(log, input_name, nb["cells"][index], index);
         }
-        if (stop.outcome == run_outcome::cell_failed && cells.failed_cell() >= 0) {
-            const auto index = static_cast<std::size_t>(cells.failed_cell());
-            insert_error_cells(nb, index, nb["cells"][index].value("execution_count", json()));
-        }
+        engine.finish(start, wall_clock::now());
         const double seconds = std::chrono::duration<double>(wall_clock::now() - start).count();
         return finish({stop.outcome,
                        stop.outcome == run_outcome::ok ? "ok (" + std::to_string(seconds).substr(0, 5) + " s)"

@@ -6,6 +6,7 @@
 
 #include "client/daemon_set.hpp"
 #include "params/values.hpp"
+#include "runner/notebook_engine.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -53,16 +54,6 @@ struct run_options {
     // Asked while a cell runs: true when the caller gives up (the kernel is interrupted, OUTPUT
     // written, the run ends as `interrupted`).
     std::function<bool()> cancelled = [] { return false; };
-};
-
-enum class run_outcome {
-    ok,
-    cell_failed, // a cell raised (or timed out); OUTPUT written with the error cells
-    refused,     // kpoold said no (no kernel in time, ...)
-    bad_input,   // the notebook, the parameters or OUTPUT
-    unreachable, // no daemon answered
-    interrupted, // `cancelled` said so; the kernel was interrupted
-    kernel_died,
 };
 
 struct run_result {
