@@ -426,7 +426,16 @@ void kernel_process::fail_start(const std::string& reason) {
     m_events.kernel_start_failed(m_setup.id, reason);
 }
 
-void kernel_process::stop() {
+void kernel_process::stop(urgency how) {
+    if (how == urgency::awaited && m_setup.background_priority) {
+        m_setup.awaited = true;
+        if (pid() > 0) {
+            m_launched_idle = false;
+            cpu_priority::make_normal(pid());
+        } else if (m_process) {
+            m_process->hurry(); // a fork still in progress at SCHED_IDLE
+        }
+    }
     if (m_phase == phase::stopping || m_phase == phase::exited || m_phase == phase::created) {
         return;
     }
@@ -440,8 +449,8 @@ void kernel_process::stop() {
     watch(false);
     close_shell();
     logger("kernel")->info("kernel stopping id={} pool={} pid={}", m_setup.id, m_setup.pool, pid());
-    // Its teardown (atexit, interpreter finalisation) is background work too.
-    if (m_setup.background_priority && pid() > 0) {
+    // Its teardown (atexit, interpreter finalisation) is background work too, unless awaited.
+    if (m_setup.background_priority && how == urgency::background && pid() > 0) {
         m_launched_idle = false;
         cpu_priority::make_idle(pid());
     }

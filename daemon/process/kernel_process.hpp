@@ -100,8 +100,12 @@ public:
     // Writes the connection file and launches the process. An error means nothing is running.
     status start();
 
-    // Begins the graceful shutdown sequence; idempotent. kernel_exited follows.
-    void stop();
+    // Begins the graceful shutdown sequence; idempotent. kernel_exited follows. A background
+    // stop (a released or surplus kernel) runs at SCHED_IDLE; one that someone waits for (the
+    // daemon shutting down) at normal priority, also when it began as a background stop: at
+    // SCHED_IDLE on a busy host, even a killed kernel could take minutes to go.
+    enum class urgency { background, awaited };
+    void stop(urgency how = urgency::background);
 
     // While on (and the kernel ready), sends a kernel_info_request every heartbeat_interval and
     // reports kernel_unresponsive when one is not answered within heartbeat_timeout. Only for

@@ -337,7 +337,8 @@ void daemon::kernel_unresponsive(const std::string& id, const std::string& reaso
 
 void daemon::stop_kernel(const std::string& id) {
     if (kernel_process* k = m_kernels.process(id)) {
-        k->stop();
+        k->stop(m_shutting_down ? kernel_process::urgency::awaited
+                                : kernel_process::urgency::background);
     }
 }
 
@@ -469,6 +470,9 @@ void daemon::begin_shutdown() {
     m_notify.send("STOPPING=1");
     const auto now = clock::now();
     for_each_pool([now](pool& p) { p.shut_down(now); });
+    // Kernels that were already stopping in the background are now awaited too.
+    m_kernels.for_each_process(
+        [](kernel_process& k) { k.stop(kernel_process::urgency::awaited); });
     reschedule();
     finish_if_done();
 }
