@@ -17,6 +17,10 @@ from conftest import Daemon, wait_until
 
 SCHED_OTHER, SCHED_IDLE = os.SCHED_OTHER, os.SCHED_IDLE
 
+# Tests that watch a start at SCHED_IDLE turn the limit off: on a loaded machine (CI) finding the
+# starting kernel can take longer than background_limit_s.
+NO_LIMIT = "background_limit_s = 0"
+
 SLOW_START = """
 [pools.py]
 kernelspec = "python3"
@@ -61,8 +65,8 @@ def fresh_start(d, launcher, size):
 
 @pytest.mark.parametrize("launcher", ["spawn", "fork"])
 def test_a_kernel_starts_at_idle_priority_and_is_normal_once_warm(kpoold, launcher):
-    d = kpoold(SLOW_START % (launcher, 0, 3))
-    assert d.status()["background_priority"] == {"on": True, "why_not": None, "limit_s": 5,
+    d = kpoold(SLOW_START % (launcher, 0, 3), NO_LIMIT)
+    assert d.status()["background_priority"] == {"on": True, "why_not": None, "limit_s": 0,
                                                   "starved_starts": 0}
     fresh_start(d, launcher, 1)
     pid = starting_kernel(d)
@@ -80,7 +84,7 @@ def test_a_kernel_starts_at_idle_priority_and_is_normal_once_warm(kpoold, launch
 
 @pytest.mark.parametrize("launcher", ["spawn", "fork"])
 def test_a_start_an_acquire_waits_for_runs_at_normal_priority(kpoold, launcher):
-    d = kpoold(SLOW_START % (launcher, 0, 3))
+    d = kpoold(SLOW_START % (launcher, 0, 3), NO_LIMIT)
     fresh_start(d, launcher, 0)
     got = []
     waiter = threading.Thread(target=lambda: got.append(d.rpc(op="acquire", pool="py", timeout_ms=60000)))
@@ -95,7 +99,7 @@ def test_a_start_an_acquire_waits_for_runs_at_normal_priority(kpoold, launcher):
 
 
 def test_an_acquire_hurries_a_background_start(kpoold):
-    d = kpoold(SLOW_START % ("spawn", 1, 4))
+    d = kpoold(SLOW_START % ("spawn", 1, 4), NO_LIMIT)
     pid = starting_kernel(d)
     assert policies(pid) == {SCHED_IDLE}
     got = []
@@ -110,15 +114,14 @@ def test_an_acquire_hurries_a_background_start(kpoold):
 
 def test_a_start_still_going_after_background_limit_gets_normal_priority(kpoold):
     d = kpoold(SLOW_START % ("spawn", 1, 6), "background_limit_s = 1")
-    pid = starting_kernel(d)
-    assert policies(pid) == {SCHED_IDLE}
+    pid = starting_kernel(d)  # at SCHED_IDLE for its first second (a loaded host may take longer)
     wait_until(lambda: policies(pid) == {SCHED_OTHER}, timeout=10, what="the limit to pass")
     assert any(k["pid"] == pid and k["state"] == "starting" for k in d.status()["kernels"])
     assert d.status()["background_priority"]["starved_starts"] == 1
 
 
 def test_without_a_limit_a_start_stays_at_idle_priority(kpoold):
-    d = kpoold(SLOW_START % ("spawn", 1, 6), "background_limit_s = 0")
+    d = kpoold(SLOW_START % ("spawn", 1, 6), NO_LIMIT)
     pid = starting_kernel(d)
     time.sleep(2)
     assert policies(pid) == {SCHED_IDLE}
@@ -162,7 +165,7 @@ def test_as_an_unprivileged_user_background_priority_needs_rlimit_nice(nice_limi
            "JUPYTER_RUNTIME_DIR": os.path.join(work, "jupyter-runtime")}
     wrapper = ["prlimit", "--nice=%d:%d" % (nice_limit, nice_limit), "setpriv", "--reuid=65534",
                "--regid=65534", "--clear-groups", "--"]
-    d = Daemon(work, SLOW_START % ("spawn", 0, 2), daemon_toml="allowed_uids = [0]\n", env=env,
+    d = Daemon(work, SLOW_START % ("spawn", 0, 2), daemon_toml="allowed_uids = [0]\n" + NO_LIMIT, env=env,
                wrapper=wrapper)
     try:
         d.start()
@@ -171,7 +174,7 @@ def test_as_an_unprivileged_user_background_priority_needs_rlimit_nice(nice_limi
         pid = starting_kernel(d)
         assert os.stat("/proc/%d" % pid).st_uid == 65534
         if nice_limit == 20:
-            assert priority == {"on": True, "why_not": None}
+            assert priority == {"on": True, "why_not": None, "limit_s": 0, "starved_starts": 0}
             assert policies(pid) == {SCHED_IDLE}
         else:
             assert priority["on"] is False
