@@ -33,5 +33,6 @@ int drain_command(const invocation& inv);
 int keygen_command(const invocation& inv);
 int exec_command_line(const invocation& inv);
 int run_command_line(const invocation& inv);
+int serve_command_line(const invocation& inv);
 
 } // namespace kpool::cli

@@ -32,6 +32,9 @@ constexpr const char* usage_text = R"usage(usage: kpool [--endpoint E] [--server
                                 run CODE (or stdin) in a warm kernel of pool P (default
                                 python3): its output here, the kernel released afterwards;
                                 exit 1 if it raised, 130 interrupted, 138 the kernel died
+  serve [--listen HOST:PORT] [options]
+                                an HTTP front door: each request on a fresh warm kernel
+                                (kpool serve --help lists the endpoints and options)
 
 The endpoint defaults to $KPOOL_ENDPOINT, else kpoold's default for this user. Several daemons:
 a comma-separated list, or dns:NAME:PORT (every address of NAME). Then acquire (and exec, run)
@@ -58,6 +61,7 @@ constexpr command table[] = {
     {"exec", "exec [--pool P] [--cwd DIR] [--env N=V]... [--timeout S] [--json] CODE|-", 1, 1,
      opt_json | opt_timeout | opt_cwd | opt_env | opt_pool, false, exec_command_line},
     {"run", "run INPUT OUTPUT [options] (kpool run --help)", 0, 0, 0, true, run_command_line},
+    {"serve", "serve [options] (kpool serve --help)", 0, 0, 0, true, serve_command_line},
 };
 
 const command* find_command(const std::string& name) {

@@ -21,7 +21,7 @@ ALLOWED = {
     "params": {"protocol"},
     "client": {"jupyter", "config", "protocol"},
     "runner": {"client", "jupyter", "notebook", "params", "config", "protocol"},
-    "cli": {"runner", "client", "jupyter", "notebook", "params", "config", "protocol"},
+    "cli": {"serve", "runner", "client", "jupyter", "notebook", "params", "config", "protocol"},
     "serve": {"runner", "client", "jupyter", "notebook", "params", "config", "protocol",
               "daemon/loop"},
 }

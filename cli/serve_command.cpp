@@ -1,0 +1,134 @@
+// `kpool serve`: the HTTP front door's command line: options, the token, then serve/'s loop.
+#include "cli/commands.hpp"
+#include "cli/exit_status.hpp"
+#include "client/daemon_set.hpp"
+#include "serve/run_server.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace kpool::cli {
+namespace {
+
+constexpr const char* serve_usage = R"usage(usage: kpool [--endpoint E] serve [options]
+
+Answers HTTP requests, each on a fresh warm kernel from kpoold, released after it
+(docs/serve.md has every endpoint with curl examples):
+  POST /v1/exec     {"code": "...", "kernel"?, "timeout"?, "cwd"?, "env"?}
+  GET  /v1/health   200 when a kpoold answers and a pool has or can start a kernel, else 503
+  GET  /metrics     Prometheus text
+
+options:
+  --listen HOST:PORT      where to listen (default 127.0.0.1:8890; port 0: any free port)
+  --kernel POOL           the pool a request without "kernel" runs on (default python3)
+  --token-file FILE       callers must send `Authorization: token TOKEN` with the file's first
+                          line ($KPOOL_SERVE_TOKEN works too); required off loopback
+  --queue-timeout S       no warm kernel within S seconds: 429 + Retry-After (default 5)
+  --max-queue N           more than N requests waiting for a kernel: 429 at once (default 64)
+  --max-body BYTES        larger request bodies: 413 (default 16777216)
+)usage";
+
+struct usage_failure : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+double positive(const std::string& text, const std::string& option) {
+    char* end = nullptr;
+    const double v = std::strtod(text.c_str(), &end);
+    if (end == text.c_str() || *end != '\0' || !(v > 0) || v > 1e9) {
+        throw usage_failure(option + " needs a positive number, not '" + text + "'");
+    }
+    return v;
+}
+
+std::string first_line_of(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) {
+        throw usage_failure("--token-file: cannot read " + path);
+    }
+    std::string line;
+    std::getline(in, line);
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) {
+        line.pop_back();
+    }
+    if (line.empty()) {
+        throw usage_failure("--token-file: " + path + " holds no token");
+    }
+    return line;
+}
+
+serve::serve_options parse(const std::vector<std::string>& args) {
+    serve::serve_options o;
+    if (const char* token = std::getenv("KPOOL_SERVE_TOKEN"); token != nullptr) {
+        o.token = token;
+    }
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        auto value = [&]() -> const std::string& {
+            if (i + 1 >= args.size()) {
+                throw usage_failure(a + " needs a value");
+            }
+            return args[++i];
+        };
+        if (a == "--listen") {
+            const std::string& v = value();
+            const auto colon = v.rfind(':');
+            if (colon == std::string::npos || colon == 0) {
+                throw usage_failure("--listen needs HOST:PORT, not '" + v + "'");
+            }
+            o.host = v.substr(0, colon);
+            if (o.host.size() > 2 && o.host.front() == '[' && o.host.back() == ']') {
+                o.host = o.host.substr(1, o.host.size() - 2);
+            }
+            const double port = v.substr(colon + 1) == "0" ? 0 : positive(v.substr(colon + 1), "--listen's port");
+            if (port > 65535 || port != static_cast<int>(port)) {
+                throw usage_failure("--listen's port must be from 0 to 65535");
+            }
+            o.port = static_cast<int>(port);
+        } else if (a == "--kernel") {
+            o.default_kernel = value();
+        } else if (a == "--token-file") {
+            o.token = first_line_of(value());
+        } else if (a == "--queue-timeout") {
+            o.queue_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(positive(value(), a) * 1000));
+        } else if (a == "--max-queue") {
+            o.max_queue = static_cast<std::size_t>(positive(value(), a));
+        } else if (a == "--max-body") {
+            o.max_body = static_cast<std::size_t>(positive(value(), a));
+        } else {
+            throw usage_failure("unknown option '" + a + "'");
+        }
+    }
+    return o;
+}
+
+} // namespace
+
+int serve_command_line(const invocation& inv) {
+    for (const std::string& w : inv.raw) {
+        if (w == "-h" || w == "--help") {
+            std::fputs(serve_usage, stdout);
+            return exit_status::ok;
+        }
+    }
+    serve::serve_options options;
+    try {
+        options = parse(inv.raw);
+    } catch (const usage_failure& e) {
+        std::fprintf(stderr, "kpool serve: %s\n\n%s", e.what(), serve_usage);
+        return exit_status::usage;
+    }
+    auto endpoints = client::parse_endpoints(inv.endpoint);
+    if (!endpoints) {
+        std::fprintf(stderr, "kpool serve: %s\n", endpoints.err().message.c_str());
+        return exit_status::usage;
+    }
+    options.endpoints = std::move(*endpoints);
+    options.keys = inv.keys();
+    return serve::run_server(options, stderr) == 0 ? exit_status::ok : exit_status::failed;
+}
+
+} // namespace kpool::cli

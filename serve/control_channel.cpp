@@ -1,0 +1,116 @@
+// control_channel: kpoold requests and replies over a DEALER socket watched by the loop.
+#include "serve/control_channel.hpp"
+
+#include "daemon/loop/zmq_frames.hpp"
+
+#include <sys/stat.h>
+
+namespace kpool::serve {
+
+using json = nlohmann::json;
+
+control_channel::control_channel(uv_loop_t* loop, zmq::context_t& zmq, std::string endpoint,
+                                 client::curve_keys keys)
+    : m_loop(loop), m_zmq(zmq), m_endpoint(std::move(endpoint)), m_keys(std::move(keys)) {
+    connect();
+}
+
+control_channel::~control_channel() {
+    auto pending = std::move(m_pending);
+    for (auto& [id, p] : pending) {
+        p.done(error{errc::unavailable, "kpool serve is stopping"});
+    }
+}
+
+void control_channel::connect() {
+    m_watcher.reset();
+    m_socket = zmq::socket_t(m_zmq, zmq::socket_type::dealer);
+    m_socket.set(zmq::sockopt::linger, 0);
+    if (!m_keys.empty()) {
+        m_socket.set(zmq::sockopt::curve_serverkey, m_keys.server_public);
+        m_socket.set(zmq::sockopt::curve_publickey, m_keys.client_public);
+        m_socket.set(zmq::sockopt::curve_secretkey, m_keys.client_secret);
+    }
+    m_socket.set(zmq::sockopt::connect_timeout, static_cast<int>(client::connect_timeout.count()));
+    m_socket.connect(m_endpoint);
+    m_watcher = std::make_unique<daemon::zmq_watcher>(m_loop, m_socket, [this] { on_readable(); });
+}
+
+void control_channel::request(json request, std::chrono::milliseconds timeout, reply_fn done) {
+    const std::string ipc = "ipc://";
+    if (m_endpoint.starts_with(ipc)) {
+        struct stat st{};
+        if (::stat(m_endpoint.substr(ipc.size()).c_str(), &st) != 0) {
+            done(error{errc::unavailable, "cannot reach kpoold at " + m_endpoint +
+                                              ": no socket there (is kpoold running?)"});
+            return;
+        }
+    }
+    const std::uint64_t id = m_next_id++;
+    request["req_id"] = id;
+    const bool acquire = request.value("op", "") == "acquire";
+    const std::string body = request.dump();
+    try {
+        m_socket.send(zmq::message_t(), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+        m_socket.send(zmq::buffer(body), zmq::send_flags::dontwait);
+    } catch (const zmq::error_t& e) {
+        done(error{errc::unavailable, "cannot send to kpoold at " + m_endpoint + ": " + e.what()});
+        return;
+    }
+    auto deadline = std::make_unique<daemon::uv_timer>(m_loop);
+    deadline->start(timeout, [this, id, timeout] {
+        give_up(id, error{errc::timeout, "no reply from kpoold at " + m_endpoint + " within " +
+                                             std::to_string(timeout.count()) + " ms"});
+    });
+    m_pending.emplace(id, pending_request{std::move(done), std::move(deadline), acquire});
+}
+
+void control_channel::give_up(std::uint64_t id, error why) {
+    auto it = m_pending.find(id);
+    if (it == m_pending.end()) {
+        return;
+    }
+    pending_request p = std::move(it->second);
+    m_pending.erase(it);
+    if (p.acquire) {
+        m_abandoned_acquires.emplace(id, true);
+        if (m_abandoned_acquires.size() > 4096) { // a daemon that never answers: forget the oldest
+            m_abandoned_acquires.erase(m_abandoned_acquires.begin());
+        }
+    }
+    p.done(std::move(why));
+}
+
+void control_channel::on_readable() {
+    auto frames = daemon::recv_frames(m_socket);
+    if (!frames || frames->empty()) {
+        return;
+    }
+    auto reply = json::parse(frames->back(), nullptr, false);
+    if (reply.is_discarded() || !reply.is_object()) {
+        return; // not kpoold's: nothing to match it to
+    }
+    on_reply(reply);
+}
+
+void control_channel::on_reply(const json& reply) {
+    const json& req_id = reply.value("req_id", json());
+    if (!req_id.is_number_unsigned()) {
+        return;
+    }
+    const auto id = req_id.get<std::uint64_t>();
+    auto it = m_pending.find(id);
+    if (it == m_pending.end()) {
+        if (m_abandoned_acquires.erase(id) > 0 && reply.value("ok", false) && reply.contains("kernel_id")) {
+            // Our caller gave up before this kernel came: nobody will use it.
+            request({{"op", "release"}, {"kernel_id", reply["kernel_id"]}}, std::chrono::seconds(5),
+                    [](result<json>) {});
+        }
+        return;
+    }
+    pending_request p = std::move(it->second);
+    m_pending.erase(it);
+    p.done(reply);
+}
+
+} // namespace kpool::serve

@@ -1,0 +1,65 @@
+// kpoold's control protocol from the event loop: one DEALER socket to one daemon, requests
+// tagged with a req_id and matched to their replies, each request answered exactly once (its
+// reply, or an error when none came in time). An acquire whose reply comes after its caller gave
+// up holds a kernel nobody will use: it is released at once, so no kernel leaks.
+#pragma once
+
+#include "client/control_client.hpp"
+#include "daemon/loop/uv_timer.hpp"
+#include "daemon/loop/zmq_watcher.hpp"
+#include "protocol/result.hpp"
+
+#include <nlohmann/json.hpp>
+#include <uv.h>
+#include <zmq.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+namespace kpool::serve {
+
+class control_channel {
+public:
+    using reply_fn = std::function<void(result<nlohmann::json>)>;
+
+    control_channel(uv_loop_t* loop, zmq::context_t& zmq, std::string endpoint,
+                    client::curve_keys keys = {});
+    ~control_channel(); // pending requests are answered with an error
+    control_channel(const control_channel&) = delete;
+    control_channel& operator=(const control_channel&) = delete;
+
+    // Sends `request` (a req_id is added) and calls `done` once with the reply object ("ok":
+    // false included) or an error: `timeout` (no reply within `timeout`) or `unavailable` (no
+    // daemon there).
+    void request(nlohmann::json request, std::chrono::milliseconds timeout, reply_fn done);
+
+    const std::string& endpoint() const { return m_endpoint; }
+    std::size_t pending() const { return m_pending.size(); }
+
+private:
+    struct pending_request {
+        reply_fn done;
+        std::unique_ptr<daemon::uv_timer> deadline;
+        bool acquire = false;
+    };
+    void on_readable();
+    void on_reply(const nlohmann::json& reply);
+    void give_up(std::uint64_t id, error why);
+    void connect();
+
+    uv_loop_t* m_loop;
+    zmq::context_t& m_zmq;
+    std::string m_endpoint;
+    client::curve_keys m_keys;
+    zmq::socket_t m_socket;
+    std::unique_ptr<daemon::zmq_watcher> m_watcher; // after m_socket
+    std::uint64_t m_next_id = 1;
+    std::map<std::uint64_t, pending_request> m_pending;
+    std::map<std::uint64_t, bool> m_abandoned_acquires; // timed out; a late kernel is released
+};
+
+} // namespace kpool::serve

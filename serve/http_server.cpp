@@ -1,0 +1,286 @@
+// http_server: H2O's HTTP/1.1 (keep-alive, pipelining, chunked bodies) over connections our own
+// uv_tcp_t listener accepts, answering through http_exchange.
+#include "serve/http_server.hpp"
+
+#define H2O_USE_LIBUV 1
+#include <h2o.h>
+#include <h2o/socket/uv-binding.h>
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cstring>
+#include <new>
+#include <set>
+
+namespace kpool::serve {
+
+// Lives in the request's memory pool: when H2O disposes of the request (answer sent, or the
+// connection closed first) the exchange learns that its request is gone.
+struct exchange_link {
+    std::weak_ptr<http_exchange> exchange;
+
+    static void dispose(void* p) {
+        auto* link = static_cast<exchange_link*>(p);
+        if (auto ex = link->exchange.lock()) {
+            ex->m_req = nullptr;
+        }
+        link->~exchange_link();
+    }
+};
+
+namespace {
+
+std::string as_string(h2o_iovec_t v) { return v.base != nullptr ? std::string(v.base, v.len) : std::string(); }
+
+h2o_iovec_t pool_copy(h2o_req_t* req, std::string_view s) { return h2o_strdup(&req->pool, s.data(), s.size()); }
+
+} // namespace
+
+http_exchange::http_exchange(h2o_req_t* req, int fd) : m_req(req), m_fd(fd) {
+    m_method = as_string(req->method);
+    m_path = as_string(req->path_normalized);
+    if (req->query_at != SIZE_MAX && req->query_at < req->path.len) {
+        m_query.assign(req->path.base + req->query_at + 1, req->path.len - req->query_at - 1);
+    }
+    m_body = as_string(req->entity);
+}
+
+http_exchange::~http_exchange() {
+    if (!m_answered && m_req != nullptr) {
+        respond({500, "application/json",
+                 R"({"error":"internal","message":"the request was dropped without an answer"})", {}});
+    }
+}
+
+bool http_exchange::gone() const {
+    if (m_req == nullptr) {
+        return true;
+    }
+    // H2O reads nothing more from an HTTP/1 connection while its request is being answered, so
+    // a hang-up shows only on the socket itself.
+    pollfd p{m_fd, POLLRDHUP, 0};
+    return m_fd >= 0 && ::poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+std::optional<std::string> http_exchange::header(std::string_view name) const {
+    if (m_req == nullptr) {
+        return std::nullopt;
+    }
+    const ssize_t at = h2o_find_header_by_str(&m_req->headers, name.data(), name.size(), -1);
+    if (at < 0) {
+        return std::nullopt;
+    }
+    return as_string(m_req->headers.entries[at].value);
+}
+
+void http_exchange::respond(http_response response) {
+    if (m_answered || m_req == nullptr) {
+        m_answered = true;
+        return;
+    }
+    m_answered = true;
+    h2o_req_t* req = m_req;
+    req->res.status = response.status;
+    req->res.reason = reason_phrase(response.status);
+    const h2o_iovec_t type = pool_copy(req, response.content_type);
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, nullptr, type.base, type.len);
+    for (const auto& [name, value] : response.headers) {
+        const h2o_iovec_t n = pool_copy(req, name);
+        const h2o_iovec_t v = pool_copy(req, value);
+        h2o_add_header_by_str(&req->pool, &req->res.headers, n.base, n.len, 1, nullptr, v.base, v.len);
+    }
+    h2o_send_inline(req, response.body.data(), response.body.size()); // copies the body
+}
+
+struct http_server::state {
+    uv_loop_t* loop = nullptr;
+    h2o_globalconf_t config{};
+    h2o_context_t context{};
+    h2o_accept_ctx_t accept{};
+    uv_tcp_t* listener = nullptr; // freed by its close callback
+    handler on_request;
+    bool context_ready = false;
+    std::set<uv_tcp_t*> connections; // accepted, not yet closed
+};
+
+namespace {
+
+struct route_handler {
+    h2o_handler_t super; // first: H2O hands us this pointer
+    http_server::handler* on_request;
+    const http_server::state* owner;
+};
+
+bool same_address(const sockaddr_storage& a, const sockaddr_storage& b) {
+    if (a.ss_family != b.ss_family) {
+        return false;
+    }
+    if (a.ss_family == AF_INET) {
+        const auto& x = reinterpret_cast<const sockaddr_in&>(a);
+        const auto& y = reinterpret_cast<const sockaddr_in&>(b);
+        return x.sin_port == y.sin_port && x.sin_addr.s_addr == y.sin_addr.s_addr;
+    }
+    const auto& x = reinterpret_cast<const sockaddr_in6&>(a);
+    const auto& y = reinterpret_cast<const sockaddr_in6&>(b);
+    return x.sin6_port == y.sin6_port && std::memcmp(&x.sin6_addr, &y.sin6_addr, sizeof x.sin6_addr) == 0;
+}
+
+// The socket of the connection `req` came on: the one whose peer is the request's peer.
+int socket_of(const http_server::state& s, h2o_req_t* req) {
+    sockaddr_storage peer{};
+    if (req->conn->callbacks->get_peername(req->conn, reinterpret_cast<sockaddr*>(&peer)) == 0) {
+        return -1;
+    }
+    for (uv_tcp_t* tcp : s.connections) {
+        sockaddr_storage other{};
+        int len = sizeof other;
+        uv_os_fd_t fd = -1;
+        if (uv_tcp_getpeername(tcp, reinterpret_cast<sockaddr*>(&other), &len) == 0 &&
+            same_address(peer, other) && uv_fileno(reinterpret_cast<uv_handle_t*>(tcp), &fd) == 0) {
+            return fd;
+        }
+    }
+    return -1;
+}
+
+int on_req(h2o_handler_t* self, h2o_req_t* req) {
+    auto* route = reinterpret_cast<route_handler*>(self);
+    auto exchange = std::make_shared<http_exchange>(req, socket_of(*route->owner, req));
+    void* mem = h2o_mem_alloc_shared(&req->pool, sizeof(exchange_link), &exchange_link::dispose);
+    new (mem) exchange_link{exchange};
+    (*route->on_request)(std::move(exchange));
+    return 0;
+}
+
+void free_tcp(uv_handle_t* handle) { delete reinterpret_cast<uv_tcp_t*>(handle); }
+
+// A connection's handle; H2O owns its `data` field, so the server is found through this.
+struct connection {
+    uv_tcp_t tcp; // first: the handle pointer is this object's pointer
+    http_server::state* owner;
+};
+
+void free_connection(uv_handle_t* handle) {
+    auto* c = reinterpret_cast<connection*>(handle);
+    c->owner->connections.erase(&c->tcp);
+    delete c;
+}
+
+void on_connection(uv_stream_t* listener, int status) {
+    if (status != 0) {
+        return;
+    }
+    auto* s = static_cast<http_server::state*>(listener->data);
+    auto* conn = new connection{{}, s};
+    s->connections.insert(&conn->tcp);
+    uv_tcp_init(listener->loop, &conn->tcp);
+    if (uv_accept(listener, reinterpret_cast<uv_stream_t*>(&conn->tcp)) != 0) {
+        uv_close(reinterpret_cast<uv_handle_t*>(&conn->tcp), free_connection);
+        return;
+    }
+    uv_tcp_nodelay(&conn->tcp, 1);
+    h2o_socket_t* sock = h2o_uv_socket_create(reinterpret_cast<uv_stream_t*>(&conn->tcp), free_connection);
+    h2o_accept(&s->accept, sock);
+}
+
+} // namespace
+
+result<std::unique_ptr<http_server>> http_server::start(uv_loop_t* loop, const http_server_options& options,
+                                                        handler on_request) {
+    std::unique_ptr<http_server> server(new http_server);
+    server->m_state = std::make_unique<state>();
+    state& s = *server->m_state;
+    s.loop = loop;
+    s.on_request = std::move(on_request);
+
+    sockaddr_storage addr{};
+    if (uv_ip4_addr(options.host.c_str(), options.port, reinterpret_cast<sockaddr_in*>(&addr)) != 0 &&
+        uv_ip6_addr(options.host.c_str(), options.port, reinterpret_cast<sockaddr_in6*>(&addr)) != 0) {
+        return error{errc::bad_request, "'" + options.host + "' is not an IPv4 or IPv6 address"};
+    }
+    h2o_config_init(&s.config);
+    s.config.max_request_entity_size = options.max_body;
+    h2o_hostconf_t* host = h2o_config_register_host(&s.config, h2o_iovec_init(H2O_STRLIT("default")), 65535);
+    h2o_pathconf_t* path = h2o_config_register_path(host, "/", 0);
+    auto* route = reinterpret_cast<route_handler*>(h2o_create_handler(path, sizeof(route_handler)));
+    route->super.on_req = on_req;
+    route->on_request = &s.on_request;
+    route->owner = &s;
+    h2o_context_init(&s.context, loop, &s.config);
+    s.context_ready = true;
+    s.accept.ctx = &s.context;
+    s.accept.hosts = s.config.hosts;
+
+    s.listener = new uv_tcp_t;
+    uv_tcp_init(loop, s.listener);
+    s.listener->data = &s;
+    int rc = uv_tcp_bind(s.listener, reinterpret_cast<const sockaddr*>(&addr), 0);
+    if (rc == 0) {
+        rc = uv_listen(reinterpret_cast<uv_stream_t*>(s.listener), 128, on_connection);
+    }
+    if (rc != 0) {
+        return error{errc::unavailable, "cannot listen on " + options.host + ":" +
+                                            std::to_string(options.port) + ": " + uv_strerror(rc)};
+    }
+    sockaddr_storage bound{};
+    int len = sizeof bound;
+    uv_tcp_getsockname(s.listener, reinterpret_cast<sockaddr*>(&bound), &len);
+    server->m_port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                                       : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+    return server;
+}
+
+void http_server::stop_listening() {
+    if (m_state && m_state->listener != nullptr) {
+        uv_close(reinterpret_cast<uv_handle_t*>(m_state->listener), free_tcp);
+        m_state->listener = nullptr;
+    }
+}
+
+void http_server::close_connections() {
+    if (!m_state) {
+        return;
+    }
+    for (uv_tcp_t* tcp : m_state->connections) {
+        uv_os_fd_t fd = -1;
+        if (uv_fileno(reinterpret_cast<uv_handle_t*>(tcp), &fd) == 0) {
+            ::shutdown(fd, SHUT_RD); // H2O reads end-of-stream and closes the connection itself
+        }
+    }
+}
+
+std::size_t http_server::open_connections() const { return m_state ? m_state->connections.size() : 0; }
+
+http_server::~http_server() {
+    if (!m_state) {
+        return;
+    }
+    stop_listening();
+    if (m_state->context_ready) {
+        h2o_context_dispose(&m_state->context);
+    }
+    h2o_config_dispose(&m_state->config);
+}
+
+const char* reason_phrase(int status) {
+    switch (status) {
+    case 200: return "OK";
+    case 201: return "Created";
+    case 204: return "No Content";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 413: return "Payload Too Large";
+    case 429: return "Too Many Requests";
+    case 500: return "Internal Server Error";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    default: return "Unknown";
+    }
+}
+
+} // namespace kpool::serve

@@ -1,0 +1,104 @@
+// kpool serve's HTTP layer: H2O (Debian's libh2o, built on libuv) on our own libuv loop, one
+// listener, no thread. Every request goes to one handler as an http_exchange, which answers it
+// exactly once: now, or later from any libuv callback; an exchange dropped unanswered answers
+// 500 by itself, and one whose client went away ignores its answer.
+#pragma once
+
+#include "protocol/result.hpp"
+
+#include <uv.h>
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+struct st_h2o_req_t;
+
+namespace kpool::serve {
+
+struct http_response {
+    int status = 200;
+    std::string content_type = "application/json";
+    std::string body;
+    std::vector<std::pair<std::string, std::string>> headers; // lower-case names
+};
+
+class http_exchange {
+public:
+    // `fd`: the connection's socket, to notice a client that hangs up while its answer is
+    // still being made (-1: unknown).
+    http_exchange(st_h2o_req_t* req, int fd);
+    ~http_exchange(); // 500 if nobody answered
+    http_exchange(const http_exchange&) = delete;
+    http_exchange& operator=(const http_exchange&) = delete;
+
+    std::string_view method() const { return m_method; }
+    // The path with `..` and percent-encoded dots resolved (H2O's path_normalized), no query.
+    std::string_view path() const { return m_path; }
+    // What follows '?' in the request line, undecoded; empty when none.
+    std::string_view query() const { return m_query; }
+    std::string_view body() const { return m_body; }
+    // A request header by its lower-case name.
+    std::optional<std::string> header(std::string_view name) const;
+
+    void respond(http_response response);
+    bool answered() const { return m_answered; }
+    // The client closed the connection (or hung up its side of it): an answer would go nowhere.
+    bool gone() const;
+
+private:
+    friend struct exchange_link;
+    st_h2o_req_t* m_req;
+    int m_fd;
+    std::string m_method;
+    std::string m_path;
+    std::string m_query;
+    std::string m_body;
+    bool m_answered = false;
+};
+
+using exchange_ptr = std::shared_ptr<http_exchange>;
+
+struct http_server_options {
+    std::string host = "127.0.0.1";
+    int port = 8890; // 0: any free port (port() tells which)
+    std::size_t max_body = 16 << 20; // larger bodies get 413 from H2O
+};
+
+class http_server {
+public:
+    using handler = std::function<void(exchange_ptr)>;
+
+    // Binds and listens; an error says why (address in use, bad address).
+    static result<std::unique_ptr<http_server>> start(uv_loop_t* loop, const http_server_options& options,
+                                                     handler on_request);
+    ~http_server();
+    http_server(const http_server&) = delete;
+    http_server& operator=(const http_server&) = delete;
+
+    int port() const { return m_port; }
+    // Stops accepting connections.
+    void stop_listening();
+    // Ends every connection's reading side: H2O then closes each (after sending what it is
+    // sending), through its own paths. For a stop, once every request has been answered.
+    void close_connections();
+    // Connections accepted and not yet closed.
+    std::size_t open_connections() const;
+
+    struct state; // H2O's configuration, context and our listener (http_server.cpp)
+
+private:
+    http_server() = default;
+    std::unique_ptr<state> m_state;
+    int m_port = 0;
+};
+
+// The reason phrase of an HTTP status ("Not Found").
+const char* reason_phrase(int status);
+
+} // namespace kpool::serve

@@ -1,0 +1,82 @@
+// A leased kernel driven from the event loop: shell and iopub sockets watched by the loop, one
+// execute_request at a time followed by a jupyter::execution_tracker, a deadline timer for its
+// time limit and grace periods. What kernel_client and jupyter::execute are to `kpool run`,
+// this is to kpool serve.
+#pragma once
+
+#include "daemon/loop/uv_timer.hpp"
+#include "daemon/loop/zmq_watcher.hpp"
+#include "jupyter/execution_tracker.hpp"
+#include "protocol/connection_info.hpp"
+#include "protocol/result.hpp"
+
+#include <uv.h>
+#include <zmq.hpp>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace kpool::serve {
+
+class kernel_session {
+public:
+    kernel_session(uv_loop_t* loop, zmq::context_t& zmq, const protocol::connection_info& info);
+    ~kernel_session();
+    kernel_session(const kernel_session&) = delete;
+    kernel_session& operator=(const kernel_session&) = delete;
+
+    // kernel_info round trips until one's iopub status arrives too: then iopub is subscribed
+    // and no output of what follows can be missed (a SUB joins late). `done` once.
+    void when_ready(std::chrono::milliseconds timeout, std::function<void(status)> done);
+
+    struct execute_callbacks {
+        std::function<void(const protocol::wire_message&)> on_iopub; // the request's messages
+        std::function<void()> interrupt;                             // the time limit passed
+        std::function<void(const jupyter::execution&)> done;         // once
+    };
+    // One at a time. `done` may destroy the session only by handing it to something that
+    // destroys it later (kpool serve retires it to the next loop turn): its sockets' watcher
+    // is still on the stack.
+    void execute(const jupyter::execute_request& request, execute_callbacks callbacks);
+
+    // The kernel is gone (kpoold says so): the execution in progress ends now.
+    void kernel_died();
+    // The caller gives up: the kernel is interrupted, the execution ends soon after.
+    void cancel();
+    bool busy() const { return m_tracker.has_value(); }
+
+private:
+    void on_message(jupyter::channel from, zmq::socket_t& socket);
+    void send(zmq::socket_t& socket, const std::string& msg_type, nlohmann::json content,
+              std::string* msg_id);
+    void ready_round();
+    void tick();
+    void arm();
+    // Calls `done` when the execution is over: then true, and this session may be gone.
+    bool finish_if_done();
+
+    uv_loop_t* m_loop;
+    std::string m_key;
+    std::string m_session;
+    zmq::socket_t m_shell;
+    zmq::socket_t m_iopub;
+    std::unique_ptr<daemon::zmq_watcher> m_shell_watcher;
+    std::unique_ptr<daemon::zmq_watcher> m_iopub_watcher;
+    daemon::uv_timer m_timer;
+
+    // when_ready
+    std::function<void(status)> m_ready_done;
+    std::string m_ready_id;
+    bool m_ready_reply = false;
+    bool m_ready_iopub = false;
+    std::chrono::steady_clock::time_point m_ready_deadline;
+
+    // execute
+    std::optional<jupyter::execution_tracker> m_tracker;
+    execute_callbacks m_callbacks;
+    bool m_cancel = false;
+};
+
+} // namespace kpool::serve

@@ -1,0 +1,53 @@
+// run_server: the loop, the signals, the listening line, the orderly stop.
+#include "serve/run_server.hpp"
+
+#include "daemon/loop/uv_signal.hpp"
+#include "serve/server.hpp"
+
+#include <csignal>
+
+namespace kpool::serve {
+
+int run_server(const serve_options& options, std::FILE* log) {
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    int code = 0;
+    {
+        auto started = server::start(&loop, options);
+        if (!started) {
+            std::fprintf(log, "kpool serve: %s\n", started.err().message.c_str());
+            code = 1;
+        } else {
+            std::unique_ptr<server> s = std::move(*started);
+            std::fprintf(log, "kpool serve: listening on http://%s:%d/ (kpoold: %zu endpoint%s)\n",
+                         options.host.c_str(), s->port(), options.endpoints.size(),
+                         options.endpoints.size() == 1 ? "" : "s");
+            std::fflush(log);
+            bool stopping = false;
+            auto on_signal = [&](int) {
+                if (stopping) {
+                    return;
+                }
+                stopping = true;
+                std::fprintf(log, "kpool serve: stopping (requests in flight finish first)\n");
+                std::fflush(log);
+                s->shut_down([&] { uv_stop(&loop); });
+            };
+            daemon::uv_signal sigint(&loop, SIGINT, on_signal);
+            daemon::uv_signal sigterm(&loop, SIGTERM, on_signal);
+            uv_run(&loop, UV_RUN_DEFAULT);
+            s.reset();
+        }
+    }
+    // What the server and its connections closed: let their close callbacks run.
+    uv_walk(&loop, [](uv_handle_t* h, void*) {
+        if (!uv_is_closing(h)) {
+            uv_close(h, nullptr);
+        }
+    }, nullptr);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    return code;
+}
+
+} // namespace kpool::serve

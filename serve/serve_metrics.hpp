@@ -1,0 +1,39 @@
+// kpool serve's Prometheus metrics, rendered in the text format for GET /metrics: requests by
+// route and status, latency by route, requests in flight and waiting for a kernel, 429s, and
+// kernels used.
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <memory>
+#include <string>
+
+namespace kpool::serve {
+
+class serve_metrics {
+public:
+    serve_metrics();
+
+    void answered(const std::string& route, int status, double seconds);
+    prometheus::Gauge& in_flight() { return m_in_flight; }
+    prometheus::Gauge& waiting() { return m_waiting; }
+    prometheus::Counter& rejected() { return m_rejected; }
+    prometheus::Counter& kernels_used() { return m_kernels_used; }
+
+    std::string text() const;
+
+private:
+    std::shared_ptr<prometheus::Registry> m_registry;
+    prometheus::Family<prometheus::Counter>& m_requests;
+    prometheus::Family<prometheus::Histogram>& m_latency;
+    prometheus::Gauge& m_in_flight;
+    prometheus::Gauge& m_waiting;
+    prometheus::Counter& m_rejected;
+    prometheus::Counter& m_kernels_used;
+};
+
+} // namespace kpool::serve

@@ -1,0 +1,257 @@
+// server: routing, the token, health and metrics; POST /v1/exec's flow is exec_call.cpp.
+#include "serve/server.hpp"
+
+#include "serve/api_error.hpp"
+#include "serve/exec_call.hpp"
+#include "protocol/control.hpp"
+
+#include <arpa/inet.h>
+#include <sodium.h>
+
+namespace kpool::serve {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+bool is_loopback(const std::string& host) {
+    in_addr v4{};
+    if (::inet_pton(AF_INET, host.c_str(), &v4) == 1) {
+        return (ntohl(v4.s_addr) >> 24) == 127;
+    }
+    in6_addr v6{};
+    return ::inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
+}
+
+http_response acquire_refusal(const json& error, int retry_after_s) {
+    const std::string code = error.value("code", "internal");
+    const std::string message = error.value("message", "kpoold refused");
+    if (code == "timeout" || code == "capacity" || code == "unavailable") {
+        http_response r = error_response(429, "overloaded", message);
+        r.headers.emplace_back("retry-after", std::to_string(retry_after_s));
+        return r;
+    }
+    if (code == "unknown_pool") {
+        return error_response(404, "unknown_kernel", message);
+    }
+    if (code == "bad_request") {
+        return error_response(400, "bad_request", message);
+    }
+    if (code == "shutting_down") {
+        return error_response(503, "unavailable", message);
+    }
+    return error_response(502, "daemon_error", message);
+}
+
+server::server(uv_loop_t* loop, serve_options options)
+    : m_loop(loop), m_options(std::move(options)), m_zmq(1), m_reaper(loop), m_closing(loop) {}
+
+server::~server() {
+    m_http.reset();
+    m_daemons.clear();
+}
+
+result<std::unique_ptr<server>> server::start(uv_loop_t* loop, serve_options options) {
+    if (options.token.empty() && !is_loopback(options.host)) {
+        return error{errc::bad_request, "listening on " + options.host +
+                                            " (not loopback) needs a token: anyone who reaches "
+                                            "the port could run code otherwise"};
+    }
+    if (options.endpoints.empty()) {
+        return error{errc::bad_request, "no kpoold endpoint to front"};
+    }
+    if (sodium_init() < 0) {
+        return error{errc::internal, "libsodium failed to initialise"};
+    }
+    std::unique_ptr<server> s(new server(loop, std::move(options)));
+    for (const std::string& endpoint : s->m_options.endpoints) {
+        s->m_daemons.push_back(std::make_unique<control_channel>(loop, s->m_zmq, endpoint, s->m_options.keys));
+    }
+    server* self = s.get();
+    auto http = http_server::start(loop,
+                                   {.host = s->m_options.host, .port = s->m_options.port,
+                                    .max_body = s->m_options.max_body},
+                                   [self](exchange_ptr ex) { self->on_request(std::move(ex)); });
+    if (!http) {
+        return http.err();
+    }
+    s->m_http = std::move(*http);
+    return s;
+}
+
+bool server::authorized(const http_exchange& exchange) const {
+    if (m_options.token.empty()) {
+        return true;
+    }
+    const auto header = exchange.header("authorization");
+    if (!header) {
+        return false;
+    }
+    for (const std::string_view scheme : {"token ", "Token ", "Bearer ", "bearer "}) {
+        if (header->starts_with(scheme)) {
+            const std::string_view given = std::string_view(*header).substr(scheme.size());
+            // Constant time: how much of a guess is right must not show in the answer's timing.
+            return given.size() == m_options.token.size() &&
+                   sodium_memcmp(given.data(), m_options.token.data(), given.size()) == 0;
+        }
+    }
+    return false;
+}
+
+void server::on_request(exchange_ptr ex) {
+    const auto arrived = std::chrono::steady_clock::now();
+    const std::string path(ex->path());
+    const std::string method(ex->method());
+    auto answer = [&](const std::string& route, http_response r) {
+        m_metrics.answered(route, r.status, std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
+        ex->respond(std::move(r));
+    };
+    auto wrong_method = [&](const std::string& route, const std::string& allowed) {
+        http_response r = error_response(405, "method_not_allowed",
+                                         method + " is not allowed on " + route + " (allowed: " + allowed + ")");
+        r.headers.emplace_back("allow", allowed);
+        answer(route, std::move(r));
+    };
+    if (path == "/v1/health") {
+        if (method != "GET") {
+            return wrong_method(path, "GET");
+        }
+        return health(std::move(ex));
+    }
+    if (!authorized(*ex)) {
+        http_response r = error_response(401, "unauthorized",
+                                         "a valid token is required: Authorization: token TOKEN");
+        r.headers.emplace_back("www-authenticate", "token");
+        return answer("other", std::move(r));
+    }
+    if (path == "/metrics") {
+        if (method != "GET") {
+            return wrong_method(path, "GET");
+        }
+        return answer(path, {200, "text/plain; version=0.0.4", m_metrics.text(), {}});
+    }
+    if (path == "/v1/exec") {
+        if (method != "POST") {
+            return wrong_method(path, "POST");
+        }
+        if (m_on_shut_down) {
+            return answer(path, error_response(503, "unavailable", "kpool serve is stopping"));
+        }
+        auto body = parse_exec_body(ex->body());
+        if (!body) {
+            return answer(path, error_response(400, "bad_request", body.err().message));
+        }
+        if (m_metrics.waiting().Value() >= static_cast<double>(m_options.max_queue)) {
+            m_metrics.rejected().Increment();
+            http_response r = error_response(429, "overloaded",
+                                             std::to_string(m_options.max_queue) +
+                                                 " requests already wait for a kernel");
+            r.headers.emplace_back("retry-after", "1");
+            return answer(path, std::move(r));
+        }
+        ++m_active;
+        m_metrics.in_flight().Increment();
+        start_exec_call(*this, std::move(ex), std::move(*body), arrived);
+        return;
+    }
+    answer("other", error_response(404, "not_found", "no such resource: " + protocol::echo_safe(path)));
+}
+
+void server::health(exchange_ptr ex) {
+    const auto arrived = std::chrono::steady_clock::now();
+    control({{"op", "status"}}, 2000ms, [this, ex, arrived](result<json> reply, std::size_t daemon) {
+        json body = {{"status", "unavailable"}};
+        int code = 503;
+        if (reply && reply->value("ok", false)) {
+            body["daemon"] = m_daemons[daemon]->endpoint();
+            json pools = json::object();
+            bool serving = false;
+            for (const json& p : reply->value("pools", json::array())) {
+                if (p.value("removed", false) || p.value("drained", false)) {
+                    continue;
+                }
+                const bool can = p.value("warm", 0) > 0 || !p.value("failing", false);
+                serving = serving || can;
+                pools[p.value("name", "")] = {{"warm", p.value("warm", 0)},
+                                              {"starting", p.value("starting", 0)},
+                                              {"failing", p.value("failing", false)}};
+            }
+            body["pools"] = pools;
+            if (serving) {
+                body["status"] = "ok";
+                code = 200;
+            } else {
+                body["message"] = "no pool has or can start a kernel";
+            }
+        } else {
+            body["message"] = reply ? reply->value("error", json::object()).value("message", "")
+                                    : reply.err().message;
+        }
+        m_metrics.answered("/v1/health", code,
+                           std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
+        ex->respond(json_response(code, body));
+    });
+}
+
+void server::control(json request, std::chrono::milliseconds timeout, control_done done) {
+    const std::size_t first = m_next_daemon++ % m_daemons.size();
+    try_daemon(std::make_shared<json>(std::move(request)), timeout,
+               std::make_shared<control_done>(std::move(done)), first, m_daemons.size(), "");
+}
+
+void server::try_daemon(std::shared_ptr<json> request, std::chrono::milliseconds timeout,
+                        std::shared_ptr<control_done> done, std::size_t at, std::size_t tries_left,
+                        std::string last_error) {
+    if (tries_left == 0) {
+        (*done)(error{errc::unavailable, last_error}, 0);
+        return;
+    }
+    m_daemons[at]->request(*request, timeout, [=, this](result<json> reply) {
+        if (reply) {
+            (*done)(std::move(reply), at);
+            return;
+        }
+        try_daemon(request, timeout, done, (at + 1) % m_daemons.size(), tries_left - 1, reply.err().message);
+    });
+}
+
+void server::control_at(std::size_t daemon, json request, std::chrono::milliseconds timeout,
+                        std::function<void(result<json>)> done) {
+    m_daemons.at(daemon)->request(std::move(request), timeout, std::move(done));
+}
+
+void server::retire(std::unique_ptr<kernel_session> session) {
+    m_retired.push_back(std::move(session));
+    m_reaper.start(0ms, [this] { m_retired.clear(); });
+}
+
+void server::request_finished() {
+    --m_active;
+    m_metrics.in_flight().Decrement();
+    finish_shutdown_if_idle();
+}
+
+void server::shut_down(std::function<void()> done) {
+    m_on_shut_down = std::move(done);
+    m_http->stop_listening();
+    finish_shutdown_if_idle();
+}
+
+void server::finish_shutdown_if_idle() {
+    if (!m_on_shut_down || m_active != 0 || m_closing.active()) {
+        return;
+    }
+    // Every answer is out: the connections close; a client that keeps one open gets two seconds.
+    m_http->close_connections();
+    const auto give_up = std::chrono::steady_clock::now() + 2s;
+    m_closing.start(0ms, [this, give_up] {
+        if (m_http->open_connections() > 0 && std::chrono::steady_clock::now() < give_up) {
+            return;
+        }
+        m_closing.stop();
+        auto done = std::move(m_on_shut_down);
+        m_on_shut_down = [] {}; // still stopping: new requests get 503
+        done();
+    }, 20ms);
+}
+
+} // namespace kpool::serve

@@ -1,0 +1,77 @@
+// kpool serve: the HTTP front door. Routes each request, checks the caller's token, and runs
+// POST /v1/exec on a fresh warm kernel from the kpoolds it fronts (released after), answering
+// 429 with Retry-After when no kernel comes within the queue timeout or too many wait. Also
+// GET /v1/health and GET /metrics. Everything runs on one libuv loop: no thread per request.
+#pragma once
+
+#include "serve/control_channel.hpp"
+#include "serve/http_server.hpp"
+#include "serve/kernel_session.hpp"
+#include "serve/serve_metrics.hpp"
+#include "serve/serve_options.hpp"
+
+#include <nlohmann/json.hpp>
+#include <uv.h>
+#include <zmq.hpp>
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace kpool::serve {
+
+class server {
+public:
+    // Listens at once; an error says why it cannot (address in use, no token off loopback).
+    static result<std::unique_ptr<server>> start(uv_loop_t* loop, serve_options options);
+    ~server();
+    server(const server&) = delete;
+    server& operator=(const server&) = delete;
+
+    int port() const { return m_http->port(); }
+
+    // Stops accepting; requests in flight finish (their kernels released), then `done`.
+    void shut_down(std::function<void()> done);
+
+    // For the requests' flows (exec_call.cpp):
+    const serve_options& options() const { return m_options; }
+    serve_metrics& metrics() { return m_metrics; }
+    uv_loop_t* loop() const { return m_loop; }
+    zmq::context_t& zmq() { return m_zmq; }
+    // A control request to the kpoolds: the first that answers, from the next in turn, trying
+    // the next on a transport failure (no daemon there, no reply in time). `done` once, with
+    // the daemon that answered (for the requests that must go back to it).
+    using control_done = std::function<void(result<nlohmann::json>, std::size_t daemon)>;
+    void control(nlohmann::json request, std::chrono::milliseconds timeout, control_done done);
+    // To one daemon, no failover (release, signal, poll of a kernel it handed out).
+    void control_at(std::size_t daemon, nlohmann::json request, std::chrono::milliseconds timeout,
+                    std::function<void(result<nlohmann::json>)> done);
+    // Destroys `session` on the next loop turn (it may be on the stack now).
+    void retire(std::unique_ptr<kernel_session> session);
+    void request_finished();
+
+private:
+    server(uv_loop_t* loop, serve_options options);
+    void on_request(exchange_ptr exchange);
+    bool authorized(const http_exchange& exchange) const;
+    void health(exchange_ptr exchange);
+    void finish_shutdown_if_idle();
+    void try_daemon(std::shared_ptr<nlohmann::json> request, std::chrono::milliseconds timeout,
+                    std::shared_ptr<control_done> done, std::size_t at, std::size_t tries_left,
+                    std::string last_error);
+
+    uv_loop_t* m_loop;
+    serve_options m_options;
+    zmq::context_t m_zmq;
+    serve_metrics m_metrics;
+    std::vector<std::unique_ptr<control_channel>> m_daemons;
+    std::size_t m_next_daemon = 0;
+    std::unique_ptr<http_server> m_http;
+    std::vector<std::unique_ptr<kernel_session>> m_retired;
+    daemon::uv_timer m_reaper;
+    daemon::uv_timer m_closing; // after shut_down: waits for the connections to close
+    std::size_t m_active = 0; // requests whose answer or cleanup is still to come
+    std::function<void()> m_on_shut_down;
+};
+
+} // namespace kpool::serve

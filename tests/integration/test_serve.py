@@ -1,0 +1,282 @@
+"""kpool serve (issue #21): an HTTP front door in front of a real kpoold, exercised with a real
+HTTP client (python3-requests) and raw sockets: POST /v1/exec on a fresh warm kernel per
+request, its errors as JSON with their HTTP status, back-pressure (429 + Retry-After), the
+token, health, metrics, a caller that goes away, and a stop that finishes what is in flight.
+Every test ends with no kernel leased (the daemon fixture then checks for leaked processes)."""
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+import requests
+
+from conftest import wait_until
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+KPOOL = os.environ.get("KPOOL_CLI") or os.path.join(HERE, "..", "..", "build", "kpool")
+
+POOLS = """
+[pools.python3]
+size = 2
+[pools.slow]
+kernelspec = "python3"
+launcher = "spawn"
+size = 0
+startup_code = "import time\\ntime.sleep(30)"
+"""
+
+
+class Serve:
+    """One `kpool serve` process, on a free loopback port."""
+
+    def __init__(self, endpoint, *args, env=None):
+        self.proc = subprocess.Popen([KPOOL, "--endpoint", endpoint, "serve", "--listen", "127.0.0.1:0",
+                                      *args], stderr=subprocess.PIPE, text=True,
+                                     env=dict(os.environ, **(env or {})))
+        line = self.proc.stderr.readline()
+        match = re.search(r"listening on (http://127\.0\.0\.1:\d+)/", line)
+        assert match, "kpool serve did not start: %s%s" % (line, self.proc.stderr.read())
+        self.url = match.group(1)
+        self.log = []
+        threading.Thread(target=lambda: self.log.extend(self.proc.stderr), daemon=True).start()
+
+    def post(self, path, body, **kw):
+        return requests.post(self.url + path, data=json.dumps(body) if not isinstance(body, (bytes, str)) else body,
+                             timeout=60, **kw)
+
+    def get(self, path, **kw):
+        return requests.get(self.url + path, timeout=60, **kw)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=30)
+
+
+@pytest.fixture
+def daemon(kpoold):
+    d = kpoold(POOLS)
+    d.wait_warm("python3", 2, timeout=60)
+    return d
+
+
+@pytest.fixture
+def serve(daemon):
+    servers = []
+
+    def start(*args, **kw):
+        s = Serve(daemon.endpoint, *args, **kw)
+        servers.append(s)
+        return s
+
+    yield start
+    for s in servers:
+        assert s.stop() == 0, "".join(s.log)
+    # Every kernel a request took went back (released kernels are shut down).
+    wait_until(lambda: all(p["leased"] == 0 for p in daemon.status()["pools"]), timeout=20,
+               what="no kernel leased")
+
+
+def exec_(s, code, **fields):
+    return s.post("/v1/exec", dict(fields, code=code))
+
+
+def test_exec_runs_code_on_a_fresh_warm_kernel_each_time(serve, daemon):
+    s = serve()
+    r = exec_(s, "x = 6 * 7\nprint(x)\nx")
+    assert r.status_code == 200 and r.headers["content-type"] == "application/json"
+    body = r.json()
+    assert body["status"] == "ok" and body["execution_count"] == 1
+    assert body["outputs"] == [
+        {"name": "stdout", "output_type": "stream", "text": ["42\n"]},
+        {"data": {"text/plain": ["42"]}, "execution_count": 1, "metadata": {},
+         "output_type": "execute_result"}]
+    # Isolation: the next request's kernel has never seen x.
+    r = exec_(s, "x")
+    assert r.status_code == 200 and r.json()["status"] == "error"
+    assert r.json()["ename"] == "NameError" and r.json()["execution_count"] == 1
+    assert daemon.pool("python3")["counters"]["acquired"] >= 2
+
+
+def test_a_raised_error_comes_back_with_its_traceback(serve):
+    body = exec_(serve(), "1/0").json()
+    assert body["status"] == "error" and body["ename"] == "ZeroDivisionError"
+    assert body["evalue"] == "division by zero" and "ZeroDivisionError" in body["traceback"][-1]
+    assert body["outputs"][0]["output_type"] == "error"
+
+
+def test_cwd_and_env_reach_the_kernel(serve, tmp_path):
+    body = exec_(serve(), "import os; print(os.getcwd(), os.environ['GREETING'])",
+                 cwd=str(tmp_path), env={"GREETING": "hello"}).json()
+    assert body["outputs"][0]["text"] == ["%s hello\n" % tmp_path]
+
+
+def test_a_timeout_interrupts_the_kernel_and_answers_504(serve):
+    started = time.monotonic()
+    r = exec_(serve(), "print('started', flush=True)\nimport time; time.sleep(30)", timeout=1)
+    assert r.status_code == 504 and time.monotonic() - started < 15
+    body = r.json()
+    assert body["error"] == "timeout"
+    assert body["message"] == "the code did not finish within 1.0 s (the kernel was interrupted)"
+    assert body["outputs"][0]["text"] == ["started\n"]
+    assert body["outputs"][-1]["ename"] == "KeyboardInterrupt"
+
+
+@pytest.mark.parametrize("request_, status, error", [
+    (("POST", "/v1/exec", b"{not json"), 400, "the body is not JSON"),
+    (("POST", "/v1/exec", b"[1]"), 400, "the body must be a JSON object"),
+    (("POST", "/v1/exec", b'{"code": 1}'), 400, "field 'code' must be a string"),
+    (("POST", "/v1/exec", b'{}'), 400, "field 'code' is required"),
+    (("POST", "/v1/exec", b'{"code": "1", "cwd": "rel"}'), 400, "field 'cwd' must be an absolute path"),
+    (("POST", "/v1/exec", b'{"code": "1", "timeout": -1}'), 400,
+     "field 'timeout' must be a number of seconds above 0 and at most 3600"),
+    (("POST", "/v1/exec", b'{"code": "1", "colour": 1}'), 400,
+     "unknown field 'colour' (fields: code, kernel, timeout, cwd, env)"),
+    (("GET", "/v1/exec", b""), 405, "GET is not allowed on /v1/exec (allowed: POST)"),
+    (("GET", "/nowhere/../../etc/passwd", b""), 404, "no such resource: /etc/passwd"),
+])
+def test_bad_requests_get_a_json_error_with_their_status(serve, request_, status, error):
+    method, path, data = request_
+    r = requests.request(method, serve().url + path, data=data, timeout=30)
+    assert r.status_code == status, r.text
+    assert r.json()["message"] == error
+
+
+def test_an_unknown_kernel_is_404(serve):
+    r = exec_(serve(), "1", kernel="cobol")
+    assert r.status_code == 404 and r.json()["error"] == "unknown_kernel"
+
+
+def test_a_body_over_the_limit_is_413(serve):
+    r = serve("--max-body", "1000").post("/v1/exec", {"code": "x" * 2000})
+    assert r.status_code == 413
+
+
+def test_no_warm_kernel_within_the_queue_timeout_is_429_with_retry_after(serve, daemon):
+    s = serve("--queue-timeout", "0.5")
+    started = time.monotonic()
+    r = exec_(s, "1", kernel="slow")
+    assert r.status_code == 429 and time.monotonic() - started < 5
+    assert r.headers["retry-after"] == "1" and r.json()["error"] == "overloaded"
+    assert 'kpool_serve_rejected_total 1' in s.get("/metrics").text
+
+
+def test_more_waiting_requests_than_max_queue_get_429_at_once(serve):
+    s = serve("--queue-timeout", "3", "--max-queue", "1")
+    first = []
+    waiter = threading.Thread(target=lambda: first.append(exec_(s, "1", kernel="slow")))
+    waiter.start()
+    wait_until(lambda: "kpool_serve_waiting 1" in s.get("/metrics").text, timeout=10,
+               what="one request waiting")
+    started = time.monotonic()
+    r = exec_(s, "1", kernel="slow")
+    assert r.status_code == 429 and time.monotonic() - started < 1
+    assert r.json()["message"] == "1 requests already wait for a kernel"
+    waiter.join()
+    assert first[0].status_code == 429  # and it timed out in turn
+
+
+def test_concurrent_requests_each_get_their_own_kernel(serve, daemon):
+    s = serve()
+    results = [None] * 8
+
+    def one(i):
+        results[i] = exec_(s, "import os\nprint(os.getpid())\n%d" % i)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(r.status_code == 200 for r in results), [r.text for r in results]
+    pids = {r.json()["outputs"][0]["text"][0] for r in results}
+    assert len(pids) == 8, "a kernel served two requests"
+    assert [r.json()["outputs"][1]["data"]["text/plain"] for r in results] == [[str(i)] for i in range(8)]
+
+
+def test_the_token_is_required_except_for_health(serve, tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text("s3cret-token\n")
+    s = serve("--token-file", str(token_file))
+    assert s.post("/v1/exec", {"code": "1"}).status_code == 401
+    assert s.post("/v1/exec", {"code": "1"}, headers={"Authorization": "token wrong"}).status_code == 401
+    assert s.post("/v1/exec", {"code": "1"},
+                  headers={"Authorization": "token s3cret-token-longer"}).status_code == 401
+    assert s.get("/metrics").status_code == 401
+    ok = s.post("/v1/exec", {"code": "1"}, headers={"Authorization": "token s3cret-token"})
+    assert ok.status_code == 200 and ok.json()["status"] == "ok"
+    assert s.post("/v1/exec", {"code": "1"},
+                  headers={"Authorization": "Bearer s3cret-token"}).status_code == 200
+    assert s.get("/v1/health").status_code == 200
+
+
+def test_off_loopback_without_a_token_is_refused(daemon):
+    r = subprocess.run([KPOOL, "--endpoint", daemon.endpoint, "serve", "--listen", "0.0.0.0:0"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1
+    assert "listening on 0.0.0.0 (not loopback) needs a token" in r.stderr
+
+
+def test_health_says_whether_a_daemon_can_serve(serve, tmp_path):
+    s = serve()
+    r = s.get("/v1/health")
+    assert r.status_code == 200 and r.json()["status"] == "ok"
+    assert r.json()["pools"]["python3"]["warm"] >= 1
+    nobody = Serve("ipc://" + str(tmp_path / "no-daemon"))
+    try:
+        r = nobody.get("/v1/health")
+        assert r.status_code == 503 and "no socket there" in r.json()["message"]
+        r = nobody.post("/v1/exec", {"code": "1"})
+        assert r.status_code == 503 and r.json()["error"] == "unavailable"
+    finally:
+        assert nobody.stop() == 0
+
+
+def test_metrics_count_requests_by_route_and_status(serve):
+    s = serve()
+    exec_(s, "1")
+    exec_(s, "1", colour=1)
+    text = s.get("/metrics").text
+    assert 'kpool_serve_requests_total{route="/v1/exec",status="200"} 1' in text
+    assert 'kpool_serve_requests_total{route="/v1/exec",status="400"} 1' in text
+    assert 'kpool_serve_request_seconds_count{route="/v1/exec"} 2' in text
+    assert "kpool_serve_kernels_used_total 1" in text
+    assert "kpool_serve_in_flight 0" in text
+
+
+def test_a_caller_that_goes_away_gets_its_kernel_interrupted_and_released(serve, daemon):
+    s = serve()
+    host, port = s.url[len("http://"):].split(":")
+    body = json.dumps({"code": "import time; time.sleep(60)"}).encode()
+    with socket.create_connection((host, int(port))) as c:
+        c.sendall(b"POST /v1/exec HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        wait_until(lambda: daemon.pool("python3")["leased"] == 1, timeout=10, what="the kernel leased")
+    started = time.monotonic()
+    wait_until(lambda: daemon.pool("python3")["leased"] == 0, timeout=20, what="the kernel released")
+    assert time.monotonic() - started < 10
+    assert "kpool_serve_in_flight 0" in s.get("/metrics").text
+
+
+def test_a_stop_lets_requests_in_flight_finish(serve, daemon):
+    s = serve()
+    got = []
+    t = threading.Thread(target=lambda: got.append(exec_(s, "import time; time.sleep(2); print('done')")))
+    t.start()
+    wait_until(lambda: daemon.pool("python3")["leased"] == 1, timeout=10, what="the kernel leased")
+    s.proc.send_signal(signal.SIGTERM)
+    t.join()
+    assert got[0].status_code == 200 and got[0].json()["outputs"][0]["text"] == ["done\n"]
+    assert s.proc.wait(timeout=20) == 0
+
+
+def test_keep_alive_connections_carry_many_requests(serve):
+    s = serve()
+    with requests.Session() as session:
+        answers = [session.post(s.url + "/v1/exec", data=json.dumps({"code": "%d" % i}), timeout=30)
+                   for i in range(5)]
+    assert [a.json()["outputs"][0]["data"]["text/plain"] for a in answers] == [[str(i)] for i in range(5)]
