@@ -15,7 +15,7 @@ import time
 import pytest
 import requests
 
-from conftest import wait_until
+from conftest import Daemon, wait_until
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 KPOOL = os.environ.get("KPOOL_CLI") or os.path.join(HERE, "..", "..", "build", "kpool")
@@ -58,11 +58,20 @@ class Serve:
         return self.proc.wait(timeout=30)
 
 
-@pytest.fixture
-def daemon(kpoold):
-    d = kpoold(POOLS)
-    d.wait_warm("python3", 2, timeout=60)
-    return d
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory, kernelspec_path):
+    """One kpoold for the module (each test starts its own kpool serve): checked for leaked
+    kernels, files and sockets when it stops."""
+    d = Daemon(str(tmp_path_factory.mktemp("serve-daemon")), POOLS, env={"JUPYTER_PATH": kernelspec_path})
+    d.start()
+    try:
+        d.wait_warm("python3", 2, timeout=60)
+        yield d
+        assert d.stop() == 0, d.log_text()
+        d.assert_no_leaks()
+    finally:
+        if d.proc is not None and d.proc.poll() is None:
+            d.proc.kill()
 
 
 @pytest.fixture
@@ -222,8 +231,9 @@ def test_off_loopback_without_a_token_is_refused(daemon):
     assert "listening on 0.0.0.0 (not loopback) needs a token" in r.stderr
 
 
-def test_health_says_whether_a_daemon_can_serve(serve, tmp_path):
+def test_health_says_whether_a_daemon_can_serve(serve, daemon, tmp_path):
     s = serve()
+    daemon.wait_warm("python3", 1, timeout=60)
     r = s.get("/v1/health")
     assert r.status_code == 200 and r.json()["status"] == "ok"
     assert r.json()["pools"]["python3"]["warm"] >= 1
