@@ -18,11 +18,15 @@ constexpr const char* serve_usage = R"usage(usage: kpool [--endpoint E] serve [o
 Answers HTTP requests, each on a fresh warm kernel from kpoold, released after it
 (docs/serve.md has every endpoint with curl examples):
   POST /v1/exec     {"code": "...", "kernel"?, "timeout"?, "cwd"?, "env"?}
+  POST /v1/run/PATH {"parameters": {...}, "kernel"?, "timeout"?, "cwd"?, "env"?}: the notebook
+                    PATH under --root, run as `kpool run` runs it; GET /v1/run/PATH?a=1&b=x
+                    the same with parameters typed as -p types them
   GET  /v1/health   200 when a kpoold answers and a pool has or can start a kernel, else 503
   GET  /metrics     Prometheus text
 
 options:
   --listen HOST:PORT      where to listen (default 127.0.0.1:8890; port 0: any free port)
+  --root DIR              the notebooks /v1/run may run (none without it)
   --kernel POOL           the pool a request without "kernel" runs on (default python3)
   --token-file FILE       callers must send `Authorization: token TOKEN` with the file's first
                           line ($KPOOL_SERVE_TOKEN works too); required off loopback
@@ -88,6 +92,8 @@ serve::serve_options parse(const std::vector<std::string>& args) {
                 throw usage_failure("--listen's port must be from 0 to 65535");
             }
             o.port = static_cast<int>(port);
+        } else if (a == "--root") {
+            o.root = value();
         } else if (a == "--kernel") {
             o.default_kernel = value();
         } else if (a == "--token-file") {

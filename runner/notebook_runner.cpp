@@ -8,6 +8,7 @@
 #include "runner/local_kernel.hpp"
 #include "runner/notebook_engine.hpp"
 #include "runner/notebook_files.hpp"
+#include "runner/notebook_prep.hpp"
 #include "runner/papermill.hpp"
 
 #include <unistd.h>
@@ -299,38 +300,19 @@ run_result run_notebook(client::daemon_set& daemons, const run_options& options,
                                      : choose_pool(daemons, options, nb);
         const std::string language = nb_language(nb, options.language, pool.language);
 
-        std::vector<std::string> warnings;
-        if (!options.parameters.empty()) {
-            const params::translator* translator = params::translator_for(pool.kernel_name, language);
-            if (translator == nullptr) {
-                throw failure{run_outcome::bad_input,
-                              "kpool has no parameter translator for kernel '" + pool.kernel_name +
-                                  "' or language '" + language + "' (it has " + params::translator_names() + ")"};
-            }
-            auto source = translator->codify(options.parameters);
-            if (!source) {
-                throw failure{run_outcome::bad_input, source.err().message};
-            }
-            const long declared = first_tagged_cell(nb, "parameters");
-            const auto known = declared >= 0 ? translator->assigned_names(
-                                                   nb["cells"][static_cast<std::size_t>(declared)].value("source", ""))
-                                             : std::set<std::string>{};
-            for (const auto& [name, value] : options.parameters.items()) {
-                if (known.count(name) == 0) {
-                    warnings.push_back("Passed unknown parameter: " + name);
-                }
-            }
-            inject_parameters(nb, *source, warnings);
+        auto warnings = prepare_notebook(nb, {.kernel_name = pool.kernel_name,
+                                              .language = language,
+                                              .parameters = options.parameters,
+                                              .input_path = options.input,
+                                              .output_path = options.output,
+                                              .environment = json(options.env),
+                                              .report_mode = options.report_mode});
+        if (!warnings) {
+            throw failure{run_outcome::bad_input, warnings.err().message};
         }
-        for (const std::string& w : warnings) {
+        for (const std::string& w : *warnings) {
             say(30, "kpool: warning: " + input_name + ": " + w);
         }
-        prepare_metadata(nb, options.input, options.output, options.parameters, json(options.env),
-                         std::string("kpool ") + kpool::version);
-        if (options.report_mode) {
-            hide_inputs(nb);
-        }
-        remove_error_markers(nb);
         const std::string target = output_target(options.output);
         auto write_output = [&] {
             if (options.output != "-") {

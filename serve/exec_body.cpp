@@ -1,4 +1,4 @@
-// parse_exec_body: JSON in, a checked exec_body or the reason it is not one.
+// The request bodies: JSON (or a query string) in, checked fields or the reason they are not.
 #include "serve/exec_body.hpp"
 
 #include "protocol/control.hpp"
@@ -6,61 +6,172 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <functional>
 
 namespace kpool::serve {
+namespace {
 
 using json = nlohmann::json;
 
-result<exec_body> parse_exec_body(std::string_view text) {
-    const json j = json::parse(text, nullptr, false);
+// One of the fields both bodies share, read into `out`; an error if its value is wrong or `key`
+// is none of them (nor the body's own field, `own`, which the caller reads).
+status read_kernel_field(const std::string& key, const json& value, kernel_fields& out, const char* own) {
+    if (key == "kernel") {
+        if (!value.is_string() || value.get<std::string>().empty()) {
+            return error{errc::bad_request, "field 'kernel' must be a non-empty string"};
+        }
+        out.kernel = value.get<std::string>();
+    } else if (key == "timeout") {
+        if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() <= 0 ||
+            value.get<double>() > protocol::max_timeout_ms / 1000.0) {
+            return error{errc::bad_request, "field 'timeout' must be a number of seconds above 0 and at most 3600"};
+        }
+        out.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(value.get<double>() * 1000)));
+    } else if (key == "cwd") {
+        if (!value.is_string() || !value.get<std::string>().starts_with("/")) {
+            return error{errc::bad_request, "field 'cwd' must be an absolute path"};
+        }
+        out.cwd = value.get<std::string>();
+    } else if (key == "env") {
+        if (!value.is_object()) {
+            return error{errc::bad_request, "field 'env' must be an object of strings"};
+        }
+        for (const auto& [name, v] : value.items()) {
+            if (!v.is_string() || name.empty() || name.find('=') != std::string::npos) {
+                return error{errc::bad_request, "field 'env' must be an object of strings, names without '='"};
+            }
+            out.env[name] = v.get<std::string>();
+        }
+    } else {
+        return error{errc::bad_request, "unknown field '" + protocol::echo_safe(key) + "' (fields: " + own +
+                                            ", kernel, timeout, cwd, env)"};
+    }
+    return ok_status();
+}
+
+result<json> body_object(std::string_view text) {
+    json j = json::parse(text, nullptr, false);
     if (j.is_discarded()) {
         return error{errc::bad_request, "the body is not JSON"};
     }
     if (!j.is_object()) {
         return error{errc::bad_request, "the body must be a JSON object"};
     }
+    return j;
+}
+
+// %XX and '+' decoded, as a form-encoded query string holds them.
+std::string url_decode(std::string_view s) {
+    std::string out;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        if (s[i] == '+') {
+            out += ' ';
+        } else if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+                   std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+            out += static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16));
+            i += 2;
+        } else {
+            out += s[i];
+        }
+    }
+    return out;
+}
+
+// Calls fn(name, value) for each `name=value` of a query string, both decoded.
+void for_each_query_pair(std::string_view query,
+                         const std::function<void(const std::string&, const std::string&)>& fn) {
+    std::size_t at = 0;
+    while (at < query.size()) {
+        const std::size_t end = std::min(query.find('&', at), query.size());
+        const std::string_view pair = query.substr(at, end - at);
+        at = end + 1;
+        if (!pair.empty()) {
+            const std::size_t eq = pair.find('=');
+            fn(url_decode(pair.substr(0, eq)), eq == std::string_view::npos ? "" : url_decode(pair.substr(eq + 1)));
+        }
+    }
+}
+
+} // namespace
+
+result<exec_body> parse_exec_body(std::string_view text) {
+    auto j = body_object(text);
+    if (!j) {
+        return j.err();
+    }
     exec_body out;
-    for (const auto& [key, value] : j.items()) {
+    for (const auto& [key, value] : j->items()) {
         if (key == "code") {
             if (!value.is_string()) {
                 return error{errc::bad_request, "field 'code' must be a string"};
             }
             out.code = value.get<std::string>();
-        } else if (key == "kernel") {
-            if (!value.is_string() || value.get<std::string>().empty()) {
-                return error{errc::bad_request, "field 'kernel' must be a non-empty string"};
-            }
-            out.kernel = value.get<std::string>();
-        } else if (key == "timeout") {
-            if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() <= 0 ||
-                value.get<double>() > protocol::max_timeout_ms / 1000.0) {
-                return error{errc::bad_request, "field 'timeout' must be a number of seconds above 0 "
-                                                "and at most 3600"};
-            }
-            out.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(value.get<double>() * 1000)));
-        } else if (key == "cwd") {
-            if (!value.is_string() || !value.get<std::string>().starts_with("/")) {
-                return error{errc::bad_request, "field 'cwd' must be an absolute path"};
-            }
-            out.cwd = value.get<std::string>();
-        } else if (key == "env") {
-            if (!value.is_object()) {
-                return error{errc::bad_request, "field 'env' must be an object of strings"};
-            }
-            for (const auto& [name, v] : value.items()) {
-                if (!v.is_string() || name.empty() || name.find('=') != std::string::npos) {
-                    return error{errc::bad_request, "field 'env' must be an object of strings, "
-                                                    "names without '='"};
-                }
-                out.env[name] = v.get<std::string>();
-            }
-        } else {
-            return error{errc::bad_request, "unknown field '" + protocol::echo_safe(key) +
-                                                "' (fields: code, kernel, timeout, cwd, env)"};
+            continue;
+        }
+        if (auto st = read_kernel_field(key, value, out.kernel, "code"); !st) {
+            return st.err();
         }
     }
-    if (!j.contains("code")) {
+    if (!j->contains("code")) {
         return error{errc::bad_request, "field 'code' is required"};
+    }
+    return out;
+}
+
+result<run_body> parse_run_body(std::string_view text) {
+    run_body out;
+    if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+        return out; // no body: no parameters
+    }
+    auto j = body_object(text);
+    if (!j) {
+        return j.err();
+    }
+    for (const auto& [key, value] : j->items()) {
+        if (key == "parameters") {
+            if (!value.is_object()) {
+                return error{errc::bad_request, "field 'parameters' must be an object"};
+            }
+            // In the caller's order (the injected cell's order): read again, order kept.
+            out.parameters = params::parameters::parse(text)["parameters"];
+            continue;
+        }
+        if (auto st = read_kernel_field(key, value, out.kernel, "parameters"); !st) {
+            return st.err();
+        }
+    }
+    return out;
+}
+
+status apply_format(std::string_view query, run_body& body) {
+    status outcome = ok_status();
+    for_each_query_pair(query, [&](const std::string& name, const std::string& value) {
+        if (name == "format" && outcome) {
+            if (value != "outputs" && value != "notebook") {
+                outcome = error{errc::bad_request, "format must be 'outputs' or 'notebook', not '" +
+                                                       protocol::echo_safe(value) + "'"};
+            }
+            body.outputs_only = value == "outputs";
+        }
+    });
+    return outcome;
+}
+
+result<run_body> parse_run_query(std::string_view query) {
+    run_body out;
+    status outcome = ok_status();
+    for_each_query_pair(query, [&](const std::string& name, const std::string& value) {
+        if (name.empty()) {
+            outcome = error{errc::bad_request, "a query parameter without a name"};
+        } else if (name != "format") {
+            out.parameters[name] = params::resolve_cli_value(value);
+        }
+    });
+    if (!outcome) {
+        return outcome.err();
+    }
+    if (auto st = apply_format(query, out); !st) {
+        return st.err();
     }
     return out;
 }

@@ -1,7 +1,9 @@
-// The body of POST /v1/exec, read and checked before anything else happens: every field's type
-// and range, unknown fields refused, so a misspelt field is never silently ignored.
+// The bodies of POST /v1/exec and POST /v1/run/{path} (and GET /v1/run's query), read and
+// checked before anything else happens: every field's type and range, unknown fields refused,
+// so a misspelt field is never silently ignored.
 #pragma once
 
+#include "params/values.hpp"
 #include "protocol/result.hpp"
 
 #include <chrono>
@@ -12,15 +14,32 @@
 
 namespace kpool::serve {
 
+// What both kinds of request may say about the kernel they run on.
+struct kernel_fields {
+    std::string kernel; // a pool name; empty: the server's default (exec) or the notebook's (run)
+    std::optional<std::chrono::milliseconds> timeout; // exec: the code's; run: each cell's
+    std::string cwd; // absolute; empty: the kernel's own (exec) or the notebook's folder (run)
+    std::map<std::string, std::string> env;
+};
+
 struct exec_body {
     std::string code;
-    std::string kernel; // a pool name; empty: the server's default
-    std::optional<std::chrono::milliseconds> timeout;
-    std::string cwd; // absolute; empty: the kernel's own
-    std::map<std::string, std::string> env;
+    kernel_fields kernel;
+};
+
+struct run_body {
+    params::parameters parameters = params::parameters::object();
+    kernel_fields kernel;
+    bool outputs_only = false; // ?format=outputs
 };
 
 // bad_request with a message that names the field.
 result<exec_body> parse_exec_body(std::string_view body);
+result<run_body> parse_run_body(std::string_view body);
+// GET /v1/run/{path}?a=1&b=x: every name but `format` a parameter, typed as `-p` types it;
+// `format=outputs` or `format=notebook`.
+result<run_body> parse_run_query(std::string_view query);
+// Applies ?format=... to a POST's body.
+status apply_format(std::string_view query, run_body& body);
 
 } // namespace kpool::serve

@@ -45,7 +45,8 @@ void kernel_session::send(zmq::socket_t& socket, const std::string& msg_type, js
     }
 }
 
-void kernel_session::when_ready(std::chrono::milliseconds timeout, std::function<void(status)> done) {
+void kernel_session::when_ready(std::chrono::milliseconds timeout,
+                                std::function<void(result<json>)> done) {
     m_ready_done = std::move(done);
     m_ready_deadline = clock::now() + timeout;
     ready_round();
@@ -141,6 +142,7 @@ void kernel_session::on_message(jupyter::channel from, zmq::socket_t& socket) {
             m_ready_iopub = true;
         } else if (in.msg.msg_type() == "kernel_info_reply") {
             m_ready_reply = true;
+            m_ready_info = in.msg.content;
             if (!m_ready_iopub) {
                 m_timer.start(200ms, [this] { ready_round(); }); // its status should follow at once
             }
@@ -149,7 +151,7 @@ void kernel_session::on_message(jupyter::channel from, zmq::socket_t& socket) {
             m_timer.stop();
             auto done = std::move(m_ready_done);
             m_ready_done = nullptr;
-            done(ok_status());
+            done(m_ready_info);
         }
         return;
     }

@@ -28,8 +28,9 @@ public:
     kernel_session& operator=(const kernel_session&) = delete;
 
     // kernel_info round trips until one's iopub status arrives too: then iopub is subscribed
-    // and no output of what follows can be missed (a SUB joins late). `done` once.
-    void when_ready(std::chrono::milliseconds timeout, std::function<void(status)> done);
+    // and no output of what follows can be missed (a SUB joins late). `done` once, with the
+    // kernel_info_reply's content.
+    void when_ready(std::chrono::milliseconds timeout, std::function<void(result<nlohmann::json>)> done);
 
     struct execute_callbacks {
         std::function<void(const protocol::wire_message&)> on_iopub; // the request's messages
@@ -67,8 +68,9 @@ private:
     daemon::uv_timer m_timer;
 
     // when_ready
-    std::function<void(status)> m_ready_done;
+    std::function<void(result<nlohmann::json>)> m_ready_done;
     std::string m_ready_id;
+    nlohmann::json m_ready_info;
     bool m_ready_reply = false;
     bool m_ready_iopub = false;
     std::chrono::steady_clock::time_point m_ready_deadline;

@@ -17,6 +17,7 @@ struct serve_options {
     std::vector<std::string> endpoints; // kpoolds' control endpoints, tried in turn on failure
     client::curve_keys keys;            // for tcp:// endpoints
     std::string default_kernel = "python3"; // the pool a request without "kernel" runs on
+    std::string root; // notebooks POST/GET /v1/run/{path} may run; empty: none
     // Callers must send `Authorization: token TOKEN` (or `Bearer TOKEN`); empty: no token, which
     // is refused off loopback.
     std::string token;

@@ -3,6 +3,7 @@
 
 #include "serve/api_error.hpp"
 #include "serve/exec_call.hpp"
+#include "serve/run_call.hpp"
 #include "protocol/control.hpp"
 
 #include <arpa/inet.h>
@@ -140,20 +141,51 @@ void server::on_request(exchange_ptr ex) {
         if (!body) {
             return answer(path, error_response(400, "bad_request", body.err().message));
         }
-        if (m_metrics.waiting().Value() >= static_cast<double>(m_options.max_queue)) {
-            m_metrics.rejected().Increment();
-            http_response r = error_response(429, "overloaded",
-                                             std::to_string(m_options.max_queue) +
-                                                 " requests already wait for a kernel");
-            r.headers.emplace_back("retry-after", "1");
-            return answer(path, std::move(r));
+        if (!admit(path, ex, arrived)) {
+            return;
         }
-        ++m_active;
-        m_metrics.in_flight().Increment();
         start_exec_call(*this, std::move(ex), std::move(*body), arrived);
         return;
     }
+    if (path.starts_with("/v1/run/")) {
+        if (method != "POST" && method != "GET") {
+            return wrong_method("/v1/run", "GET, POST");
+        }
+        if (m_on_shut_down) {
+            return answer("/v1/run", error_response(503, "unavailable", "kpool serve is stopping"));
+        }
+        auto body = method == "GET" ? parse_run_query(ex->query()) : parse_run_body(ex->body());
+        if (body && method == "POST") {
+            if (auto st = apply_format(ex->query(), *body); !st) {
+                body = st.err();
+            }
+        }
+        if (!body) {
+            return answer("/v1/run", error_response(400, "bad_request", body.err().message));
+        }
+        if (!admit("/v1/run", ex, arrived)) {
+            return;
+        }
+        start_run_call(*this, std::move(ex), path.substr(std::string("/v1/run/").size()), std::move(*body), arrived);
+        return;
+    }
     answer("other", error_response(404, "not_found", "no such resource: " + protocol::echo_safe(path)));
+}
+
+bool server::admit(const std::string& route, const exchange_ptr& ex, std::chrono::steady_clock::time_point arrived) {
+    if (m_metrics.waiting().Value() >= static_cast<double>(m_options.max_queue)) {
+        m_metrics.rejected().Increment();
+        http_response r = error_response(429, "overloaded",
+                                         std::to_string(m_options.max_queue) + " requests already wait for a kernel");
+        r.headers.emplace_back("retry-after", "1");
+        m_metrics.answered(route, r.status,
+                           std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
+        ex->respond(std::move(r));
+        return false;
+    }
+    ++m_active;
+    m_metrics.in_flight().Increment();
+    return true;
 }
 
 void server::health(exchange_ptr ex) {

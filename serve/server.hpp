@@ -1,7 +1,7 @@
 // kpool serve: the HTTP front door. Routes each request, checks the caller's token, and runs
-// POST /v1/exec on a fresh warm kernel from the kpoolds it fronts (released after), answering
-// 429 with Retry-After when no kernel comes within the queue timeout or too many wait. Also
-// GET /v1/health and GET /metrics. Everything runs on one libuv loop: no thread per request.
+// POST /v1/exec and POST/GET /v1/run/{path} on a fresh warm kernel from the kpoolds it fronts
+// (released after), answering 429 with Retry-After when no kernel comes within the queue
+// timeout or too many wait. Also GET /v1/health and GET /metrics. Everything runs on one libuv loop: no thread per request.
 #pragma once
 
 #include "serve/control_channel.hpp"
@@ -55,6 +55,9 @@ private:
     void on_request(exchange_ptr exchange);
     bool authorized(const http_exchange& exchange) const;
     void health(exchange_ptr exchange);
+    // Back-pressure before a request takes a place: false (answered 429) when max_queue
+    // requests already wait for a kernel; else it counts as in flight until request_finished.
+    bool admit(const std::string& route, const exchange_ptr& ex, std::chrono::steady_clock::time_point arrived);
     void finish_shutdown_if_idle();
     void try_daemon(std::shared_ptr<nlohmann::json> request, std::chrono::milliseconds timeout,
                     std::shared_ptr<control_done> done, std::size_t at, std::size_t tries_left,

@@ -3,6 +3,7 @@ HTTP client (python3-requests) and raw sockets: POST /v1/exec on a fresh warm ke
 request, its errors as JSON with their HTTP status, back-pressure (429 + Retry-After), the
 token, health, metrics, a caller that goes away, and a stop that finishes what is in flight.
 Every test ends with no kernel leased (the daemon fixture then checks for leaked processes)."""
+import base64
 import json
 import os
 import re
@@ -12,8 +13,10 @@ import subprocess
 import threading
 import time
 
+import nbformat
 import pytest
 import requests
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from conftest import Daemon, wait_until
 
@@ -290,3 +293,102 @@ def test_keep_alive_connections_carry_many_requests(serve):
         answers = [session.post(s.url + "/v1/exec", data=json.dumps({"code": "%d" % i}), timeout=30)
                    for i in range(5)]
     assert [a.json()["outputs"][0]["data"]["text/plain"] for a in answers] == [[str(i)] for i in range(5)]
+
+
+# POST/GET /v1/run/{path}: notebooks under --root, run as `kpool run` runs them.
+
+PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
+
+
+def python_nb(cells):
+    return new_notebook(cells=cells, metadata={"kernelspec": {
+        "name": "python3", "language": "python", "display_name": "Python 3"}})
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    d = tmp_path_factory.mktemp("notebooks")
+    params = new_code_cell("a = 1\nb = 'x'", metadata={"tags": ["parameters"]})
+    nbformat.write(python_nb([new_markdown_cell("# t"), params, new_code_cell("print(a * 2, b)")]), d / "plain.ipynb")
+    nbformat.write(python_nb([params, new_code_cell("from IPython.display import JSON\nJSON({'sum': a + 1, 'b': b})",
+                                                    metadata={"tags": ["response"]})]), d / "json.ipynb")
+    nbformat.write(python_nb([new_code_cell("from IPython.display import Image\nImage(data=%r)" % PNG,
+                                            metadata={"tags": ["response"]})]), d / "png.ipynb")
+    nbformat.write(python_nb([new_code_cell("import os\nprint(os.getcwd())", metadata={"tags": ["response"]})]),
+                   d / "cwd.ipynb")
+    nbformat.write(python_nb([new_code_cell("x = 1"), new_code_cell("raise ValueError('bad')"),
+                              new_code_cell("print('never')")]), d / "fail.ipynb")
+    nbformat.write(python_nb([new_code_cell("import time; time.sleep(30)")]), d / "slow.ipynb")
+    (d / "broken.ipynb").write_text("{not a notebook")
+    os.symlink("/etc/passwd", d / "escape.ipynb")
+    return d
+
+
+def test_run_answers_with_the_response_cells_output_in_its_own_type(serve, root):
+    s = serve("--root", str(root))
+    r = s.post("/v1/run/json.ipynb", {"parameters": {"a": 41, "b": "y"}})
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"] == "application/json" and r.json() == {"sum": 42, "b": "y"}
+    r = s.get("/v1/run/png.ipynb")
+    assert r.status_code == 200 and r.headers["content-type"] == "image/png" and r.content == PNG
+    r = s.get("/v1/run/cwd.ipynb")
+    assert r.text == str(root) + "\n"  # the notebook's folder unless the request says otherwise
+
+
+def test_run_by_get_types_query_parameters_as_dash_p_does(serve, root):
+    r = serve("--root", str(root)).get("/v1/run/plain.ipynb?a=21&b=True&format=outputs")
+    assert r.status_code == 200, r.text
+    printed = [c["outputs"] for c in r.json()["cells"] if c["outputs"]]
+    assert printed == [[{"name": "stdout", "output_type": "stream", "text": ["42 True\n"]}]]
+
+
+def test_run_gives_the_notebook_kpool_run_writes(serve, root, daemon, tmp_path):
+    r = serve("--root", str(root)).post("/v1/run/plain.ipynb", {"parameters": {"a": 5}})
+    assert r.status_code == 200 and r.headers["content-type"] == "application/x-ipynb+json"
+    served = json.loads(r.text)
+    out = tmp_path / "out.ipynb"
+    subprocess.run([KPOOL, "--endpoint", daemon.endpoint, "run", str(root / "plain.ipynb"), str(out),
+                    "-p", "a", "5", "--cwd", str(root)], check=True, capture_output=True, timeout=120)
+    written = json.loads(out.read_text())
+
+    def shape(nb):
+        return [(c["cell_type"], c["source"], c["metadata"].get("tags"), c.get("outputs"),
+                 c["metadata"].get("papermill", {}).get("status")) for c in nb["cells"]]
+
+    assert shape(served) == shape(written)
+    assert served["metadata"]["papermill"]["parameters"] == {"a": 5}
+    assert served["cells"][2]["metadata"]["tags"] == ["injected-parameters"]
+
+
+def test_a_cell_that_raises_is_500_with_its_index_and_traceback(serve, root):
+    r = serve("--root", str(root)).get("/v1/run/fail.ipynb")
+    assert r.status_code == 500
+    body = r.json()
+    assert body["error"] == "cell_error" and body["cell"] == 1
+    assert body["ename"] == "ValueError" and body["evalue"] == "bad" and body["traceback"]
+
+
+def test_a_cell_over_the_time_limit_is_504(serve, root):
+    started = time.monotonic()
+    r = serve("--root", str(root)).post("/v1/run/slow.ipynb", {"timeout": 1})
+    assert r.status_code == 504 and time.monotonic() - started < 20
+    assert "timed out" in r.json()["message"]
+
+
+@pytest.mark.parametrize("path, status", [
+    ("/v1/run/missing.ipynb", 404), ("/v1/run/../../etc/passwd", 404), ("/v1/run/escape.ipynb", 404),
+    ("/v1/run/broken.ipynb", 500), ("/v1/run/plain.ipynb?format=xml", 400)])
+def test_run_refuses_what_is_not_a_notebook_under_the_root(serve, root, path, status):
+    r = requests.get(serve("--root", str(root)).url + path, timeout=30)
+    assert r.status_code == status, r.text
+    assert r.json()["error"]
+
+
+def test_run_without_a_root_runs_nothing(serve):
+    r = serve().get("/v1/run/plain.ipynb")
+    assert r.status_code == 404 and "--root" in r.json()["message"]
+
+
+def test_run_refuses_parameters_that_are_not_an_object(serve, root):
+    r = serve("--root", str(root)).post("/v1/run/plain.ipynb", {"parameters": [1]})
+    assert r.status_code == 400 and r.json()["message"] == "field 'parameters' must be an object"

@@ -1,0 +1,66 @@
+// What every request that runs code does around its code: take a fresh warm kernel from kpoold
+// (with the request's cwd/env; 429 when none comes in time), wait until its iopub is
+// subscribed, interrupt it at a time limit, watch that it lives and that the caller is still
+// there, answer exactly once, and give the kernel back. exec_call and run_call say what runs.
+// Owns itself (shared) until kpoold has the kernel back, whatever happened to the caller.
+#pragma once
+
+#include "daemon/loop/uv_timer.hpp"
+#include "serve/http_server.hpp"
+#include "serve/kernel_session.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+
+namespace kpool::serve {
+
+class server;
+
+struct kernel_wish {
+    std::string pool;
+    std::string cwd; // empty: the kernel's own
+    std::map<std::string, std::string> env;
+    std::optional<std::chrono::milliseconds> timeout; // the whole run's, for the lease
+};
+
+class kernel_call : public std::enable_shared_from_this<kernel_call> {
+public:
+    kernel_call(server& owner, exchange_ptr exchange, std::string route, std::chrono::steady_clock::time_point arrived);
+    virtual ~kernel_call() = default;
+
+    // Acquires a kernel for `wish`, then calls run() once it is ready.
+    void begin(const kernel_wish& wish);
+
+protected:
+    // The kernel is ready (session() works, kernel_info() holds its kernel_info_reply).
+    virtual void run() = 0;
+    kernel_session& session() { return *m_session; }
+    const nlohmann::json& kernel_info() const { return m_kernel_info; }
+    // Interrupts the kernel (kpoold's signal op: SIGINT, or an interrupt_request).
+    void interrupt();
+    // Answers (once) and gives the kernel back; the request is over when kpoold has it.
+    void finish(http_response response);
+    server& owner() { return m_owner; }
+    const exchange_ptr& exchange() const { return m_exchange; }
+
+private:
+    void on_acquired(result<nlohmann::json> reply, std::size_t daemon);
+    void poll();
+
+    server& m_owner;
+    exchange_ptr m_exchange;
+    std::string m_route;
+    std::chrono::steady_clock::time_point m_arrived;
+    std::size_t m_daemon = 0;
+    std::string m_kernel_id;
+    std::unique_ptr<kernel_session> m_session;
+    nlohmann::json m_kernel_info;
+    daemon::uv_timer m_poll;
+    bool m_finished = false;
+};
+
+} // namespace kpool::serve

@@ -1,0 +1,226 @@
+// run_call: notebook in, prepared, cells through notebook_engine on the loop, answer out.
+#include "serve/run_call.hpp"
+
+#include "kpool/version.hpp"
+#include "protocol/control.hpp"
+#include "notebook/nbformat.hpp"
+#include "params/values.hpp"
+#include "runner/notebook_engine.hpp"
+#include "runner/notebook_prep.hpp"
+#include "runner/papermill.hpp"
+#include "serve/api_error.hpp"
+#include "serve/kernel_call.hpp"
+#include "serve/server.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace kpool::serve {
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+bool has_tag(const json& cell, const std::string& tag) {
+    const json& tags = cell.value("metadata", json::object()).value("tags", json::array());
+    return tags.is_array() && std::find(tags.begin(), tags.end(), json(tag)) != tags.end();
+}
+
+// The cell tagged `response`'s last output as an answer; its richest mime type wins.
+std::optional<http_response> tagged_response(const json& nb) {
+    for (const json& cell : nb["cells"]) {
+        if (!has_tag(cell, "response")) {
+            continue;
+        }
+        const json& outputs = cell.value("outputs", json::array());
+        if (outputs.empty()) {
+            return http_response{204, "text/plain", "", {}};
+        }
+        const json& out = outputs.back();
+        if (out.value("output_type", "") == "stream") {
+            return http_response{200, "text/plain; charset=utf-8", out.value("text", ""), {}};
+        }
+        const json& data = out.value("data", json::object());
+        for (const char* mime : {"application/json", "text/csv", "text/html", "image/png", "image/jpeg",
+                                 "image/svg+xml", "text/markdown", "text/plain"}) {
+            auto it = data.find(mime);
+            if (it == data.end()) {
+                continue;
+            }
+            const std::string type(mime);
+            if (type == "application/json") {
+                return http_response{200, type, it->dump(), {}};
+            }
+            const std::string text = it->is_string() ? it->get<std::string>() : it->dump();
+            if (type == "image/png" || type == "image/jpeg") {
+                auto bytes = params::base64_decode(text); // the kernel sends them base64
+                if (bytes) {
+                    return http_response{200, type, *bytes, {}};
+                }
+            }
+            return http_response{200, type.starts_with("text/") ? type + "; charset=utf-8" : type, text, {}};
+        }
+        return http_response{200, "application/json", out.dump(), {}};
+    }
+    return std::nullopt;
+}
+
+class run_call final : public kernel_call {
+public:
+    run_call(server& owner, exchange_ptr exchange, json nb, run_body body, std::chrono::steady_clock::time_point arrived)
+        : kernel_call(owner, std::move(exchange), "/v1/run", arrived), m_nb(std::move(nb)), m_body(std::move(body)),
+          m_engine(m_nb, {.allow_errors = false, .execution_timeout = m_body.kernel.timeout}) {}
+
+private:
+    void run() override {
+        if (auto info = kernel_info().find("language_info"); info != kernel_info().end()) {
+            m_nb["metadata"]["language_info"] = *info;
+        }
+        m_start = runner::wall_clock::now();
+        runner::notebook_start(m_nb, m_start);
+        next();
+    }
+
+    // Starts cells until one has code to run (or none is left).
+    void next() {
+        while (m_engine.next_cell()) {
+            if (const auto request = m_engine.begin_cell(runner::wall_clock::now())) {
+                auto self = std::static_pointer_cast<run_call>(shared_from_this());
+                session().execute(*request,
+                                  {.on_iopub = [self](const protocol::wire_message& msg) { self->m_engine.on_iopub(msg); },
+                                   .interrupt = [self] { self->interrupt(); },
+                                   .done = [self](const jupyter::execution& done) {
+                                       self->m_engine.on_executed(done);
+                                       self->m_engine.end_cell(runner::wall_clock::now());
+                                       self->next();
+                                   }});
+                return;
+            }
+            m_engine.end_cell(runner::wall_clock::now());
+        }
+        done();
+    }
+
+    void done() {
+        const runner::stop_reason& stop = m_engine.stop();
+        const long failed = m_engine.failed_cell();
+        json failure;
+        if (failed >= 0) {
+            const json& cell = m_nb["cells"][static_cast<std::size_t>(failed)];
+            for (const json& out : cell.value("outputs", json::array())) {
+                if (out.value("output_type", "") == "error") {
+                    failure = {{"cell", failed}, {"ename", out.value("ename", "")},
+                               {"evalue", out.value("evalue", "")}, {"traceback", out.value("traceback", json())}};
+                }
+            }
+        }
+        m_engine.finish(m_start, runner::wall_clock::now());
+        switch (stop.outcome) {
+        case runner::run_outcome::ok:
+            break;
+        case runner::run_outcome::cell_failed:
+            if (failure.is_null()) { // over the time limit
+                return finish(error_response(504, "timeout", stop.message));
+            }
+            return finish(error_response(500, "cell_error",
+                                         "cell " + std::to_string(failed) + " raised " +
+                                             failure["ename"].get<std::string>(),
+                                         failure));
+        case runner::run_outcome::kernel_died:
+            return finish(error_response(502, "kernel_died", stop.message));
+        case runner::run_outcome::interrupted:
+            return finish(error_response(499, "cancelled", "the caller went away"));
+        default:
+            return finish(error_response(500, "internal", stop.message));
+        }
+        if (m_body.outputs_only) {
+            json cells = json::array();
+            for (std::size_t i = 0; i < m_nb["cells"].size(); ++i) {
+                const json& cell = m_nb["cells"][i];
+                if (cell.value("cell_type", "") == "code") {
+                    json outputs = json::array();
+                    for (const json& out : cell.value("outputs", json::array())) {
+                        outputs.push_back(notebook::output_for_file(out));
+                    }
+                    cells.push_back({{"cell", i}, {"outputs", outputs}});
+                }
+            }
+            return finish(json_response(200, {{"cells", cells}}));
+        }
+        if (auto tagged = tagged_response(m_nb)) {
+            return finish(std::move(*tagged));
+        }
+        finish({200, "application/x-ipynb+json", notebook::write_notebook(m_nb), {}});
+    }
+
+    json m_nb;
+    run_body m_body;
+    runner::notebook_engine m_engine;
+    runner::wall_clock::time_point m_start;
+};
+
+result<std::string> read_file(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        return error{errc::internal, "cannot read the notebook"};
+    }
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+} // namespace
+
+void start_run_call(server& owner, exchange_ptr exchange, const std::string& path, run_body body,
+                    std::chrono::steady_clock::time_point arrived) {
+    auto refuse = [&](http_response r) {
+        owner.metrics().answered("/v1/run", r.status,
+                                 std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
+        exchange->respond(std::move(r));
+        owner.request_finished();
+    };
+    const std::string& root = owner.options().root;
+    if (root.empty()) {
+        return refuse(error_response(404, "not_found", "kpool serve runs no notebooks: start it with --root DIR"));
+    }
+    // H2O resolved `..` already; the real path must still lie under the root (no symlink out).
+    std::error_code ec;
+    const fs::path real = fs::weakly_canonical(fs::path(root) / fs::path(path).relative_path(), ec);
+    const fs::path real_root = fs::weakly_canonical(root, ec);
+    const auto rel = real.lexically_relative(real_root);
+    if (ec || path.empty() || rel.empty() || rel.begin()->string() == ".." || !fs::is_regular_file(real, ec)) {
+        return refuse(error_response(404, "not_found", "no notebook at " + protocol::echo_safe(path)));
+    }
+    auto text = read_file(real);
+    if (!text) {
+        return refuse(error_response(500, "internal", text.err().message));
+    }
+    auto parsed = notebook::read_notebook(*text, path);
+    if (!parsed) {
+        return refuse(error_response(500, "bad_notebook", parsed.err().message));
+    }
+    json nb = std::move(parsed).value();
+    runner::load_notebook(nb, std::string("kpool ") + kpool::version);
+    const std::string kernel = runner::nb_kernel_name(nb, body.kernel.kernel);
+    if (kernel.empty()) {
+        return refuse(error_response(400, "bad_request", "the notebook names no kernelspec: say \"kernel\""));
+    }
+    auto prepared = runner::prepare_notebook(nb, {.kernel_name = kernel,
+                                                  .language = runner::nb_language(nb, "", ""),
+                                                  .parameters = body.parameters,
+                                                  .input_path = path,
+                                                  .output_path = "",
+                                                  .environment = json(body.kernel.env),
+                                                  .report_mode = false});
+    if (!prepared) {
+        return refuse(error_response(400, "bad_request", prepared.err().message));
+    }
+    const kernel_wish wish{.pool = kernel,
+                           .cwd = body.kernel.cwd.empty() ? real.parent_path().string() : body.kernel.cwd,
+                           .env = body.kernel.env,
+                           .timeout = std::nullopt};
+    std::make_shared<run_call>(owner, std::move(exchange), std::move(nb), std::move(body), arrived)->begin(wish);
+}
+
+} // namespace kpool::serve

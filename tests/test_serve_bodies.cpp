@@ -1,0 +1,68 @@
+// serve/exec_body: the request bodies and query strings of kpool serve, read and refused with
+// the field named, without a server.
+#include "serve/exec_body.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace kpool::serve;
+using namespace std::chrono_literals;
+
+TEST_SUITE("serve bodies") {
+    TEST_CASE("an exec body with every field") {
+        auto b = parse_exec_body(R"({"code": "1+1", "kernel": "ir", "timeout": 1.5, "cwd": "/tmp",
+                                    "env": {"A": "b"}})");
+        REQUIRE(b);
+        CHECK(b->code == "1+1");
+        CHECK(b->kernel.kernel == "ir");
+        CHECK(b->kernel.timeout == 1500ms);
+        CHECK(b->kernel.cwd == "/tmp");
+        CHECK(b->kernel.env.at("A") == "b");
+    }
+
+    TEST_CASE("wrong bodies are refused, naming the field") {
+        const std::vector<std::pair<std::string, std::string>> table = {
+            {"", "the body is not JSON"},
+            {"[]", "the body must be a JSON object"},
+            {"{}", "field 'code' is required"},
+            {R"({"code": null})", "field 'code' must be a string"},
+            {R"({"code": "", "timeout": 0})", "field 'timeout' must be a number of seconds above 0 and at most 3600"},
+            {R"({"code": "", "timeout": 1e9})", "field 'timeout' must be a number of seconds above 0 and at most 3600"},
+            {R"({"code": "", "env": {"A=B": "c"}})", "field 'env' must be an object of strings, names without '='"},
+            {R"({"code": "", "env": {"A": 1}})", "field 'env' must be an object of strings, names without '='"},
+            {R"({"code": "", "kernel": ""})", "field 'kernel' must be a non-empty string"},
+            {R"({"code": "", "parameters": {}})", "unknown field 'parameters' (fields: code, kernel, timeout, cwd, env)"},
+        };
+        for (const auto& [body, message] : table) {
+            CAPTURE(body);
+            auto b = parse_exec_body(body);
+            REQUIRE_FALSE(b);
+            CHECK(b.err().message == message);
+        }
+    }
+
+    TEST_CASE("a run body keeps its parameters in the caller's order") {
+        auto b = parse_run_body(R"({"parameters": {"zeta": 1, "alpha": [1, "x"], "mid": null}, "timeout": 2})");
+        REQUIRE(b);
+        std::vector<std::string> names;
+        for (const auto& [name, value] : b->parameters.items()) {
+            names.push_back(name);
+        }
+        CHECK(names == std::vector<std::string>{"zeta", "alpha", "mid"});
+        CHECK(b->kernel.timeout == 2000ms);
+        CHECK(parse_run_body("")->parameters.empty());
+        CHECK(parse_run_body(R"({"code": "x"})").err().message ==
+              "unknown field 'code' (fields: parameters, kernel, timeout, cwd, env)");
+    }
+
+    TEST_CASE("query parameters are decoded and typed as -p types them") {
+        auto b = parse_run_query("a=1&b=2.5&c=True&d=None&e=hello+world&f=%2Fpath%3D&format=outputs&g");
+        REQUIRE(b);
+        CHECK(b->parameters.dump() ==
+              R"({"a":1,"b":2.5,"c":true,"d":null,"e":"hello world","f":"/path=","g":""})");
+        CHECK(b->outputs_only);
+        CHECK(parse_run_query("format=xml").err().message == "format must be 'outputs' or 'notebook', not 'xml'");
+        CHECK(parse_run_query("=1").err().message == "a query parameter without a name");
+        CHECK(parse_run_query("")->parameters.empty());
+        CHECK(parse_run_query("a=%zz")->parameters["a"] == "%zz"); // not an escape: kept
+    }
+}
