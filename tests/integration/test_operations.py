@@ -252,6 +252,15 @@ def test_the_systemd_unit_passes_systemd_analyze_verify(tmp_path):
     out = subprocess.run([analyze, "verify", str(tmp_path / "kpoold.service")],
                          capture_output=True, text=True)
     assert out.returncode == 0 and "kpoold.service" not in out.stderr, out.stderr
+    # kpool serve's unit, beside it (it requires kpoold.service, found in the same folder).
+    with open(os.path.join(SOURCE_DIR, "systemd", "kpool-serve.service")) as f:
+        serve_unit = f.read()
+    assert "ExecStart=/usr/bin/kpool --endpoint ipc:///run/kpool/control serve" in serve_unit
+    kpool_cli = os.environ.get("KPOOL_CLI") or os.path.join(os.path.dirname(KPOOLD), "kpool")
+    (tmp_path / "kpool-serve.service").write_text(serve_unit.replace("/usr/bin/kpool", os.path.abspath(kpool_cli)))
+    out = subprocess.run([analyze, "verify", str(tmp_path / "kpool-serve.service")],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0 and "kpool-serve.service" not in out.stderr, out.stderr
 
 
 def test_an_auto_sized_pool_grows_under_a_burst(kpoold):
