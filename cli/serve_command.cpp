@@ -33,6 +33,8 @@ options:
   --queue-timeout S       no warm kernel within S seconds: 429 + Retry-After (default 5)
   --max-queue N           more than N requests waiting for a kernel: 429 at once (default 64)
   --max-body BYTES        larger request bodies: 413 (default 16777216)
+  --stop-grace S          on SIGTERM, requests in flight get S seconds to finish, then their
+                          code is interrupted and they are answered 503 (default 30)
 )usage";
 
 struct usage_failure : std::runtime_error {
@@ -102,6 +104,8 @@ serve::serve_options parse(const std::vector<std::string>& args) {
             o.queue_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(positive(value(), a) * 1000));
         } else if (a == "--max-queue") {
             o.max_queue = static_cast<std::size_t>(positive(value(), a));
+        } else if (a == "--stop-grace") {
+            o.stop_grace = std::chrono::milliseconds(static_cast<std::int64_t>(positive(value(), a) * 1000));
         } else if (a == "--max-body") {
             o.max_body = static_cast<std::size_t>(positive(value(), a));
         } else {

@@ -49,7 +49,7 @@ private:
                 {{"outputs", outputs}}));
         }
         if (done.cancelled) {
-            return finish(error_response(499, "cancelled", "the caller went away"));
+            return finish(cancelled_response());
         }
         json body = {{"status", done.reply.value("status", "error")},
                      {"execution_count", done.reply.value("execution_count", json())},

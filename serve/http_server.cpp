@@ -2,6 +2,10 @@
 // uv_tcp_t listener accepts, answering through http_exchange.
 #include "serve/http_server.hpp"
 
+#include "daemon/loop/logging.hpp"
+#include "protocol/control.hpp"
+#include "protocol/hmac.hpp"
+
 #define H2O_USE_LIBUV 1
 #include <h2o.h>
 #include <h2o/socket/uv-binding.h>
@@ -44,6 +48,12 @@ http_exchange::http_exchange(h2o_req_t* req, int fd) : m_req(req), m_fd(fd) {
         m_query.assign(req->path.base + req->query_at + 1, req->path.len - req->query_at - 1);
     }
     m_body = as_string(req->entity);
+    const ssize_t id = h2o_find_header_by_str(&req->headers, H2O_STRLIT("x-request-id"), -1);
+    if (id >= 0 && req->headers.entries[id].value.len > 0 && req->headers.entries[id].value.len <= 128) {
+        m_request_id = protocol::echo_safe(as_string(req->headers.entries[id].value));
+    } else {
+        m_request_id = protocol::random_hex(8);
+    }
 }
 
 http_exchange::~http_exchange() {
@@ -75,11 +85,18 @@ std::optional<std::string> http_exchange::header(std::string_view name) const {
 }
 
 void http_exchange::respond(http_response response) {
-    if (m_answered || m_req == nullptr) {
-        m_answered = true;
+    if (m_answered) {
         return;
     }
     m_answered = true;
+    daemon::logger("access")->info(
+        "{} {} {} {:.1f}ms kernel={} request={}", protocol::echo_safe(m_method), protocol::echo_safe(m_path),
+        response.status, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - m_arrived).count(),
+        m_kernel_id.empty() ? "-" : m_kernel_id, m_request_id);
+    if (m_req == nullptr) {
+        return; // the client went away
+    }
+    response.headers.emplace_back("x-request-id", m_request_id);
     h2o_req_t* req = m_req;
     req->res.status = response.status;
     req->res.reason = reason_phrase(response.status);

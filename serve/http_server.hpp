@@ -8,6 +8,7 @@
 
 #include <uv.h>
 
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -46,7 +47,12 @@ public:
     // A request header by its lower-case name.
     std::optional<std::string> header(std::string_view name) const;
 
+    // Answers; every answer carries X-Request-Id (the caller's, else a fresh one) and is
+    // logged as one access line: method, path, status, milliseconds, kernel id, request id.
     void respond(http_response response);
+    const std::string& request_id() const { return m_request_id; }
+    // The kernel the request ran on, for the access line.
+    void set_kernel_id(std::string id) { m_kernel_id = std::move(id); }
     bool answered() const { return m_answered; }
     // The client closed the connection (or hung up its side of it): an answer would go nowhere.
     bool gone() const;
@@ -59,6 +65,9 @@ private:
     std::string m_path;
     std::string m_query;
     std::string m_body;
+    std::string m_request_id;
+    std::string m_kernel_id;
+    std::chrono::steady_clock::time_point m_arrived = std::chrono::steady_clock::now();
     bool m_answered = false;
 };
 

@@ -26,6 +26,7 @@ kernel_call::kernel_call(server& owner, exchange_ptr exchange, std::string route
 
 void kernel_call::begin(const kernel_wish& wish) {
     const serve_options& o = m_owner.options();
+    m_pool = wish.pool;
     json request = {{"op", "acquire"}, {"pool", wish.pool}, {"timeout_ms", o.queue_timeout.count()}};
     if (wish.timeout) {
         // Should this process die, the kernel still comes back soon after.
@@ -38,6 +39,7 @@ void kernel_call::begin(const kernel_wish& wish) {
         request["env"] = wish.env;
     }
     m_owner.metrics().waiting().Increment();
+    m_owner.track(shared_from_this());
     m_owner.control(request, o.queue_timeout + control_margin,
                     [self = shared_from_this()](result<json> reply, std::size_t daemon) {
                         self->on_acquired(std::move(reply), daemon);
@@ -50,7 +52,7 @@ void kernel_call::on_acquired(result<json> reply, std::size_t daemon) {
         return finish(error_response(503, "unavailable", "no kpoold answered: " + reply.err().message));
     }
     if (!reply->value("ok", false)) {
-        http_response r = acquire_refusal(reply->value("error", json::object()), 1);
+        http_response r = acquire_refusal(reply->value("error", json::object()), m_owner.retry_after(m_pool));
         if (r.status == 429) {
             m_owner.metrics().rejected().Increment();
         }
@@ -58,13 +60,14 @@ void kernel_call::on_acquired(result<json> reply, std::size_t daemon) {
     }
     m_daemon = daemon;
     m_kernel_id = reply->value("kernel_id", "");
+    m_exchange->set_kernel_id(m_kernel_id);
     m_owner.metrics().kernels_used().Increment();
     auto info = protocol::connection_info_from_json(reply->value("connection", json::object()));
     if (!info) {
         return finish(error_response(502, "daemon_error", "kpoold's connection info: " + info.err().message));
     }
     if (m_exchange->gone()) {
-        return finish(error_response(499, "cancelled", "the caller went away"));
+        return finish(cancelled_response());
     }
     m_session = std::make_unique<kernel_session>(m_owner.loop(), m_owner.zmq(), *info);
     m_session->when_ready(ready_timeout, [self = shared_from_this()](result<json> kernel_info) {
@@ -76,6 +79,20 @@ void kernel_call::on_acquired(result<json> reply, std::size_t daemon) {
         self->m_poll.start(poll_every, [self] { self->poll(); }, poll_every);
         self->run();
     });
+}
+
+void kernel_call::stop() {
+    m_stopped = true;
+    if (m_session && !m_finished) {
+        m_session->cancel();
+    }
+}
+
+http_response kernel_call::cancelled_response() const {
+    if (m_stopped) {
+        return error_response(503, "unavailable", "kpool serve stopped: the code was interrupted");
+    }
+    return error_response(499, "cancelled", "the caller went away");
 }
 
 void kernel_call::interrupt() {

@@ -34,6 +34,9 @@ public:
 
     // Acquires a kernel for `wish`, then calls run() once it is ready.
     void begin(const kernel_wish& wish);
+    // kpool serve is stopping and its grace is over: the code running is interrupted and the
+    // request answered 503 (a request still waiting for a kernel ends within the queue timeout).
+    void stop();
 
 protected:
     // The kernel is ready (session() works, kernel_info() holds its kernel_info_reply).
@@ -44,6 +47,8 @@ protected:
     void interrupt();
     // Answers (once) and gives the kernel back; the request is over when kpoold has it.
     void finish(http_response response);
+    // The answer for code stopped before its end: the caller went away, or kpool serve stopped.
+    http_response cancelled_response() const;
     server& owner() { return m_owner; }
     const exchange_ptr& exchange() const { return m_exchange; }
 
@@ -55,12 +60,14 @@ private:
     exchange_ptr m_exchange;
     std::string m_route;
     std::chrono::steady_clock::time_point m_arrived;
+    std::string m_pool;
     std::size_t m_daemon = 0;
     std::string m_kernel_id;
     std::unique_ptr<kernel_session> m_session;
     nlohmann::json m_kernel_info;
     daemon::uv_timer m_poll;
     bool m_finished = false;
+    bool m_stopped = false;
 };
 
 } // namespace kpool::serve

@@ -130,7 +130,7 @@ private:
         case runner::run_outcome::kernel_died:
             return finish(error_response(502, "kernel_died", stop.message));
         case runner::run_outcome::interrupted:
-            return finish(error_response(499, "cancelled", "the caller went away"));
+            return finish(cancelled_response());
         default:
             return finish(error_response(500, "internal", stop.message));
         }

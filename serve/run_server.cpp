@@ -31,7 +31,7 @@ int run_server(const serve_options& options, std::FILE* log) {
                 stopping = true;
                 std::fprintf(log, "kpool serve: stopping (requests in flight finish first)\n");
                 std::fflush(log);
-                s->shut_down([&] { uv_stop(&loop); });
+                s->shut_down(options.stop_grace, [&] { uv_stop(&loop); });
             };
             daemon::uv_signal sigint(&loop, SIGINT, on_signal);
             daemon::uv_signal sigterm(&loop, SIGTERM, on_signal);

@@ -21,6 +21,7 @@ public:
     void answered(const std::string& route, int status, double seconds);
     prometheus::Gauge& in_flight() { return m_in_flight; }
     prometheus::Gauge& waiting() { return m_waiting; }
+    double waiting_now() const { return m_waiting.Value(); }
     prometheus::Counter& rejected() { return m_rejected; }
     prometheus::Counter& kernels_used() { return m_kernels_used; }
 

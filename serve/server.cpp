@@ -3,10 +3,13 @@
 
 #include "serve/api_error.hpp"
 #include "serve/exec_call.hpp"
+#include "serve/kernel_call.hpp"
 #include "serve/run_call.hpp"
 #include "protocol/control.hpp"
 
 #include <arpa/inet.h>
+#include <algorithm>
+#include <cmath>
 #include <sodium.h>
 
 namespace kpool::serve {
@@ -44,7 +47,7 @@ http_response acquire_refusal(const json& error, int retry_after_s) {
 }
 
 server::server(uv_loop_t* loop, serve_options options)
-    : m_loop(loop), m_options(std::move(options)), m_zmq(1), m_reaper(loop), m_closing(loop) {}
+    : m_loop(loop), m_options(std::move(options)), m_zmq(1), m_reaper(loop), m_closing(loop), m_grace(loop), m_pace_timer(loop) {}
 
 server::~server() {
     m_http.reset();
@@ -76,6 +79,20 @@ result<std::unique_ptr<server>> server::start(uv_loop_t* loop, serve_options opt
         return http.err();
     }
     s->m_http = std::move(*http);
+    s->m_pace_timer.start(0ms, [self] {
+        self->control({{"op", "status"}}, 2000ms, [self](result<json> reply, std::size_t) {
+            if (!reply || !reply->value("ok", false)) {
+                return;
+            }
+            for (const json& p : reply->value("pools", json::array())) {
+                const json& recent = p.value("recent", json::object());
+                const json& ttw = recent.value("time_to_warm_s_p50", json());
+                self->m_pace[p.value("name", "")] = {ttw.is_number() ? ttw.get<double>() : 1.0,
+                                                     std::max(1, p.value("size", 1))};
+            }
+        });
+    }, 2000ms);
+    s->m_pace_timer.unref();
     return s;
 }
 
@@ -177,7 +194,7 @@ bool server::admit(const std::string& route, const exchange_ptr& ex, std::chrono
         m_metrics.rejected().Increment();
         http_response r = error_response(429, "overloaded",
                                          std::to_string(m_options.max_queue) + " requests already wait for a kernel");
-        r.headers.emplace_back("retry-after", "1");
+        r.headers.emplace_back("retry-after", std::to_string(retry_after("")));
         m_metrics.answered(route, r.status,
                            std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
         ex->respond(std::move(r));
@@ -262,9 +279,32 @@ void server::request_finished() {
     finish_shutdown_if_idle();
 }
 
-void server::shut_down(std::function<void()> done) {
+int server::retry_after(const std::string& pool) const {
+    const double waiting = m_metrics.waiting_now();
+    double seconds = 1;
+    for (const auto& [name, pace] : m_pace) {
+        if (pool.empty() || name == pool) {
+            seconds = std::max(seconds, pace.time_to_warm_s * (1 + waiting / pace.size));
+        }
+    }
+    return static_cast<int>(std::clamp(std::ceil(seconds), 1.0, 60.0));
+}
+
+void server::track(const std::shared_ptr<kernel_call>& call) {
+    std::erase_if(m_calls, [](const std::weak_ptr<kernel_call>& c) { return c.expired(); });
+    m_calls.push_back(call);
+}
+
+void server::shut_down(std::chrono::milliseconds grace, std::function<void()> done) {
     m_on_shut_down = std::move(done);
     m_http->stop_listening();
+    m_grace.start(grace, [this] {
+        for (const auto& c : m_calls) {
+            if (auto call = c.lock()) {
+                call->stop();
+            }
+        }
+    });
     finish_shutdown_if_idle();
 }
 
@@ -280,6 +320,7 @@ void server::finish_shutdown_if_idle() {
             return;
         }
         m_closing.stop();
+        m_grace.stop();
         auto done = std::move(m_on_shut_down);
         m_on_shut_down = [] {}; // still stopping: new requests get 503
         done();

@@ -15,10 +15,13 @@
 #include <zmq.hpp>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <vector>
 
 namespace kpool::serve {
+
+class kernel_call;
 
 class server {
 public:
@@ -30,8 +33,9 @@ public:
 
     int port() const { return m_http->port(); }
 
-    // Stops accepting; requests in flight finish (their kernels released), then `done`.
-    void shut_down(std::function<void()> done);
+    // Stops accepting; requests in flight finish (their kernels released), then `done`. After
+    // `grace`, code still running is interrupted and its request answered 503.
+    void shut_down(std::chrono::milliseconds grace, std::function<void()> done);
 
     // For the requests' flows (exec_call.cpp):
     const serve_options& options() const { return m_options; }
@@ -49,6 +53,12 @@ public:
     // Destroys `session` on the next loop turn (it may be on the stack now).
     void retire(std::unique_ptr<kernel_session> session);
     void request_finished();
+    // Seconds a caller refused with 429 should wait: the pool's median time to warm a kernel
+    // (from kpoold's status, refreshed every 2 s) times the queue ahead of it per kernel the
+    // pool keeps warm, from 1 to 60. `pool` empty: the slowest pool's.
+    int retry_after(const std::string& pool) const;
+    // A request running code, for shut_down to stop after its grace.
+    void track(const std::shared_ptr<kernel_call>& call);
 
 private:
     server(uv_loop_t* loop, serve_options options);
@@ -73,6 +83,14 @@ private:
     std::vector<std::unique_ptr<kernel_session>> m_retired;
     daemon::uv_timer m_reaper;
     daemon::uv_timer m_closing; // after shut_down: waits for the connections to close
+    daemon::uv_timer m_grace;   // after shut_down: then running code is interrupted
+    std::vector<std::weak_ptr<kernel_call>> m_calls;
+    struct pool_pace {
+        double time_to_warm_s = 1;
+        int size = 1;
+    };
+    std::map<std::string, pool_pace> m_pace; // from the last status
+    daemon::uv_timer m_pace_timer;
     std::size_t m_active = 0; // requests whose answer or cleanup is still to come
     std::function<void()> m_on_shut_down;
 };
