@@ -4,7 +4,7 @@
 #include "notebook/nbformat.hpp"
 #include "notebook/outputs.hpp"
 #include "params/values.hpp"
-#include "serve/api_error.hpp"
+#include "serve/http_response.hpp"
 #include "serve/kernel_call.hpp"
 #include "serve/server.hpp"
 

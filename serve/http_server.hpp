@@ -5,6 +5,7 @@
 #pragma once
 
 #include "protocol/result.hpp"
+#include "serve/http_response.hpp"
 
 #include <uv.h>
 
@@ -21,13 +22,6 @@
 struct st_h2o_req_t;
 
 namespace kpool::serve {
-
-struct http_response {
-    int status = 200;
-    std::string content_type = "application/json";
-    std::string body;
-    std::vector<std::pair<std::string, std::string>> headers; // lower-case names
-};
 
 class http_exchange {
 public:

@@ -2,7 +2,7 @@
 #include "serve/kernel_call.hpp"
 
 #include "protocol/connection_info.hpp"
-#include "serve/api_error.hpp"
+#include "serve/http_response.hpp"
 #include "serve/server.hpp"
 
 #include <cmath>

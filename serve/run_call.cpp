@@ -8,7 +8,7 @@
 #include "runner/notebook_engine.hpp"
 #include "runner/notebook_prep.hpp"
 #include "runner/papermill.hpp"
-#include "serve/api_error.hpp"
+#include "serve/http_response.hpp"
 #include "serve/kernel_call.hpp"
 #include "serve/server.hpp"
 

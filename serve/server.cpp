@@ -1,9 +1,10 @@
 // server: routing, the token, health and metrics; POST /v1/exec's flow is exec_call.cpp.
 #include "serve/server.hpp"
 
-#include "serve/api_error.hpp"
+#include "serve/http_response.hpp"
 #include "serve/exec_call.hpp"
 #include "serve/kernel_call.hpp"
+#include "serve/routing.hpp"
 #include "serve/run_call.hpp"
 #include "protocol/control.hpp"
 
@@ -11,6 +12,8 @@
 #include <algorithm>
 #include <cmath>
 #include <sodium.h>
+
+#include <variant>
 
 namespace kpool::serve {
 
@@ -24,26 +27,6 @@ bool is_loopback(const std::string& host) {
     }
     in6_addr v6{};
     return ::inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
-}
-
-http_response acquire_refusal(const json& error, int retry_after_s) {
-    const std::string code = error.value("code", "internal");
-    const std::string message = error.value("message", "kpoold refused");
-    if (code == "timeout" || code == "capacity" || code == "unavailable") {
-        http_response r = error_response(429, "overloaded", message);
-        r.headers.emplace_back("retry-after", std::to_string(retry_after_s));
-        return r;
-    }
-    if (code == "unknown_pool") {
-        return error_response(404, "unknown_kernel", message);
-    }
-    if (code == "bad_request") {
-        return error_response(400, "bad_request", message);
-    }
-    if (code == "shutting_down") {
-        return error_response(503, "unavailable", message);
-    }
-    return error_response(502, "daemon_error", message);
 }
 
 server::server(uv_loop_t* loop, serve_options options)
@@ -96,106 +79,42 @@ result<std::unique_ptr<server>> server::start(uv_loop_t* loop, serve_options opt
     return s;
 }
 
-bool server::authorized(const http_exchange& exchange) const {
-    if (m_options.token.empty()) {
-        return true;
-    }
-    const auto header = exchange.header("authorization");
-    if (!header) {
-        return false;
-    }
-    for (const std::string_view scheme : {"token ", "Token ", "Bearer ", "bearer "}) {
-        if (header->starts_with(scheme)) {
-            const std::string_view given = std::string_view(*header).substr(scheme.size());
-            // Constant time: how much of a guess is right must not show in the answer's timing.
-            return given.size() == m_options.token.size() &&
-                   sodium_memcmp(given.data(), m_options.token.data(), given.size()) == 0;
-        }
-    }
-    return false;
-}
-
 void server::on_request(exchange_ptr ex) {
     const auto arrived = std::chrono::steady_clock::now();
-    const std::string path(ex->path());
-    const std::string method(ex->method());
-    auto answer = [&](const std::string& route, http_response r) {
-        m_metrics.answered(route, r.status, std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
+    const std::string label = route_label(ex->path());
+    route decision = decide({.method = ex->method(), .path = ex->path(), .query = ex->query(),
+                             .body = ex->body(), .authorization = ex->header("authorization")},
+                            m_options.token, static_cast<bool>(m_on_shut_down));
+    auto answer = [&](http_response r) {
+        m_metrics.answered(label, r.status, std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
         ex->respond(std::move(r));
     };
-    auto wrong_method = [&](const std::string& route, const std::string& allowed) {
-        http_response r = error_response(405, "method_not_allowed",
-                                         method + " is not allowed on " + route + " (allowed: " + allowed + ")");
-        r.headers.emplace_back("allow", allowed);
-        answer(route, std::move(r));
-    };
-    if (path == "/v1/health") {
-        if (method != "GET") {
-            return wrong_method(path, "GET");
-        }
+    if (auto* now = std::get_if<http_response>(&decision)) {
+        return answer(std::move(*now));
+    }
+    if (std::holds_alternative<do_health>(decision)) {
         return health(std::move(ex));
     }
-    if (!authorized(*ex)) {
-        http_response r = error_response(401, "unauthorized",
-                                         "a valid token is required: Authorization: token TOKEN");
-        r.headers.emplace_back("www-authenticate", "token");
-        return answer("other", std::move(r));
+    if (std::holds_alternative<do_metrics>(decision)) {
+        return answer({200, "text/plain; version=0.0.4", m_metrics.text(), {}});
     }
-    if (path == "/metrics") {
-        if (method != "GET") {
-            return wrong_method(path, "GET");
-        }
-        return answer(path, {200, "text/plain; version=0.0.4", m_metrics.text(), {}});
-    }
-    if (path == "/v1/exec") {
-        if (method != "POST") {
-            return wrong_method(path, "POST");
-        }
-        if (m_on_shut_down) {
-            return answer(path, error_response(503, "unavailable", "kpool serve is stopping"));
-        }
-        auto body = parse_exec_body(ex->body());
-        if (!body) {
-            return answer(path, error_response(400, "bad_request", body.err().message));
-        }
-        if (!admit(path, ex, arrived)) {
-            return;
-        }
-        start_exec_call(*this, std::move(ex), std::move(*body), arrived);
+    if (!admit(label, ex, arrived)) {
         return;
     }
-    if (path.starts_with("/v1/run/")) {
-        if (method != "POST" && method != "GET") {
-            return wrong_method("/v1/run", "GET, POST");
-        }
-        if (m_on_shut_down) {
-            return answer("/v1/run", error_response(503, "unavailable", "kpool serve is stopping"));
-        }
-        auto body = method == "GET" ? parse_run_query(ex->query()) : parse_run_body(ex->body());
-        if (body && method == "POST") {
-            if (auto st = apply_format(ex->query(), *body); !st) {
-                body = st.err();
-            }
-        }
-        if (!body) {
-            return answer("/v1/run", error_response(400, "bad_request", body.err().message));
-        }
-        if (!admit("/v1/run", ex, arrived)) {
-            return;
-        }
-        start_run_call(*this, std::move(ex), path.substr(std::string("/v1/run/").size()), std::move(*body), arrived);
-        return;
+    if (auto* exec = std::get_if<do_exec>(&decision)) {
+        return start_exec_call(*this, std::move(ex), std::move(exec->body), arrived);
     }
-    answer("other", error_response(404, "not_found", "no such resource: " + protocol::echo_safe(path)));
+    auto& run = std::get<do_run>(decision);
+    start_run_call(*this, std::move(ex), run.path, std::move(run.body), arrived);
 }
 
-bool server::admit(const std::string& route, const exchange_ptr& ex, std::chrono::steady_clock::time_point arrived) {
+bool server::admit(const std::string& label, const exchange_ptr& ex, std::chrono::steady_clock::time_point arrived) {
     if (m_metrics.waiting().Value() >= static_cast<double>(m_options.max_queue)) {
         m_metrics.rejected().Increment();
         http_response r = error_response(429, "overloaded",
                                          std::to_string(m_options.max_queue) + " requests already wait for a kernel");
         r.headers.emplace_back("retry-after", std::to_string(retry_after("")));
-        m_metrics.answered(route, r.status,
+        m_metrics.answered(label, r.status,
                            std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
         ex->respond(std::move(r));
         return false;

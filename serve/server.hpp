@@ -63,11 +63,10 @@ public:
 private:
     server(uv_loop_t* loop, serve_options options);
     void on_request(exchange_ptr exchange);
-    bool authorized(const http_exchange& exchange) const;
     void health(exchange_ptr exchange);
     // Back-pressure before a request takes a place: false (answered 429) when max_queue
     // requests already wait for a kernel; else it counts as in flight until request_finished.
-    bool admit(const std::string& route, const exchange_ptr& ex, std::chrono::steady_clock::time_point arrived);
+    bool admit(const std::string& label, const exchange_ptr& ex, std::chrono::steady_clock::time_point arrived);
     void finish_shutdown_if_idle();
     void try_daemon(std::shared_ptr<nlohmann::json> request, std::chrono::milliseconds timeout,
                     std::shared_ptr<control_done> done, std::size_t at, std::size_t tries_left,

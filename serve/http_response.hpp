@@ -1,24 +1,31 @@
-// The JSON error answer every failed request gets: {"error": code, "message": text}, with the
-// HTTP status that goes with it, and what kpoold's refusals become over HTTP.
+// An HTTP answer as kpool serve builds it, before the HTTP layer sends it: status, type, body,
+// extra headers. The JSON error answer every failed request gets ({"error", "message"}).
 #pragma once
-
-#include "serve/http_server.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace kpool::serve {
+
+struct http_response {
+    int status = 200;
+    std::string content_type = "application/json";
+    std::string body;
+    std::vector<std::pair<std::string, std::string>> headers; // lower-case names
+};
+
+inline http_response json_response(int status, const nlohmann::json& body) {
+    return {status, "application/json", body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), {}};
+}
 
 inline http_response error_response(int status, const std::string& code, const std::string& message,
                                     nlohmann::json extra = nlohmann::json::object()) {
     nlohmann::json body = {{"error", code}, {"message", message}};
     body.update(extra);
-    return {status, "application/json", body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), {}};
-}
-
-inline http_response json_response(int status, const nlohmann::json& body) {
-    return {status, "application/json", body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), {}};
+    return json_response(status, body);
 }
 
 // kpoold's failed acquire as an answer: no kernel in time, none can start or the pool is failing

@@ -1,0 +1,112 @@
+// decide: the routing table of kpool serve and the checks before any work.
+#include "serve/routing.hpp"
+
+#include "protocol/control.hpp"
+
+#include <sodium.h>
+
+namespace kpool::serve {
+namespace {
+
+constexpr std::string_view run_prefix = "/v1/run/";
+
+http_response wrong_method(std::string_view method, const std::string& route, const std::string& allowed) {
+    http_response r = error_response(405, "method_not_allowed",
+                                     protocol::echo_safe(method) + " is not allowed on " + route +
+                                         " (allowed: " + allowed + ")");
+    r.headers.emplace_back("allow", allowed);
+    return r;
+}
+
+http_response stopping_response() { return error_response(503, "unavailable", "kpool serve is stopping"); }
+
+} // namespace
+
+bool token_matches(const std::optional<std::string>& authorization, const std::string& token) {
+    if (!authorization) {
+        return false;
+    }
+    for (const std::string_view scheme : {"token ", "Token ", "Bearer ", "bearer "}) {
+        if (authorization->starts_with(scheme)) {
+            const std::string_view given = std::string_view(*authorization).substr(scheme.size());
+            // Constant time: how much of a guess is right must not show in the answer's timing.
+            return given.size() == token.size() && sodium_memcmp(given.data(), token.data(), given.size()) == 0;
+        }
+    }
+    return false;
+}
+
+std::string route_label(std::string_view path) {
+    if (path == "/v1/health" || path == "/metrics" || path == "/v1/exec") {
+        return std::string(path);
+    }
+    return path.starts_with(run_prefix) ? "/v1/run" : "other";
+}
+
+route decide(const request_view& r, const std::string& token, bool stopping) {
+    if (r.path == "/v1/health") {
+        return r.method == "GET" ? route{do_health{}} : route{wrong_method(r.method, "/v1/health", "GET")};
+    }
+    if (!token.empty() && !token_matches(r.authorization, token)) {
+        http_response denied = error_response(401, "unauthorized", "a valid token is required: Authorization: token TOKEN");
+        denied.headers.emplace_back("www-authenticate", "token");
+        return denied;
+    }
+    if (r.path == "/metrics") {
+        return r.method == "GET" ? route{do_metrics{}} : route{wrong_method(r.method, "/metrics", "GET")};
+    }
+    if (r.path == "/v1/exec") {
+        if (r.method != "POST") {
+            return wrong_method(r.method, "/v1/exec", "POST");
+        }
+        if (stopping) {
+            return stopping_response();
+        }
+        auto body = parse_exec_body(r.body);
+        if (!body) {
+            return error_response(400, "bad_request", body.err().message);
+        }
+        return do_exec{std::move(*body)};
+    }
+    if (r.path.starts_with(run_prefix)) {
+        if (r.method != "POST" && r.method != "GET") {
+            return wrong_method(r.method, "/v1/run", "GET, POST");
+        }
+        if (stopping) {
+            return stopping_response();
+        }
+        auto body = r.method == "GET" ? parse_run_query(r.query) : parse_run_body(r.body);
+        if (body && r.method == "POST") {
+            if (auto st = apply_format(r.query, *body); !st) {
+                return error_response(400, "bad_request", st.err().message);
+            }
+        }
+        if (!body) {
+            return error_response(400, "bad_request", body.err().message);
+        }
+        return do_run{std::string(r.path.substr(run_prefix.size())), std::move(*body)};
+    }
+    return error_response(404, "not_found", "no such resource: " + protocol::echo_safe(r.path));
+}
+
+http_response acquire_refusal(const nlohmann::json& error, int retry_after_s) {
+    const std::string code = error.value("code", "internal");
+    const std::string message = error.value("message", "kpoold refused");
+    if (code == "timeout" || code == "capacity" || code == "unavailable") {
+        http_response r = error_response(429, "overloaded", message);
+        r.headers.emplace_back("retry-after", std::to_string(retry_after_s));
+        return r;
+    }
+    if (code == "unknown_pool") {
+        return error_response(404, "unknown_kernel", message);
+    }
+    if (code == "bad_request") {
+        return error_response(400, "bad_request", message);
+    }
+    if (code == "shutting_down") {
+        return error_response(503, "unavailable", message);
+    }
+    return error_response(502, "daemon_error", message);
+}
+
+} // namespace kpool::serve

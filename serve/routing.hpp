@@ -1,0 +1,46 @@
+// What a request asks kpool serve for, decided from its method, path, query, body and token
+// alone (no sockets, no kernels): one of the actions that need the server (run code, health,
+// metrics), or the answer it gets at once (400, 401, 404, 405, 503 while stopping). Pure, so
+// tests and the fuzzer (tests/fuzz/fuzz_serve.cpp) reach every decision directly.
+#pragma once
+
+#include "serve/exec_body.hpp"
+#include "serve/http_response.hpp"
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+
+namespace kpool::serve {
+
+struct request_view {
+    std::string_view method;
+    std::string_view path; // normalized, without the query
+    std::string_view query;
+    std::string_view body;
+    std::optional<std::string> authorization; // the header, if sent
+};
+
+struct do_exec {
+    exec_body body;
+};
+struct do_run {
+    std::string path; // below the root
+    run_body body;
+};
+struct do_health {};
+struct do_metrics {};
+
+using route = std::variant<http_response, do_exec, do_run, do_health, do_metrics>;
+
+// `token` empty: none required. `stopping`: requests that would run code get 503.
+route decide(const request_view& request, const std::string& token, bool stopping);
+
+// The metrics label of a path: the route it belongs to, or "other".
+std::string route_label(std::string_view path);
+
+// Whether `authorization` carries `token` (`token T` or `Bearer T`), compared in constant time.
+bool token_matches(const std::optional<std::string>& authorization, const std::string& token);
+
+} // namespace kpool::serve
