@@ -30,6 +30,7 @@ options:
   --kernel POOL           the pool a request without "kernel" runs on (default python3)
   --token-file FILE       callers must send `Authorization: token TOKEN` with the file's first
                           line ($KPOOL_SERVE_TOKEN works too); required off loopback
+  --cert FILE --key FILE  TLS (HTTP/1.1 and HTTP/2): a PEM certificate chain and its key
   --queue-timeout S       no warm kernel within S seconds: 429 + Retry-After (default 5)
   --max-queue N           more than N requests waiting for a kernel: 429 at once (default 64)
   --max-body BYTES        larger request bodies: 413 (default 16777216)
@@ -104,6 +105,10 @@ serve::serve_options parse(const std::vector<std::string>& args) {
             o.queue_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(positive(value(), a) * 1000));
         } else if (a == "--max-queue") {
             o.max_queue = static_cast<std::size_t>(positive(value(), a));
+        } else if (a == "--cert") {
+            o.cert_file = value();
+        } else if (a == "--key") {
+            o.key_file = value();
         } else if (a == "--stop-grace") {
             o.stop_grace = std::chrono::milliseconds(static_cast<std::int64_t>(positive(value(), a) * 1000));
         } else if (a == "--max-body") {

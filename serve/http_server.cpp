@@ -9,6 +9,8 @@
 #define H2O_USE_LIBUV 1
 #include <h2o.h>
 #include <h2o/socket/uv-binding.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -119,6 +121,7 @@ struct http_server::state {
     handler on_request;
     bool context_ready = false;
     std::set<uv_tcp_t*> connections; // accepted, not yet closed
+    std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> tls{nullptr, &SSL_CTX_free};
 };
 
 namespace {
@@ -201,6 +204,38 @@ void on_connection(uv_stream_t* listener, int status) {
     h2o_accept(&s->accept, sock);
 }
 
+// OpenSSL's last error, as text.
+std::string openssl_error() {
+    char text[256] = "unknown error";
+    if (const unsigned long e = ERR_get_error(); e != 0) {
+        ERR_error_string_n(e, text, sizeof text);
+    }
+    return text;
+}
+
+result<SSL_CTX*> tls_context(const std::string& cert_file, const std::string& key_file) {
+    if (cert_file.empty() || key_file.empty()) {
+        return error{errc::bad_request, "TLS needs both a certificate (--cert) and its key (--key)"};
+    }
+    std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(SSL_CTX_new(TLS_server_method()), &SSL_CTX_free);
+    if (!ctx) {
+        return error{errc::internal, "TLS: " + openssl_error()};
+    }
+    SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
+    SSL_CTX_set_options(ctx.get(), SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
+    if (SSL_CTX_use_certificate_chain_file(ctx.get(), cert_file.c_str()) != 1) {
+        return error{errc::bad_request, "cannot use the certificate " + cert_file + ": " + openssl_error()};
+    }
+    if (SSL_CTX_use_PrivateKey_file(ctx.get(), key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
+        return error{errc::bad_request, "cannot use the key " + key_file + ": " + openssl_error()};
+    }
+    if (SSL_CTX_check_private_key(ctx.get()) != 1) {
+        return error{errc::bad_request, "the key " + key_file + " does not match the certificate " + cert_file};
+    }
+    h2o_ssl_register_alpn_protocols(ctx.get(), h2o_http2_alpn_protocols);
+    return ctx.release();
+}
+
 } // namespace
 
 result<std::unique_ptr<http_server>> http_server::start(uv_loop_t* loop, const http_server_options& options,
@@ -228,6 +263,14 @@ result<std::unique_ptr<http_server>> http_server::start(uv_loop_t* loop, const h
     s.context_ready = true;
     s.accept.ctx = &s.context;
     s.accept.hosts = s.config.hosts;
+    if (!options.cert_file.empty() || !options.key_file.empty()) {
+        auto tls = tls_context(options.cert_file, options.key_file);
+        if (!tls) {
+            return tls.err();
+        }
+        s.tls.reset(*tls);
+        s.accept.ssl_ctx = s.tls.get();
+    }
 
     s.listener = new uv_tcp_t;
     uv_tcp_init(loop, s.listener);

@@ -71,6 +71,9 @@ struct http_server_options {
     std::string host = "127.0.0.1";
     int port = 8890; // 0: any free port (port() tells which)
     std::size_t max_body = 16 << 20; // larger bodies get 413 from H2O
+    // Both set: TLS only (HTTP/1.1, and HTTP/2 by ALPN), with this PEM certificate chain and key.
+    std::string cert_file;
+    std::string key_file;
 };
 
 class http_server {

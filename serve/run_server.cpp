@@ -19,8 +19,8 @@ int run_server(const serve_options& options, std::FILE* log) {
             code = 1;
         } else {
             std::unique_ptr<server> s = std::move(*started);
-            std::fprintf(log, "kpool serve: listening on http://%s:%d/ (kpoold: %zu endpoint%s)\n",
-                         options.host.c_str(), s->port(), options.endpoints.size(),
+            std::fprintf(log, "kpool serve: listening on %s://%s:%d/ (kpoold: %zu endpoint%s)\n",
+                         options.cert_file.empty() ? "http" : "https", options.host.c_str(), s->port(), options.endpoints.size(),
                          options.endpoints.size() == 1 ? "" : "s");
             std::fflush(log);
             bool stopping = false;

@@ -56,7 +56,8 @@ result<std::unique_ptr<server>> server::start(uv_loop_t* loop, serve_options opt
     server* self = s.get();
     auto http = http_server::start(loop,
                                    {.host = s->m_options.host, .port = s->m_options.port,
-                                    .max_body = s->m_options.max_body},
+                                    .max_body = s->m_options.max_body,
+                                    .cert_file = s->m_options.cert_file, .key_file = s->m_options.key_file},
                                    [self](exchange_ptr ex) { self->on_request(std::move(ex)); });
     if (!http) {
         return http.err();

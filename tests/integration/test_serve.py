@@ -42,9 +42,9 @@ class Serve:
                                       *args], stderr=subprocess.PIPE, text=True,
                                      env=dict(os.environ, **(env or {})))
         line = self.proc.stderr.readline()
-        match = re.search(r"listening on (http://127\.0\.0\.1:\d+)/", line)
+        match = re.search(r"listening on https?://(127\.0\.0\.1:\d+)/", line)
         assert match, "kpool serve did not start: %s%s" % (line, self.proc.stderr.read())
-        self.url = match.group(1)
+        self.url = "http://" + match.group(1)
         self.log = []
         threading.Thread(target=lambda: self.log.extend(self.proc.stderr), daemon=True).start()
 
@@ -364,6 +364,33 @@ def test_a_burst_of_50_connections_is_answered_or_refused_with_retry_after(serve
             assert r.json()["outputs"][0]["data"]["text/plain"] == [str(i)]
         else:
             assert int(r.headers["retry-after"]) >= 1
+
+
+def test_tls_with_a_self_signed_certificate(serve, tmp_path):
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                    "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key),
+                    "-out", str(cert)], check=True, capture_output=True, timeout=60)
+    s = serve("--cert", str(cert), "--key", str(key))
+    url = "https://" + s.url[len("http://"):]
+    r = requests.post(url + "/v1/exec", data=json.dumps({"code": "6 * 7"}), verify=str(cert), timeout=60)
+    assert r.status_code == 200 and r.json()["outputs"][0]["data"]["text/plain"] == ["42"]
+    with pytest.raises(requests.exceptions.SSLError):
+        requests.get(url + "/v1/health", timeout=30)  # an unknown certificate is refused by default
+    with pytest.raises(requests.exceptions.ConnectionError):
+        requests.get(s.url + "/v1/health", timeout=30)  # plain HTTP on the TLS port
+    # HTTP/2 by ALPN, to a real HTTP client that speaks it.
+    out = subprocess.run(["curl", "-s", "--http2", "--cacert", str(cert), "-o", "/dev/null", "-w",
+                          "%{http_version} %{http_code}", url + "/v1/health"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.stdout == "2 200", out
+
+
+def test_a_certificate_without_its_key_is_refused(daemon, tmp_path):
+    r = subprocess.run([KPOOL, "--endpoint", daemon.endpoint, "serve", "--listen", "127.0.0.1:0",
+                        "--cert", str(tmp_path / "missing.pem")], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1
+    assert "TLS needs both a certificate (--cert) and its key (--key)" in r.stderr
 
 
 # POST/GET /v1/run/{path}: notebooks under --root, run as `kpool run` runs them.
