@@ -144,7 +144,10 @@ void kernel_session::on_message(jupyter::channel from, zmq::socket_t& socket) {
             m_ready_reply = true;
             m_ready_info = in.msg.content;
             if (!m_ready_iopub) {
-                m_timer.start(200ms, [this] { ready_round(); }); // its status should follow at once
+                // Its status follows at once unless our SUB was not subscribed yet when the kernel
+                // sent it (a SUB joins a few milliseconds late): then ask again soon, not after
+                // the 200 ms a blocking client waits, since a request waits on this.
+                m_timer.start(20ms, [this] { ready_round(); });
             }
         }
         if (m_ready_reply && m_ready_iopub) {

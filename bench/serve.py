@@ -1,0 +1,156 @@
+"""bench/run.py's scenario 17: kpool serve (issue #21), side by side with `kpool run`.
+
+A fork pool of real ipykernels refills behind every request. Through kpool serve (one process,
+its own loopback port): `POST /v1/exec` `print(1)` and `GET /v1/run/hello.ipynb?name=x` (a
+parameters cell and one code cell whose printed line is the answer) at concurrency 1, for
+latency (p50, p99); then the notebook at concurrency 10 and 50, for throughput (req/s, p50, p99,
+429s, failures). Baseline in the same run, on the same pool: `kpool run hello.ipynb OUT -p name x`
+processes at the same concurrency (what a caller does today without kpool serve).
+Clients: Python threads with a keep-alive requests.Session each."""
+import concurrent.futures
+import os
+import re
+import signal
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+
+import nbformat
+import requests
+from nbformat.v4 import new_code_cell, new_notebook
+
+from benchlib import Daemon, cpu_seconds, percentile, rss_mib
+
+
+def hello_notebook(path):
+    nb = new_notebook(cells=[new_code_cell("name = 'world'", metadata={"tags": ["parameters"]}),
+                             new_code_cell("print('hello', name)", metadata={"tags": ["response"]})],
+                      metadata={"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}})
+    nbformat.write(nb, path)
+
+
+def load(n, concurrency, one):
+    """Runs one(session) n times from `concurrency` threads: (seconds, [(ms, status)])."""
+    results, lock = [], threading.Lock()
+    todo = iter(range(n))
+
+    def worker():
+        with requests.Session() as s:
+            while True:
+                with lock:
+                    if next(todo, None) is None:
+                        return
+                t = time.perf_counter()
+                status = one(s)
+                with lock:
+                    results.append(((time.perf_counter() - t) * 1000, status))
+
+    start = time.perf_counter()
+    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - start, results
+
+
+def kpool_run_load(b, endpoint, nb, n, concurrency):
+    out_dir = tempfile.mkdtemp(prefix="kpool-bench-run-")
+    cli = os.path.join(b.args.build, "kpool")
+
+    def one(i):
+        t = time.perf_counter()
+        r = subprocess.run([cli, "--endpoint", endpoint, "run", nb, os.path.join(out_dir, "%d.ipynb" % i),
+                            "-p", "name", "x"], capture_output=True)
+        return (time.perf_counter() - t) * 1000, 200 if r.returncode == 0 else r.returncode
+
+    start = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(concurrency) as ex:
+        results = list(ex.map(one, range(n)))
+    return time.perf_counter() - start, results
+
+
+def row(label, seconds, results):
+    ok = [ms for ms, status in results if status == 200]
+    rejected = sum(1 for _, status in results if status == 429)
+    failed = len(results) - len(ok) - rejected
+    return ("| %s | %d | %.1f | %.1f | %.1f | %d | %d |" %
+            (label, len(results), len(ok) / seconds, percentile(ok, 50) if ok else 0,
+             percentile(ok, 99) if ok else 0, rejected, failed), len(ok) / seconds)
+
+
+def serve_bench(b):
+    quick = b.args.quick
+    size = 10
+    d = Daemon(b.kpoold, '[pools.python3]\nsize = %d\nlauncher = "fork"\n' % size, max_kernels=200)
+    root = tempfile.mkdtemp(prefix="kpool-bench-serve-")
+    nb = os.path.join(root, "hello.ipynb")
+    hello_notebook(nb)
+    serve = subprocess.Popen([os.path.join(b.args.build, "kpool"), "--endpoint", d.endpoint, "serve",
+                              "--listen", "127.0.0.1:0", "--root", root, "--queue-timeout", "30",
+                              "--max-queue", "200"],
+                             stderr=subprocess.PIPE, text=True)
+    url = "http://" + re.search(r"://(127\.0\.0\.1:\d+)/", serve.stderr.readline()).group(1)
+    threading.Thread(target=lambda: [None for _ in serve.stderr], daemon=True).start()
+    lines, summary_rows = [], {}
+    try:
+        d.wait_warm("python3", size, timeout=600)
+
+        def exec_one(s):
+            return s.post(url + "/v1/exec", data='{"code": "print(1)"}', timeout=120).status_code
+
+        def run_one(s):
+            r = s.get(url + "/v1/run/hello.ipynb?name=x", timeout=120)
+            assert r.status_code != 200 or r.text == "hello x\n", r.text
+            return r.status_code
+
+        def settle():
+            d.wait_warm("python3", size, timeout=600)
+            time.sleep(1.0)
+
+        cpu0 = cpu_seconds(serve.pid)
+        handled = 0
+        for label, one in (("POST /v1/exec print(1), c=1", exec_one), ("GET /v1/run/hello.ipynb, c=1", run_one)):
+            settle()
+            results = []
+            for _ in range(10 if quick else 30):  # one at a time, the pool refilled between
+                seconds, got = load(1, 1, one)
+                results += got
+                time.sleep(0.15)
+            handled += len(results)
+            text, _ = row(label, sum(ms for ms, _ in results) / 1000, results)
+            lines.append(text)
+            summary_rows[label] = percentile([ms for ms, s in results if s == 200], 50)
+        for c in (10, 50):
+            n = (3 if quick else 6) * c
+            settle()
+            seconds, results = load(n, c, run_one)
+            handled += len(results)
+            text, rate = row("kpool serve /v1/run, c=%d" % c, seconds, results)
+            lines.append(text)
+            summary_rows["serve c=%d" % c] = rate
+            if c == 50:
+                summary_rows["rss_mib"] = rss_mib(serve.pid)
+            settle()
+            seconds, results = kpool_run_load(b, d.endpoint, nb, n, c)
+            text, rate = row("kpool run (processes), c=%d" % c, seconds, results)
+            lines.append(text)
+            summary_rows["run c=%d" % c] = rate
+        summary_rows["cpu_ms_per_request"] = (cpu_seconds(serve.pid) - cpu0) * 1000 / max(1, handled)
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        serve.wait(60)
+        d.close()
+    b.md("## 17. kpool serve: a fresh warm kernel per HTTP request, against `kpool run`", "",
+         "A fork pool of %d ipykernels refilling behind; kpool serve at concurrency 1 (one request at a "
+         "time), then the notebook at 10 and 50 against `kpool run` processes on the same pool." % size, "",
+         "| requests | n | req/s | p50 ms | p99 ms | 429 | failed |", "| --- | --- | --- | --- | --- | --- | --- |",
+         *lines, "",
+         "Targets: /v1/exec p50 <= 15 ms (%.1f), /v1/run p50 <= 30 ms (%.1f) at c=1; /v1/run req/s >= 0.8x "
+         "kpool run's at c=10 (%.2fx) and c=50 (%.2fx). kpool serve: %.0f MiB RSS at c=50, %.2f ms CPU per request."
+         % (summary_rows["POST /v1/exec print(1), c=1"], summary_rows["GET /v1/run/hello.ipynb, c=1"],
+            summary_rows["serve c=10"] / summary_rows["run c=10"], summary_rows["serve c=50"] / summary_rows["run c=50"],
+            summary_rows["rss_mib"], summary_rows["cpu_ms_per_request"]), "")
+    b.results["serve"] = summary_rows
