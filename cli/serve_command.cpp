@@ -27,6 +27,7 @@ Answers HTTP requests, each on a fresh warm kernel from kpoold, released after i
 options:
   --listen HOST:PORT      where to listen (default 127.0.0.1:8890; port 0: any free port)
   --root DIR              the notebooks /v1/run may run (none without it)
+  --save-dir DIR          keep every executed notebook as DIR/REQUEST_ID.ipynb (X-Request-Id)
   --kernel POOL           the pool a request without "kernel" runs on (default python3)
   --token-file FILE       callers must send `Authorization: token TOKEN` with the file's first
                           line ($KPOOL_SERVE_TOKEN works too); required off loopback
@@ -97,6 +98,8 @@ serve::serve_options parse(const std::vector<std::string>& args) {
             o.port = static_cast<int>(port);
         } else if (a == "--root") {
             o.root = value();
+        } else if (a == "--save-dir") {
+            o.save_dir = value();
         } else if (a == "--kernel") {
             o.default_kernel = value();
         } else if (a == "--token-file") {

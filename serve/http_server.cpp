@@ -15,6 +15,8 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <new>
 #include <set>
@@ -50,12 +52,15 @@ http_exchange::http_exchange(h2o_req_t* req, int fd) : m_req(req), m_fd(fd) {
         m_query.assign(req->path.base + req->query_at + 1, req->path.len - req->query_at - 1);
     }
     m_body = as_string(req->entity);
+    // The caller's X-Request-Id when it is a plain name (it names a file under --save-dir and
+    // goes into the log), else a fresh one.
     const ssize_t id = h2o_find_header_by_str(&req->headers, H2O_STRLIT("x-request-id"), -1);
-    if (id >= 0 && req->headers.entries[id].value.len > 0 && req->headers.entries[id].value.len <= 128) {
-        m_request_id = protocol::echo_safe(as_string(req->headers.entries[id].value));
-    } else {
-        m_request_id = protocol::random_hex(8);
-    }
+    const std::string given = id >= 0 ? as_string(req->headers.entries[id].value) : std::string();
+    const bool plain = !given.empty() && given.size() <= 128 && given.front() != '.' &&
+                       std::all_of(given.begin(), given.end(), [](char c) {
+                           return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+                       });
+    m_request_id = plain ? given : protocol::random_hex(8);
 }
 
 http_exchange::~http_exchange() {

@@ -5,7 +5,9 @@
 #include "protocol/control.hpp"
 #include "notebook/nbformat.hpp"
 #include "params/values.hpp"
+#include "daemon/loop/logging.hpp"
 #include "runner/notebook_engine.hpp"
+#include "runner/notebook_files.hpp"
 #include "runner/notebook_prep.hpp"
 #include "runner/papermill.hpp"
 #include "serve/http_response.hpp"
@@ -116,6 +118,7 @@ private:
             }
         }
         m_engine.finish(m_start, runner::wall_clock::now());
+        save();
         switch (stop.outcome) {
         case runner::run_outcome::ok:
             break;
@@ -152,6 +155,18 @@ private:
             return finish(std::move(*tagged));
         }
         finish({200, "application/x-ipynb+json", notebook::write_notebook(m_nb), {}});
+    }
+
+    // --save-dir: the executed notebook, whatever its outcome, as SAVE_DIR/REQUEST_ID.ipynb.
+    void save() {
+        const std::string& dir = owner().options().save_dir;
+        if (dir.empty()) {
+            return;
+        }
+        const std::string path = dir + "/" + exchange()->request_id() + ".ipynb";
+        if (auto st = runner::write_atomically(path, notebook::write_notebook(m_nb)); !st) {
+            daemon::logger("serve")->warn("cannot save {}: {}", path, st.err().message);
+        }
     }
 
     json m_nb;

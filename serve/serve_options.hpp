@@ -18,6 +18,7 @@ struct serve_options {
     client::curve_keys keys;            // for tcp:// endpoints
     std::string default_kernel = "python3"; // the pool a request without "kernel" runs on
     std::string root; // notebooks POST/GET /v1/run/{path} may run; empty: none
+    std::string save_dir; // each executed notebook kept as SAVE_DIR/REQUEST_ID.ipynb; empty: none
     // Callers must send `Authorization: token TOKEN` (or `Bearer TOKEN`); empty: no token, which
     // is refused off loopback.
     std::string token;

@@ -487,6 +487,19 @@ def test_run_without_a_root_runs_nothing(serve):
     assert r.status_code == 404 and "--root" in r.json()["message"]
 
 
+def test_save_dir_keeps_each_executed_notebook_under_its_request_id(serve, root, tmp_path):
+    s = serve("--root", str(root), "--save-dir", str(tmp_path))
+    r = s.get("/v1/run/plain.ipynb?a=3", headers={"X-Request-Id": "nightly-7"})
+    assert r.status_code == 200 and r.headers["x-request-id"] == "nightly-7"
+    saved = nbformat.read(str(tmp_path / "nightly-7.ipynb"), as_version=4)
+    assert saved.metadata.papermill.parameters == {"a": 3}
+    # A failed run is kept too; an id that is not a plain name is replaced, never used as a path.
+    r = s.get("/v1/run/fail.ipynb", headers={"X-Request-Id": "../../escape"})
+    assert r.status_code == 500 and re.fullmatch(r"[0-9a-f]{16}", r.headers["x-request-id"])
+    assert (tmp_path / (r.headers["x-request-id"] + ".ipynb")).exists()
+    assert sorted(os.listdir(tmp_path)) == sorted(["nightly-7.ipynb", r.headers["x-request-id"] + ".ipynb"])
+
+
 def test_run_refuses_parameters_that_are_not_an_object(serve, root):
     r = serve("--root", str(root)).post("/v1/run/plain.ipynb", {"parameters": [1]})
     assert r.status_code == 400 and r.json()["message"] == "field 'parameters' must be an object"
