@@ -3,6 +3,7 @@
 
 #include "cli/commands.hpp"
 
+#include <cstdlib>
 #include <algorithm>
 
 namespace kpool::cli {
@@ -32,6 +33,7 @@ const option_spec* find_option(const std::string& word) {
 invocation parse_command_line(int argc, char** argv) {
     invocation inv;
     inv.endpoint = client::default_endpoint();
+    inv.endpoint_given = std::getenv("KPOOL_ENDPOINT") != nullptr && *std::getenv("KPOOL_ENDPOINT") != '\0';
     std::vector<std::string> rest; // every word but the global options, in order
     for (int i = 1; i < argc; ++i) {
         const std::string word = argv[i];
@@ -44,6 +46,7 @@ invocation parse_command_line(int argc, char** argv) {
                 throw usage_error{word + " needs a value"};
             }
             *global = argv[++i];
+            inv.endpoint_given = inv.endpoint_given || global == &inv.endpoint;
         } else {
             rest.push_back(word);
         }

@@ -29,6 +29,8 @@ enum option : unsigned {
 struct invocation {
     // Global: which daemons, with which keys.
     std::string endpoint;
+    // --endpoint or $KPOOL_ENDPOINT said which (else `endpoint` is this user's default).
+    bool endpoint_given = false;
     std::string server_key;
     std::string client_key_file;
 

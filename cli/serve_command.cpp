@@ -2,6 +2,7 @@
 #include "cli/commands.hpp"
 #include "cli/exit_status.hpp"
 #include "client/daemon_set.hpp"
+#include "config/config.hpp"
 #include "serve/run_server.hpp"
 
 #include <cstdio>
@@ -24,7 +25,9 @@ Answers HTTP requests, each on a fresh warm kernel from kpoold, released after i
   GET  /v1/health   200 when a kpoold answers and a pool has or can start a kernel, else 503
   GET  /metrics     Prometheus text
 
-options:
+options (each overrides its key in --config's [serve]):
+  --config FILE           kpool.toml: its [serve] section, and its [daemon] control as the
+                          endpoint unless --endpoint or $KPOOL_ENDPOINT says otherwise
   --listen HOST:PORT      where to listen (default 127.0.0.1:8890; port 0: any free port)
   --root DIR              the notebooks /v1/run may run (none without it)
   --save-dir DIR          keep every executed notebook as DIR/REQUEST_ID.ipynb (X-Request-Id)
@@ -68,10 +71,43 @@ std::string first_line_of(const std::string& path) {
     return line;
 }
 
-serve::serve_options parse(const std::vector<std::string>& args) {
+// [serve] of a config file, as the starting point the flags override.
+void apply_config(const config::serve_config& c, serve::serve_options& o) {
+    const auto colon = c.listen.rfind(':');
+    o.host = c.listen.substr(0, colon);
+    if (o.host.size() > 2 && o.host.front() == '[' && o.host.back() == ']') {
+        o.host = o.host.substr(1, o.host.size() - 2);
+    }
+    o.port = std::stoi(c.listen.substr(colon + 1));
+    o.root = c.root;
+    o.save_dir = c.save_dir;
+    o.default_kernel = c.kernel;
+    if (!c.token_file.empty()) {
+        o.token = first_line_of(c.token_file);
+    }
+    o.cert_file = c.cert_file;
+    o.key_file = c.key_file;
+    o.queue_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(c.queue_timeout_s * 1000));
+    o.max_queue = static_cast<std::size_t>(c.max_queue);
+    o.max_body = static_cast<std::size_t>(c.max_body);
+    o.stop_grace = std::chrono::milliseconds(static_cast<std::int64_t>(c.stop_grace_s * 1000));
+}
+
+// `control` is the config's [daemon] control when --config names one.
+serve::serve_options parse(const std::vector<std::string>& args, std::string& control) {
     serve::serve_options o;
     if (const char* token = std::getenv("KPOOL_SERVE_TOKEN"); token != nullptr) {
         o.token = token;
+    }
+    for (std::size_t i = 0; i + 1 < args.size(); ++i) {
+        if (args[i] == "--config") {
+            auto cfg = config::load_config_file(args[i + 1]);
+            if (!cfg) {
+                throw usage_failure(cfg.err().message);
+            }
+            apply_config(cfg->serve, o);
+            control = cfg->daemon.control;
+        }
     }
     for (std::size_t i = 0; i < args.size(); ++i) {
         const std::string& a = args[i];
@@ -81,7 +117,9 @@ serve::serve_options parse(const std::vector<std::string>& args) {
             }
             return args[++i];
         };
-        if (a == "--listen") {
+        if (a == "--config") {
+            value(); // read first, above
+        } else if (a == "--listen") {
             const std::string& v = value();
             const auto colon = v.rfind(':');
             if (colon == std::string::npos || colon == 0) {
@@ -133,13 +171,14 @@ int serve_command_line(const invocation& inv) {
         }
     }
     serve::serve_options options;
+    std::string control; // from --config
     try {
-        options = parse(inv.raw);
+        options = parse(inv.raw, control);
     } catch (const usage_failure& e) {
         std::fprintf(stderr, "kpool serve: %s\n\n%s", e.what(), serve_usage);
         return exit_status::usage;
     }
-    auto endpoints = client::parse_endpoints(inv.endpoint);
+    auto endpoints = client::parse_endpoints(!inv.endpoint_given && !control.empty() ? control : inv.endpoint);
     if (!endpoints) {
         std::fprintf(stderr, "kpool serve: %s\n", endpoints.err().message.c_str());
         return exit_status::usage;

@@ -385,10 +385,45 @@ pool_config read_pool(const std::string& name, const toml::table& table, const d
     return p;
 }
 
+serve_config read_serve(const toml::table& root) {
+    serve_config s;
+    const toml::table* t = sub_table(root, "serve");
+    if (t == nullptr) {
+        return s;
+    }
+    const toml::table& table = *t;
+    check_known_keys(table, "[serve]",
+                     {"listen", "root", "save_dir", "kernel", "token_file", "cert_file", "key_file",
+                      "queue_timeout_s", "max_queue", "max_body", "stop_grace_s"});
+    s.listen = read_string(table, "listen", s.listen);
+    check_value(table, "listen", [&] { return valid_host_port(s.listen) && s.listen.front() != ':'; },
+                "'listen' must be HOST:PORT with an IP address, e.g. \"127.0.0.1:8890\"");
+    for (auto [key, field] : {std::pair{"root", &s.root}, std::pair{"save_dir", &s.save_dir},
+                              std::pair{"token_file", &s.token_file}, std::pair{"cert_file", &s.cert_file},
+                              std::pair{"key_file", &s.key_file}}) {
+        *field = read_string(table, key, "");
+        check_value(table, key, [&] { return field->empty() || field->starts_with("/"); },
+                    "'" + std::string(key) + "' must be an absolute path");
+    }
+    s.kernel = read_string(table, "kernel", s.kernel);
+    check_value(table, "kernel", [&] { return valid_pool_name(s.kernel); },
+                "'kernel' must be a pool name (letters, digits, '-', '_', '.')");
+    if (s.cert_file.empty() != s.key_file.empty()) {
+        fail(table.get(s.cert_file.empty() ? "key_file" : "cert_file")->source(),
+             "TLS needs both 'cert_file' and 'key_file'");
+    }
+    s.queue_timeout_s = read_seconds(table, "queue_timeout_s", s.queue_timeout_s, 0, 3600, true);
+    s.max_queue = read_int(table, "max_queue", s.max_queue, 1, 100000);
+    s.max_body = read_int(table, "max_body", s.max_body, 1024, 1 << 30);
+    s.stop_grace_s = read_seconds(table, "stop_grace_s", s.stop_grace_s, 0, 3600, true);
+    return s;
+}
+
 config read_config(const toml::table& root) {
-    check_known_keys(root, "the top level", {"daemon", "pools"});
+    check_known_keys(root, "the top level", {"daemon", "pools", "serve"});
     config cfg;
     cfg.daemon = read_daemon(root);
+    cfg.serve = read_serve(root);
     const toml::table* pools = sub_table(root, "pools");
     if (pools == nullptr || pools->empty()) {
         fail(pools != nullptr ? pools->source() : root.source(),

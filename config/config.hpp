@@ -96,9 +96,25 @@ struct daemon_config {
     bool restricts_ipc_peers() const { return !allowed_uids.empty() || !allowed_gids.empty(); }
 };
 
+// [serve]: `kpool serve --config FILE` (docs/serve.md); its flags override each key.
+struct serve_config {
+    std::string listen = "127.0.0.1:8890"; // HOST:PORT
+    std::string root;       // absolute; the notebooks /v1/run may run
+    std::string save_dir;   // absolute; every executed notebook kept there
+    std::string kernel = "python3";
+    std::string token_file; // absolute; required off loopback
+    std::string cert_file;  // absolute; with key_file: TLS
+    std::string key_file;
+    double queue_timeout_s = 5;
+    int max_queue = 64;
+    int max_body = 16 << 20;
+    double stop_grace_s = 30;
+};
+
 struct config {
     daemon_config daemon;
     std::vector<pool_config> pools;
+    serve_config serve;
 
     const pool_config* find_pool(std::string_view name) const;
 };

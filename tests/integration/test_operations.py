@@ -255,7 +255,7 @@ def test_the_systemd_unit_passes_systemd_analyze_verify(tmp_path):
     # kpool serve's unit, beside it (it requires kpoold.service, found in the same folder).
     with open(os.path.join(SOURCE_DIR, "systemd", "kpool-serve.service")) as f:
         serve_unit = f.read()
-    assert "ExecStart=/usr/bin/kpool --endpoint ipc:///run/kpool/control serve" in serve_unit
+    assert "ExecStart=/usr/bin/kpool serve --config /etc/kpool/kpool.toml" in serve_unit
     kpool_cli = os.environ.get("KPOOL_CLI") or os.path.join(os.path.dirname(KPOOLD), "kpool")
     (tmp_path / "kpool-serve.service").write_text(serve_unit.replace("/usr/bin/kpool", os.path.abspath(kpool_cli)))
     out = subprocess.run([analyze, "verify", str(tmp_path / "kpool-serve.service")],

@@ -500,6 +500,29 @@ def test_save_dir_keeps_each_executed_notebook_under_its_request_id(serve, root,
     assert sorted(os.listdir(tmp_path)) == sorted(["nightly-7.ipynb", r.headers["x-request-id"] + ".ipynb"])
 
 
+def test_serve_reads_its_section_of_kpool_toml(daemon, root, tmp_path):
+    token = tmp_path / "token"
+    token.write_text("from-config\n")
+    cfg = tmp_path / "kpool.toml"
+    cfg.write_text('[daemon]\ncontrol = "%s"\n[pools.python3]\nsize = 1\n[serve]\nlisten = "127.0.0.1:0"\n'
+                   'root = "%s"\ntoken_file = "%s"\nqueue_timeout_s = 7\n' % (daemon.endpoint, root, token))
+    env = {k: v for k, v in os.environ.items() if k != "KPOOL_ENDPOINT"}
+    proc = subprocess.Popen([KPOOL, "serve", "--config", str(cfg)], stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        url = "http://" + re.search(r"://(127\.0\.0\.1:\d+)/", proc.stderr.readline()).group(1)
+        assert requests.get(url + "/v1/run/plain.ipynb", timeout=60).status_code == 401
+        r = requests.get(url + "/v1/run/plain.ipynb?format=outputs", headers={"Authorization": "token from-config"},
+                         timeout=60)
+        assert r.status_code == 200, r.text  # the endpoint came from [daemon] control
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    cfg.write_text('[pools.python3]\n[serve]\nlisten = "127.0.0.1"\n')
+    r = subprocess.run([KPOOL, "serve", "--config", str(cfg)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2
+    assert "kpool.toml:3:10: 'listen' must be HOST:PORT with an IP address" in r.stderr
+
+
 def test_run_refuses_parameters_that_are_not_an_object(serve, root):
     r = serve("--root", str(root)).post("/v1/run/plain.ipynb", {"parameters": [1]})
     assert r.status_code == 400 and r.json()["message"] == "field 'parameters' must be an object"
