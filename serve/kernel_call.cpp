@@ -110,8 +110,12 @@ void kernel_call::poll() {
     }
     m_owner.control_at(m_daemon, {{"op", "poll"}, {"kernel_id", m_kernel_id}}, control_margin,
                        [self = shared_from_this()](result<json> reply) {
-                           if (reply && reply->value("ok", false) && !reply->value("alive", true) &&
-                               self->m_session) {
+                           // Kernels die with their daemon: one that stays unreachable for a few
+                           // polls took this kernel with it.
+                           self->m_unanswered_polls = reply ? 0 : self->m_unanswered_polls + 1;
+                           const bool dead = (reply && reply->value("ok", false) && !reply->value("alive", true)) ||
+                                             self->m_unanswered_polls >= 3;
+                           if (dead && self->m_session) {
                                self->m_session->kernel_died();
                            }
                        });

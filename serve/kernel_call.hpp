@@ -68,6 +68,7 @@ private:
     daemon::uv_timer m_poll;
     bool m_finished = false;
     bool m_stopped = false;
+    int m_unanswered_polls = 0; // in a row
 };
 
 } // namespace kpool::serve

@@ -25,7 +25,10 @@ int run_server(const serve_options& options, std::FILE* log) {
             std::fflush(log);
             bool stopping = false;
             auto on_signal = [&](int) {
-                if (stopping) {
+                if (stopping) { // again: no more grace
+                    std::fprintf(log, "kpool serve: stopping now (running code interrupted)\n");
+                    std::fflush(log);
+                    s->stop_running_code();
                     return;
                 }
                 stopping = true;

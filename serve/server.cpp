@@ -215,16 +215,18 @@ void server::track(const std::shared_ptr<kernel_call>& call) {
     m_calls.push_back(call);
 }
 
+void server::stop_running_code() {
+    for (const auto& c : m_calls) {
+        if (auto call = c.lock()) {
+            call->stop();
+        }
+    }
+}
+
 void server::shut_down(std::chrono::milliseconds grace, std::function<void()> done) {
     m_on_shut_down = std::move(done);
     m_http->stop_listening();
-    m_grace.start(grace, [this] {
-        for (const auto& c : m_calls) {
-            if (auto call = c.lock()) {
-                call->stop();
-            }
-        }
-    });
+    m_grace.start(grace, [this] { stop_running_code(); });
     finish_shutdown_if_idle();
 }
 

@@ -36,6 +36,8 @@ public:
     // Stops accepting; requests in flight finish (their kernels released), then `done`. After
     // `grace`, code still running is interrupted and its request answered 503.
     void shut_down(std::chrono::milliseconds grace, std::function<void()> done);
+    // What the grace's end does, now: code still running is interrupted, its request answered 503.
+    void stop_running_code();
 
     // For the requests' flows (exec_call.cpp):
     const serve_options& options() const { return m_options; }
