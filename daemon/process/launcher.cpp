@@ -15,6 +15,23 @@ std::string exit_status::describe() const {
     return "exit code " + std::to_string(code);
 }
 
+namespace {
+
+// To the process group the kernel leads; a child forked a moment ago may not lead one yet (the
+// zygote's child calls setpgid itself, first thing): then to the child alone, which has no
+// children of its own yet either.
+int kill_group(int pid, int signum) {
+    if (::kill(-pid, signum) == 0) {
+        return 0;
+    }
+    if (errno == ESRCH && ::kill(pid, signum) == 0) {
+        return 0;
+    }
+    return -errno;
+}
+
+} // namespace
+
 int process_record::signal_group(int signum) {
     if (exited) {
         return -ESRCH;
@@ -23,7 +40,7 @@ int process_record::signal_group(int signum) {
         pending_signal = signum;
         return 0;
     }
-    return ::kill(-pid, signum) == 0 ? 0 : -errno;
+    return kill_group(pid, signum);
 }
 
 void process_record::started(int new_pid) {
@@ -32,13 +49,13 @@ void process_record::started(int new_pid) {
         pending_signal = SIGKILL; // nobody wants it any more
     }
     if (pending_signal != 0) {
-        ::kill(-pid, pending_signal);
+        kill_group(pid, pending_signal);
     }
 }
 
 void process_record::drop() {
     if (pid != 0 && !exited) {
-        ::kill(-pid, SIGKILL);
+        kill_group(pid, SIGKILL);
     }
     owner_gone = true;
 }
