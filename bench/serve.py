@@ -34,13 +34,13 @@ def hello_notebook(path):
 def load(n, concurrency, one):
     """Runs one(session) n times from `concurrency` threads: (seconds, [(ms, status)])."""
     results, lock = [], threading.Lock()
-    todo = iter(range(n))
+    remaining = iter(range(n))
 
     def worker():
         with requests.Session() as s:
             while True:
                 with lock:
-                    if next(todo, None) is None:
+                    if next(remaining, None) is None:
                         return
                 t = time.perf_counter()
                 status = one(s)

@@ -15,12 +15,9 @@ control_channel::control_channel(uv_loop_t* loop, zmq::context_t& zmq, std::stri
     connect();
 }
 
-control_channel::~control_channel() {
-    auto pending = std::move(m_pending);
-    for (auto& [id, p] : pending) {
-        p.done(error{errc::unavailable, "kpool serve is stopping"});
-    }
-}
+// Requests still pending are dropped unanswered: their owners are being destroyed too (kpool
+// serve stops only once no request is in flight), and calling back into them would not be safe.
+control_channel::~control_channel() = default;
 
 void control_channel::connect() {
     m_watcher.reset();

@@ -1,6 +1,6 @@
 // kpoold's control protocol from the event loop: one DEALER socket to one daemon, requests
 // tagged with a req_id and matched to their replies, each request answered exactly once (its
-// reply, or an error when none came in time). An acquire whose reply comes after its caller gave
+// reply, or an error when none came in time) while the channel lives. An acquire whose reply comes after its caller gave
 // up holds a kernel nobody will use: it is released at once, so no kernel leaks.
 #pragma once
 
@@ -28,7 +28,7 @@ public:
 
     control_channel(uv_loop_t* loop, zmq::context_t& zmq, std::string endpoint,
                     client::curve_keys keys = {});
-    ~control_channel(); // pending requests are answered with an error
+    ~control_channel(); // pending requests are dropped: see control_channel.cpp
     control_channel(const control_channel&) = delete;
     control_channel& operator=(const control_channel&) = delete;
 
