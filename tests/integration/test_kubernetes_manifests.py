@@ -18,50 +18,94 @@ SCHEMA = {
     "Secret": {"apiVersion", "kind", "metadata", "type", "stringData", "data"},
     "Service": {"apiVersion", "kind", "metadata", "spec"},
     "DaemonSet": {"apiVersion", "kind", "metadata", "spec"},
+    "Deployment": {"apiVersion", "kind", "metadata", "spec"},
 }
-API = {"Namespace": "v1", "ConfigMap": "v1", "Secret": "v1", "Service": "v1", "DaemonSet": "apps/v1"}
+API = {"Namespace": "v1", "ConfigMap": "v1", "Secret": "v1", "Service": "v1", "DaemonSet": "apps/v1",
+       "Deployment": "apps/v1"}
 POD_SPEC = {"terminationGracePeriodSeconds", "enableServiceLinks", "automountServiceAccountToken",
             "securityContext", "initContainers", "containers", "volumes"}
 CONTAINER = {"name", "image", "command", "env", "ports", "readinessProbe", "livenessProbe",
              "resources", "securityContext", "volumeMounts"}
 POD_SECURITY = {"runAsNonRoot", "runAsUser", "runAsGroup", "fsGroup", "seccompProfile"}
 CONTAINER_SECURITY = {"allowPrivilegeEscalation", "readOnlyRootFilesystem", "capabilities"}
-PROBE = {"exec", "initialDelaySeconds", "periodSeconds", "timeoutSeconds", "failureThreshold"}
+PROBE = {"exec", "httpGet", "initialDelaySeconds", "periodSeconds", "timeoutSeconds", "failureThreshold"}
 
 
-def objects():
+def all_objects():
+    """Every object of every manifest, keyed by (kind, name)."""
     found = {}
     for name in sorted(os.listdir(MANIFESTS)):
         if name.endswith(".yaml"):
             with open(os.path.join(MANIFESTS, name)) as f:
                 for doc in yaml.safe_load_all(f):
-                    found[doc["kind"]] = doc
+                    key = (doc["kind"], doc["metadata"]["name"])
+                    assert key not in found, "%s %s defined twice" % key
+                    found[key] = doc
     return found
 
 
+def objects():
+    """kpoold's objects (the DaemonSet and what it uses), keyed by kind."""
+    return {kind: doc for (kind, name), doc in all_objects().items() if not name.startswith("kpool-serve")}
+
+
+def pod_specs():
+    return [obj["spec"]["template"]["spec"] for obj in all_objects().values()
+            if obj["kind"] in ("DaemonSet", "Deployment")]
+
+
 def test_every_manifest_parses_and_uses_known_fields():
-    objs = objects()
-    assert set(objs) == set(SCHEMA)
-    for kind, obj in objs.items():
+    objs = all_objects()
+    assert {kind for kind, _ in objs} == set(SCHEMA)
+    namespace = objs[("Namespace", "kpool")]["metadata"]["name"]
+    for (kind, _), obj in objs.items():
         assert set(obj) <= SCHEMA[kind], (kind, set(obj) - SCHEMA[kind])
         assert obj["apiVersion"] == API[kind]
         assert set(obj["metadata"]) <= {"name", "namespace", "labels"}
         if kind != "Namespace":
-            assert obj["metadata"]["namespace"] == objs["Namespace"]["metadata"]["name"]
-    pod = objs["DaemonSet"]["spec"]["template"]["spec"]
-    assert set(pod) <= POD_SPEC, set(pod) - POD_SPEC
-    assert set(pod["securityContext"]) <= POD_SECURITY
-    for c in pod["containers"] + pod["initContainers"]:
-        assert set(c) <= CONTAINER, set(c) - CONTAINER
-        assert set(c["securityContext"]) <= CONTAINER_SECURITY
-        assert c["securityContext"]["allowPrivilegeEscalation"] is False
-        assert c["securityContext"]["readOnlyRootFilesystem"] is True
-        assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
-        for probe in ("readinessProbe", "livenessProbe"):
-            if probe in c:
-                assert set(c[probe]) <= PROBE
-                assert c[probe]["exec"]["command"] == ["kpool", "ping"]
-    assert pod["securityContext"]["runAsNonRoot"] is True
+            assert obj["metadata"]["namespace"] == namespace
+    for pod in pod_specs():
+        assert set(pod) <= POD_SPEC, set(pod) - POD_SPEC
+        assert set(pod["securityContext"]) <= POD_SECURITY
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        for c in pod["containers"] + pod.get("initContainers", []):
+            assert set(c) <= CONTAINER, set(c) - CONTAINER
+            assert set(c["securityContext"]) <= CONTAINER_SECURITY
+            assert c["securityContext"]["allowPrivilegeEscalation"] is False
+            assert c["securityContext"]["readOnlyRootFilesystem"] is True
+            assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+            for probe in ("readinessProbe", "livenessProbe"):
+                if probe in c:
+                    assert set(c[probe]) <= PROBE
+                    assert c[probe].get("exec", {}).get("command") == ["kpool", "ping"] or \
+                        c[probe]["httpGet"]["path"] == "/v1/health"
+
+
+def test_kpool_serve_fronts_the_daemons_with_a_key_they_allow():
+    objs = all_objects()
+    deploy, svc = objs[("Deployment", "kpool-serve")], objs[("Service", "kpool-serve")]
+    secret = objs[("Secret", "kpool-serve")]
+    labels = deploy["spec"]["template"]["metadata"]["labels"]
+    assert deploy["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert svc["spec"]["selector"].items() <= labels.items()
+    pod = deploy["spec"]["template"]["spec"]
+    serve = pod["containers"][0]
+    assert serve["command"][:2] == ["kpool", "serve"]
+    listen = serve["command"][serve["command"].index("--listen") + 1]
+    assert not listen.startswith("127.") and "--token-file" in serve["command"]  # off loopback: a token
+    assert {p["targetPort"] for p in svc["spec"]["ports"]} <= {p["name"] for p in serve["ports"]}
+    env = {e["name"]: e for e in serve["env"]}
+    assert env["KPOOL_ENDPOINT"]["value"].startswith("dns:" + objs[("Service", "kpool")]["metadata"]["name"] + ".")
+    assert env["KPOOL_SERVER_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "kpool-curve"
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    for m in serve["volumeMounts"]:
+        assert m["name"] in volumes
+    assert volumes["serve-secret"]["secret"]["secretName"] == secret["metadata"]["name"]
+    assert {"serve.key", "token"} <= set(secret["stringData"])
+    # The daemons let it in: its public key is in curve_allowed_keys, with a comment saying whose.
+    config = objs[("ConfigMap", "kpool-config")]["data"]["kpool.toml"]
+    assert any("kpool serve" in line and '"' in line for line in config.splitlines()
+               if line.strip().startswith('"'))
 
 
 def test_names_labels_ports_volumes_and_keys_agree():
