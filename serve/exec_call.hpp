@@ -1,13 +1,12 @@
-// One POST /v1/exec from body to answer: a warm kernel acquired with the request's cwd/env, the
-// code executed, its outputs collected (as `kpool exec --json` gives them), the kernel released.
-// Owns itself (shared) until the kernel is back with kpoold, whatever happened to the caller: a
-// client that goes away mid-run gets its kernel interrupted and released.
+// One POST /v1/exec from body to answer: the code executed on a fresh warm kernel (kernel_call
+// acquires and releases it), its outputs collected as `kpool exec --json` gives them. The
+// request has been admitted (server::admit); the call ends it with request_finished.
 #pragma once
 
 #include "serve/exec_body.hpp"
 #include "serve/http_server.hpp"
 
-#include <memory>
+#include <chrono>
 
 namespace kpool::serve {
 

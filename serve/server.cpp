@@ -1,18 +1,19 @@
-// server: routing, the token, health and metrics; POST /v1/exec's flow is exec_call.cpp.
+// server: a request's route (serve/routing) carried out, admission (429), health, metrics, the
+// pools' pace for Retry-After, and the orderly stop. The code-running flows are exec_call.cpp
+// and run_call.cpp.
 #include "serve/server.hpp"
 
-#include "serve/http_response.hpp"
 #include "serve/exec_call.hpp"
+#include "serve/http_response.hpp"
 #include "serve/kernel_call.hpp"
 #include "serve/routing.hpp"
 #include "serve/run_call.hpp"
-#include "protocol/control.hpp"
 
 #include <arpa/inet.h>
-#include <algorithm>
-#include <cmath>
 #include <sodium.h>
 
+#include <algorithm>
+#include <cmath>
 #include <variant>
 
 namespace kpool::serve {
@@ -30,7 +31,8 @@ bool is_loopback(const std::string& host) {
 }
 
 server::server(uv_loop_t* loop, serve_options options)
-    : m_loop(loop), m_options(std::move(options)), m_zmq(1), m_reaper(loop), m_closing(loop), m_grace(loop), m_pace_timer(loop) {}
+    : m_loop(loop), m_options(std::move(options)), m_zmq(1), m_reaper(loop), m_closing(loop), m_grace(loop),
+      m_pace_timer(loop) {}
 
 server::~server() {
     m_http.reset();
