@@ -76,7 +76,12 @@ void kernel_call::on_acquired(result<json> reply, std::size_t daemon) {
                                                "the kernel did not answer: " + kernel_info.err().message));
         }
         self->m_kernel_info = std::move(*kernel_info);
-        self->m_poll.start(poll_every, [self] { self->poll(); }, poll_every);
+        // Weak: the timer is the call's own, and must not keep the call alive (a cycle).
+        self->m_poll.start(poll_every, [weak = self->weak_from_this()] {
+            if (auto call = weak.lock()) {
+                call->poll();
+            }
+        }, poll_every);
         self->run();
     });
 }
