@@ -8,11 +8,6 @@
 namespace kpool::runner {
 namespace {
 
-bool has_tag(const json& cell, const std::string& tag) {
-    const json& tags = cell.value("metadata", json::object()).value("tags", json::array());
-    return tags.is_array() && std::find(tags.begin(), tags.end(), json(tag)) != tags.end();
-}
-
 bool blank(const std::string& s) { return s.find_first_not_of(" \t\n\r\f\v") == std::string::npos; }
 
 } // namespace

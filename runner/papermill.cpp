@@ -109,12 +109,15 @@ std::string nb_language(const json& nb, const std::string& override_language, co
     return fallback;
 }
 
+bool has_tag(const json& cell, const std::string& tag) {
+    const json& tags = cell.value("metadata", json::object()).value("tags", json::array());
+    return tags.is_array() && std::find(tags.begin(), tags.end(), json(tag)) != tags.end();
+}
+
 long first_tagged_cell(const json& nb, const std::string& tag) {
     const json& cells = nb["cells"];
     for (std::size_t i = 0; i < cells.size(); ++i) {
-        const json& meta = cells[i].value("metadata", json::object());
-        const json& tags = meta.value("tags", json::array());
-        if (tags.is_array() && std::find(tags.begin(), tags.end(), json(tag)) != tags.end()) {
+        if (has_tag(cells[i], tag)) {
             return static_cast<long>(i);
         }
     }

@@ -33,6 +33,9 @@ std::string nb_kernel_name(const json& nb, const std::string& override_name);
 // else metadata.language_info.name, else `fallback`.
 std::string nb_language(const json& nb, const std::string& override_language, const std::string& fallback);
 
+// Whether `cell` carries `tag` in metadata.tags.
+bool has_tag(const json& cell, const std::string& tag);
+
 // The first cell carrying `tag` in metadata.tags, or -1.
 long first_tagged_cell(const json& nb, const std::string& tag);
 

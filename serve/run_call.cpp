@@ -24,17 +24,11 @@ namespace {
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
-bool has_tag(const json& cell, const std::string& tag) {
-    const json& tags = cell.value("metadata", json::object()).value("tags", json::array());
-    return tags.is_array() && std::find(tags.begin(), tags.end(), json(tag)) != tags.end();
-}
-
 // The cell tagged `response`'s last output as an answer; its richest mime type wins.
 std::optional<http_response> tagged_response(const json& nb) {
-    for (const json& cell : nb["cells"]) {
-        if (!has_tag(cell, "response")) {
-            continue;
-        }
+    const long tagged = runner::first_tagged_cell(nb, "response");
+    if (tagged >= 0) {
+        const json& cell = nb["cells"][static_cast<std::size_t>(tagged)];
         const json& outputs = cell.value("outputs", json::array());
         if (outputs.empty()) {
             return http_response{204, "text/plain", "", {}};
