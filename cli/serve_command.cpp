@@ -5,6 +5,7 @@
 #include "config/config.hpp"
 #include "serve/run_server.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -24,6 +25,9 @@ Answers HTTP requests, each on a fresh warm kernel from kpoold, released after i
                     the same with parameters typed as -p types them
   GET  /v1/health   200 when a kpoold answers and a pool has or can start a kernel, else 503
   GET  /metrics     Prometheus text
+  /api/kernels, /api/kernelspecs, /api/kernels/ID/channels: the Kernel Gateway API, for
+                    `jupyter server --gateway-url http://HOST:PORT` (pooled kernels, restart
+                    swaps in a warm one)
 
 options (each overrides its key in --config's [serve]):
   --config FILE           kpool.toml: its [serve] section, and its [daemon] control as the
@@ -40,6 +44,18 @@ options (each overrides its key in --config's [serve]):
   --max-body BYTES        larger request bodies: 413 (default 16777216)
   --stop-grace S          on SIGTERM, requests in flight get S seconds to finish, then their
                           code is interrupted and they are answered 503 (default 30)
+gateway options (as Kernel Gateway's flags):
+  --cull-idle-timeout S   shut down gateway kernels idle for S seconds (default 0: never)
+  --cull-interval S       how often to look for idle kernels (default 300)
+  --cull-connected        cull idle kernels with a websocket connected too
+  --cull-busy             cull busy kernels too
+  --kernel-lease S        each kernel's lease, renewed while it is held (default 120): kernels
+                          outlive a kpool serve that dies by this much at most
+  --env-whitelist A,B     variables a start request may set besides KERNEL_*
+  --max-kernels N         gateway kernels held at once (403 beyond; default: no limit)
+  --allow-origin O        CORS Access-Control-Allow-Origin (and websocket origins; * for any)
+  --allow-credentials V --allow-headers V --allow-methods V --expose-headers V --max-age V
+                          the other CORS headers, sent when set
 )usage";
 
 struct usage_failure : std::runtime_error {
@@ -154,6 +170,38 @@ serve::serve_options parse(const std::vector<std::string>& args, std::string& co
             o.stop_grace = std::chrono::milliseconds(static_cast<std::int64_t>(positive(value(), a) * 1000));
         } else if (a == "--max-body") {
             o.max_body = static_cast<std::size_t>(positive(value(), a));
+        } else if (a == "--cull-idle-timeout") {
+            const std::string& v = value();
+            o.gateway.cull_idle_timeout = std::chrono::seconds(v == "0" ? 0 : static_cast<std::int64_t>(positive(v, a)));
+        } else if (a == "--cull-interval") {
+            o.gateway.cull_interval = std::chrono::seconds(static_cast<std::int64_t>(positive(value(), a)));
+        } else if (a == "--cull-connected") {
+            o.gateway.cull_connected = true;
+        } else if (a == "--cull-busy") {
+            o.gateway.cull_busy = true;
+        } else if (a == "--kernel-lease") {
+            o.gateway.kernel_lease = std::chrono::seconds(std::max<std::int64_t>(3, static_cast<std::int64_t>(positive(value(), a))));
+        } else if (a == "--env-whitelist") {
+            std::stringstream names(value());
+            for (std::string name; std::getline(names, name, ',');) {
+                if (!name.empty()) {
+                    o.gateway.env_whitelist.push_back(name);
+                }
+            }
+        } else if (a == "--max-kernels") {
+            o.gateway.max_kernels = static_cast<std::size_t>(positive(value(), a));
+        } else if (a == "--allow-origin") {
+            o.gateway.allow_origin = value();
+        } else if (a == "--allow-credentials") {
+            o.gateway.allow_credentials = value();
+        } else if (a == "--allow-headers") {
+            o.gateway.allow_headers = value();
+        } else if (a == "--allow-methods") {
+            o.gateway.allow_methods = value();
+        } else if (a == "--expose-headers") {
+            o.gateway.expose_headers = value();
+        } else if (a == "--max-age") {
+            o.gateway.max_age = value();
         } else {
             throw usage_failure("unknown option '" + a + "'");
         }

@@ -132,6 +132,15 @@ json salvage_req_id(std::string_view bytes) {
     return nullptr;
 }
 
+namespace {
+result<double> lease_seconds(const json& v) {
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() <= 0 || v.get<double>() > max_lease_s) {
+        return bad("field 'lease_s' must be a number above 0 and at most 31536000");
+    }
+    return v.get<double>();
+}
+} // namespace
+
 result<acquire_args> parse_acquire(const json& body) {
     if (auto st = only_fields(body, {"op", "req_id", "pool", "timeout_ms", "lease_s", "cwd", "env"});
         !st) {
@@ -152,11 +161,11 @@ result<acquire_args> parse_acquire(const json& body) {
         args.timeout_ms = it->get<std::int64_t>();
     }
     if (auto it = body.find("lease_s"); it != body.end()) {
-        if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() <= 0 ||
-            it->get<double>() > max_lease_s) {
-            return bad("field 'lease_s' must be a number above 0 and at most 31536000");
+        auto lease = lease_seconds(*it);
+        if (!lease) {
+            return lease.err();
         }
-        args.lease_s = it->get<double>();
+        args.lease_s = *lease;
     }
     if (auto it = body.find("cwd"); it != body.end() && !it->is_null()) {
         if (!it->is_string() || it->get_ref<const std::string&>().empty() ||
@@ -205,6 +214,25 @@ result<signal_args> parse_signal(const json& body) {
         return bad("field 'signum' must be a signal number from 1 to 64");
     }
     return signal_args{std::move(*id), static_cast<int>(it->get<std::int64_t>())};
+}
+
+result<renew_args> parse_renew(const json& body) {
+    if (auto st = only_fields(body, {"op", "req_id", "kernel_id", "lease_s"}); !st) {
+        return st.err();
+    }
+    auto id = required_string(body, "kernel_id");
+    if (!id) {
+        return id.err();
+    }
+    auto it = body.find("lease_s");
+    if (it == body.end()) {
+        return bad("missing field 'lease_s'");
+    }
+    auto lease = lease_seconds(*it);
+    if (!lease) {
+        return lease.err();
+    }
+    return renew_args{std::move(*id), *lease};
 }
 
 result<pool_args> parse_resize(const json& body) {

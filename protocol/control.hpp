@@ -60,6 +60,11 @@ struct acquire_args {
 struct kernel_args {
     std::string kernel_id;
 };
+// For renew: a kernel id and its new lease, counted from now.
+struct renew_args {
+    std::string kernel_id;
+    double lease_s = 0;
+};
 struct signal_args {
     std::string kernel_id;
     int signum = 0;
@@ -76,6 +81,7 @@ result<pool_args> parse_resize(const nlohmann::json& body);
 result<pool_args> parse_drain(const nlohmann::json& body);
 result<kernel_args> parse_kernel_op(const nlohmann::json& body);
 result<signal_args> parse_signal(const nlohmann::json& body);
+result<renew_args> parse_renew(const nlohmann::json& body);
 // For ops that take no arguments (ping, status, kernelspecs): only op and req_id allowed.
 status parse_no_args(const nlohmann::json& body);
 

@@ -77,7 +77,8 @@ std::string url_decode(std::string_view s) {
     return out;
 }
 
-// Calls fn(name, value) for each `name=value` of a query string, both decoded.
+} // namespace
+
 void for_each_query_pair(std::string_view query,
                          const std::function<void(const std::string&, const std::string&)>& fn) {
     std::size_t at = 0;
@@ -91,8 +92,6 @@ void for_each_query_pair(std::string_view query,
         }
     }
 }
-
-} // namespace
 
 result<exec_body> parse_exec_body(std::string_view text) {
     auto j = body_object(text);

@@ -7,6 +7,7 @@
 #include "protocol/result.hpp"
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -39,6 +40,10 @@ result<run_body> parse_run_body(std::string_view body);
 // GET /v1/run/{path}?a=1&b=x: every name but `format` a parameter, typed as `-p` types it;
 // `format=outputs` or `format=notebook`.
 result<run_body> parse_run_query(std::string_view query);
+// Calls fn(name, value) for each `name=value` of a query string, both %-decoded.
+void for_each_query_pair(std::string_view query,
+                         const std::function<void(const std::string&, const std::string&)>& fn);
+
 // Applies ?format=... to a POST's body.
 status apply_format(std::string_view query, run_body& body);
 

@@ -52,6 +52,9 @@ http_exchange::http_exchange(h2o_req_t* req, int fd) : m_req(req), m_fd(fd) {
         m_query.assign(req->path.base + req->query_at + 1, req->path.len - req->query_at - 1);
     }
     m_body = as_string(req->entity);
+    m_authority = as_string(req->authority);
+    m_upgrade = as_string(req->upgrade);
+    m_http1 = req->version < 0x200;
     // The caller's X-Request-Id when it is a plain name (it names a file under --save-dir and
     // goes into the log), else a fresh one.
     const ssize_t id = h2o_find_header_by_str(&req->headers, H2O_STRLIT("x-request-id"), -1);
@@ -91,15 +94,28 @@ std::optional<std::string> http_exchange::header(std::string_view name) const {
     return as_string(m_req->headers.entries[at].value);
 }
 
+void http_exchange::log_access(int status) const {
+    daemon::logger("access")->info(
+        "{} {} {} {:.1f}ms kernel={} request={}", protocol::echo_safe(m_method), protocol::echo_safe(m_path), status,
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - m_arrived).count(),
+        m_kernel_id.empty() ? "-" : m_kernel_id, m_request_id);
+}
+
+st_h2o_req_t* http_exchange::take_for_upgrade() {
+    if (m_answered || m_req == nullptr) {
+        return nullptr;
+    }
+    m_answered = true;
+    log_access(101);
+    return m_req;
+}
+
 void http_exchange::respond(http_response response) {
     if (m_answered) {
         return;
     }
     m_answered = true;
-    daemon::logger("access")->info(
-        "{} {} {} {:.1f}ms kernel={} request={}", protocol::echo_safe(m_method), protocol::echo_safe(m_path),
-        response.status, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - m_arrived).count(),
-        m_kernel_id.empty() ? "-" : m_kernel_id, m_request_id);
+    log_access(response.status);
     if (m_req == nullptr) {
         return; // the client went away
     }
@@ -330,6 +346,7 @@ http_server::~http_server() {
 
 const char* reason_phrase(int status) {
     switch (status) {
+    case 101: return "Switching Protocols";
     case 200: return "OK";
     case 201: return "Created";
     case 204: return "No Content";
@@ -337,6 +354,7 @@ const char* reason_phrase(int status) {
     case 401: return "Unauthorized";
     case 403: return "Forbidden";
     case 404: return "Not Found";
+    case 409: return "Conflict";
     case 405: return "Method Not Allowed";
     case 413: return "Payload Too Large";
     case 429: return "Too Many Requests";

@@ -38,6 +38,10 @@ public:
     // What follows '?' in the request line, undecoded; empty when none.
     std::string_view query() const { return m_query; }
     std::string_view body() const { return m_body; }
+    // The Host header (H2O keeps it apart from the other headers).
+    std::string_view authority() const { return m_authority; }
+    // The Upgrade header (H2O keeps it apart too); empty when none.
+    std::string_view upgrade() const { return m_upgrade; }
     // A request header by its lower-case name.
     std::optional<std::string> header(std::string_view name) const;
 
@@ -50,19 +54,31 @@ public:
     bool answered() const { return m_answered; }
     // The client closed the connection (or hung up its side of it): an answer would go nowhere.
     bool gone() const;
+    // For a protocol upgrade (websocket): the request, which this exchange will no longer answer
+    // (it is logged as 101 now); null if the client is gone or it was answered already.
+    st_h2o_req_t* take_for_upgrade();
+    bool is_http1() const { return m_http1; }
+    // Seconds since the request arrived.
+    double seconds() const {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - m_arrived).count();
+    }
 
 private:
     friend struct exchange_link;
+    void log_access(int status) const;
     st_h2o_req_t* m_req;
     int m_fd;
     std::string m_method;
     std::string m_path;
     std::string m_query;
+    std::string m_authority;
+    std::string m_upgrade;
     std::string m_body;
     std::string m_request_id;
     std::string m_kernel_id;
     std::chrono::steady_clock::time_point m_arrived = std::chrono::steady_clock::now();
     bool m_answered = false;
+    bool m_http1 = true;
 };
 
 using exchange_ptr = std::shared_ptr<http_exchange>;

@@ -1,8 +1,6 @@
 // kernel_session: the wire protocol of one execution at a time, from libuv callbacks.
 #include "serve/kernel_session.hpp"
 
-#include "daemon/loop/zmq_frames.hpp"
-#include "protocol/hmac.hpp"
 #include "protocol/wire.hpp"
 
 namespace kpool::serve {
@@ -12,63 +10,20 @@ using namespace std::chrono_literals;
 using clock = std::chrono::steady_clock;
 
 kernel_session::kernel_session(uv_loop_t* loop, zmq::context_t& zmq, const protocol::connection_info& info)
-    : m_loop(loop), m_key(info.key), m_session(protocol::random_hex(16)),
-      m_shell(zmq, zmq::socket_type::dealer), m_iopub(zmq, zmq::socket_type::sub), m_timer(loop) {
-    for (zmq::socket_t* s : {&m_shell, &m_iopub}) {
-        s->set(zmq::sockopt::linger, 0);
-    }
-    m_iopub.set(zmq::sockopt::subscribe, "");
-    m_shell.connect(info.endpoint(info.shell_port));
-    m_iopub.connect(info.endpoint(info.iopub_port));
-    m_shell_watcher = std::make_unique<daemon::zmq_watcher>(
-        loop, m_shell, [this] { on_message(jupyter::channel::shell, m_shell); });
-    m_iopub_watcher = std::make_unique<daemon::zmq_watcher>(
-        loop, m_iopub, [this] { on_message(jupyter::channel::iopub, m_iopub); });
-}
+    : m_channels(loop, zmq, info, false, [this](kernel_port from, message_parts parts) { on_message(from, std::move(parts)); }),
+      m_timer(loop) {}
 
-kernel_session::~kernel_session() {
-    m_shell_watcher.reset();
-    m_iopub_watcher.reset();
-}
+kernel_session::~kernel_session() = default;
 
-void kernel_session::send(zmq::socket_t& socket, const std::string& msg_type, json content,
-                          std::string* msg_id) {
-    auto msg = protocol::make_message(msg_type, m_session, std::move(content));
-    if (msg_id != nullptr) {
-        *msg_id = msg.msg_id();
-    }
-    const auto frames = protocol::serialize(msg, m_key);
-    for (std::size_t i = 0; i < frames.size(); ++i) {
-        socket.send(zmq::buffer(frames[i]),
-                    (i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none) |
-                        zmq::send_flags::dontwait);
-    }
-}
-
-void kernel_session::when_ready(std::chrono::milliseconds timeout,
-                                std::function<void(result<json>)> done) {
-    m_ready_done = std::move(done);
-    m_ready_deadline = clock::now() + timeout;
-    ready_round();
-}
-
-void kernel_session::ready_round() {
-    if (clock::now() >= m_ready_deadline) {
-        auto done = std::move(m_ready_done);
-        m_ready_done = nullptr;
-        done(error{errc::timeout, "the kernel did not answer kernel_info in time"});
-        return;
-    }
-    m_ready_reply = m_ready_iopub = false;
-    send(m_shell, "kernel_info_request", json::object(), &m_ready_id);
-    m_timer.start(1000ms, [this] { ready_round(); }); // no answer: ask again
+void kernel_session::when_ready(std::chrono::milliseconds timeout, std::function<void(result<json>)> done) {
+    m_channels.when_ready(timeout, std::move(done));
 }
 
 void kernel_session::execute(const jupyter::execute_request& request, execute_callbacks callbacks) {
     m_callbacks = std::move(callbacks);
     m_cancel = false;
-    std::string id;
-    send(m_shell, "execute_request", jupyter::execute_request_content(request), &id);
+    const std::string id =
+        m_channels.send(kernel_port::shell, "execute_request", jupyter::execute_request_content(request));
     m_tracker.emplace(id, request.timeout, clock::now());
     arm();
 }
@@ -127,42 +82,23 @@ bool kernel_session::finish_if_done() {
     return true;
 }
 
-void kernel_session::on_message(jupyter::channel from, zmq::socket_t& socket) {
-    auto frames = daemon::recv_frames(socket);
-    if (!frames) {
+void kernel_session::on_message(kernel_port from, message_parts parts) {
+    if (!m_tracker || from == kernel_port::control || from == kernel_port::stdin_port) {
         return;
     }
-    auto parsed = protocol::parse(*frames, m_key);
-    if (!parsed) {
-        return; // a bad signature is dropped, as jupyter_client drops it
-    }
-    jupyter::incoming in{from, std::move(parsed).value()};
-    if (m_ready_done && in.msg.parent_msg_id() == m_ready_id) {
-        if (from == jupyter::channel::iopub) {
-            m_ready_iopub = true;
-        } else if (in.msg.msg_type() == "kernel_info_reply") {
-            m_ready_reply = true;
-            m_ready_info = in.msg.content;
-            if (!m_ready_iopub) {
-                // Its status follows at once unless our SUB was not subscribed yet when the kernel
-                // sent it (a SUB joins a few milliseconds late): then ask again soon, not after
-                // the 200 ms a blocking client waits, since a request waits on this.
-                m_timer.start(20ms, [this] { ready_round(); });
-            }
-        }
-        if (m_ready_reply && m_ready_iopub) {
-            m_timer.stop();
-            auto done = std::move(m_ready_done);
-            m_ready_done = nullptr;
-            done(m_ready_info);
-        }
+    protocol::wire_message msg;
+    const auto part = [&](std::size_t i) { return json::parse(parts.frames[i], nullptr, false); };
+    msg.header = part(0);
+    msg.parent_header = part(1);
+    msg.metadata = part(2);
+    msg.content = part(3);
+    if (!msg.header.is_object() || !msg.parent_header.is_object() || !msg.content.is_object()) {
         return;
     }
-    if (!m_tracker) {
-        return;
-    }
-    if (m_tracker->on_message(in, clock::now()) && from == jupyter::channel::iopub &&
-        m_callbacks.on_iopub) {
+    msg.buffers.assign(parts.frames.begin() + 4, parts.frames.end());
+    const auto channel = from == kernel_port::iopub ? jupyter::channel::iopub : jupyter::channel::shell;
+    jupyter::incoming in{channel, std::move(msg)};
+    if (m_tracker->on_message(in, clock::now()) && channel == jupyter::channel::iopub && m_callbacks.on_iopub) {
         m_callbacks.on_iopub(in.msg);
     }
     finish_if_done();

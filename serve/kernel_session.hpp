@@ -5,8 +5,8 @@
 #pragma once
 
 #include "daemon/loop/uv_timer.hpp"
-#include "daemon/loop/zmq_watcher.hpp"
 #include "jupyter/execution_tracker.hpp"
+#include "serve/kernel_channels.hpp"
 #include "protocol/connection_info.hpp"
 #include "protocol/result.hpp"
 
@@ -49,31 +49,14 @@ public:
     bool busy() const { return m_tracker.has_value(); }
 
 private:
-    void on_message(jupyter::channel from, zmq::socket_t& socket);
-    void send(zmq::socket_t& socket, const std::string& msg_type, nlohmann::json content,
-              std::string* msg_id);
-    void ready_round();
+    void on_message(kernel_port from, message_parts parts);
     void tick();
     void arm();
     // Calls `done` when the execution is over: then true, and this session may be gone.
     bool finish_if_done();
 
-    uv_loop_t* m_loop;
-    std::string m_key;
-    std::string m_session;
-    zmq::socket_t m_shell;
-    zmq::socket_t m_iopub;
-    std::unique_ptr<daemon::zmq_watcher> m_shell_watcher;
-    std::unique_ptr<daemon::zmq_watcher> m_iopub_watcher;
+    kernel_channels m_channels;
     daemon::uv_timer m_timer;
-
-    // when_ready
-    std::function<void(result<nlohmann::json>)> m_ready_done;
-    std::string m_ready_id;
-    nlohmann::json m_ready_info;
-    bool m_ready_reply = false;
-    bool m_ready_iopub = false;
-    std::chrono::steady_clock::time_point m_ready_deadline;
 
     // execute
     std::optional<jupyter::execution_tracker> m_tracker;

@@ -36,9 +36,27 @@ bool token_matches(const std::optional<std::string>& authorization, const std::s
     return false;
 }
 
+bool query_token_matches(std::string_view query, const std::string& token) {
+    bool match = false;
+    for_each_query_pair(query, [&](const std::string& name, const std::string& value) {
+        match = match || (name == "token" && value.size() == token.size() &&
+                          sodium_memcmp(value.data(), token.data(), value.size()) == 0);
+    });
+    return match;
+}
+
 std::string route_label(std::string_view path) {
     if (path == "/v1/health" || path == "/metrics" || path == "/v1/exec") {
         return std::string(path);
+    }
+    if (path.starts_with("/api/kernels")) {
+        return path.ends_with("/channels") ? "/api/kernels/channels" : "/api/kernels";
+    }
+    if (path.starts_with("/api/kernelspecs") || path.starts_with("/kernelspecs/")) {
+        return "/api/kernelspecs";
+    }
+    if (path == "/api") {
+        return "/api";
     }
     return path.starts_with(run_prefix) ? "/v1/run" : "other";
 }
@@ -47,10 +65,28 @@ route decide(const request_view& r, const std::string& token, bool stopping) {
     if (r.path == "/v1/health") {
         return r.method == "GET" ? route{do_health{}} : route{wrong_method(r.method, "/v1/health", "GET")};
     }
-    if (!token.empty() && !token_matches(r.authorization, token)) {
+    const bool gateway = is_gateway_path(r.path);
+    if (gateway && r.method == "OPTIONS") {
+        return do_preflight{}; // browsers send preflights without credentials
+    }
+    if (!token.empty() && !token_matches(r.authorization, token) &&
+        !(gateway && query_token_matches(r.query, token))) {
         http_response denied = error_response(401, "unauthorized", "a valid token is required: Authorization: token TOKEN");
         denied.headers.emplace_back("www-authenticate", "token");
         return denied;
+    }
+    if (gateway) {
+        auto g = decide_gateway(r.method, r.path, r.body);
+        if (auto* answer = std::get_if<http_response>(&g)) {
+            return std::move(*answer);
+        }
+        if (auto* action = std::get_if<do_gateway>(&g)) {
+            if (stopping && needs_new_kernel(action->action)) {
+                return stopping_response();
+            }
+            return std::move(*action);
+        }
+        return do_preflight{};
     }
     if (r.path == "/metrics") {
         return r.method == "GET" ? route{do_metrics{}} : route{wrong_method(r.method, "/metrics", "GET")};

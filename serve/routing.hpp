@@ -5,6 +5,7 @@
 #pragma once
 
 #include "serve/exec_body.hpp"
+#include "serve/gateway_routes.hpp"
 #include "serve/http_response.hpp"
 
 #include <optional>
@@ -32,13 +33,18 @@ struct do_run {
 struct do_health {};
 struct do_metrics {};
 
-using route = std::variant<http_response, do_exec, do_run, do_health, do_metrics>;
+using route = std::variant<http_response, do_exec, do_run, do_health, do_metrics, do_gateway, do_preflight>;
 
-// `token` empty: none required. `stopping`: requests that would run code get 503.
+// `token` empty: none required; else `Authorization: token T` (or `Bearer T`), and on the
+// gateway's paths also `?token=T` (a browser's websocket cannot send headers), as Kernel
+// Gateway takes it. `stopping`: requests that would run code or start a kernel get 503.
 route decide(const request_view& request, const std::string& token, bool stopping);
 
 // The metrics label of a path: the route it belongs to, or "other".
 std::string route_label(std::string_view path);
+
+// Whether a query string has `token=TOKEN`, compared in constant time.
+bool query_token_matches(std::string_view query, const std::string& token);
 
 // Whether `authorization` carries `token` (`token T` or `Bearer T`), compared in constant time.
 bool token_matches(const std::optional<std::string>& authorization, const std::string& token);

@@ -11,6 +11,30 @@
 
 namespace kpool::serve {
 
+// The Kernel Gateway API's settings, named as Kernel Gateway's flags are.
+struct gateway_options {
+    // A kernel idle (no message either way) this long is shut down; 0: never.
+    std::chrono::seconds cull_idle_timeout{0};
+    std::chrono::seconds cull_interval{300};
+    bool cull_connected = false; // cull kernels with a websocket connected too
+    bool cull_busy = false;      // cull kernels that are busy too
+    // The lease each kernel is held under, renewed every third of it while kpool serve holds
+    // the kernel: a kpool serve that dies leaves its kernels running this long at most.
+    std::chrono::seconds kernel_lease{120};
+    // Variables of a start request's env passed to the kernel besides KERNEL_*.
+    std::vector<std::string> env_whitelist;
+    std::size_t max_kernels = 0; // held at once; 0: no limit beyond the pools'
+    // CORS: sent on every gateway answer when set (Access-Control-Allow-Origin, ...). An origin
+    // of "*" also lets any page open a websocket; otherwise a websocket's Origin must be this
+    // origin, or the same host as the request's.
+    std::string allow_origin;
+    std::string allow_credentials;
+    std::string allow_headers;
+    std::string allow_methods;
+    std::string expose_headers;
+    std::string max_age;
+};
+
 struct serve_options {
     std::string host = "127.0.0.1";
     int port = 8890;
@@ -31,6 +55,7 @@ struct serve_options {
     std::string key_file;
     // On SIGTERM, requests in flight get this long to finish; then their code is interrupted.
     std::chrono::milliseconds stop_grace{30000};
+    gateway_options gateway;
 };
 
 // Whether `host` is a loopback address (127.0.0.0/8, ::1).

@@ -4,6 +4,7 @@
 #include "serve/server.hpp"
 
 #include "serve/exec_call.hpp"
+#include "serve/gateway.hpp"
 #include "serve/http_response.hpp"
 #include "serve/kernel_call.hpp"
 #include "serve/routing.hpp"
@@ -35,6 +36,7 @@ server::server(uv_loop_t* loop, serve_options options)
       m_pace_timer(loop) {}
 
 server::~server() {
+    m_gateway.reset();
     m_http.reset();
     m_daemons.clear();
 }
@@ -65,6 +67,7 @@ result<std::unique_ptr<server>> server::start(uv_loop_t* loop, serve_options opt
         return http.err();
     }
     s->m_http = std::move(*http);
+    s->m_gateway = std::make_unique<gateway>(*s);
     s->m_pace_timer.start(0ms, [self] {
         self->control({{"op", "status"}}, 2000ms, [self](result<json> reply, std::size_t) {
             if (!reply || !reply->value("ok", false)) {
@@ -97,6 +100,12 @@ void server::on_request(exchange_ptr ex) {
     }
     if (std::holds_alternative<do_health>(decision)) {
         return health(std::move(ex));
+    }
+    if (auto* g = std::get_if<do_gateway>(&decision)) {
+        return m_gateway->handle(std::move(ex), *g);
+    }
+    if (std::holds_alternative<do_preflight>(decision)) {
+        return m_gateway->preflight(std::move(ex));
     }
     if (std::holds_alternative<do_metrics>(decision)) {
         return answer({200, "text/plain; version=0.0.4", m_metrics.text(), {}});
@@ -229,11 +238,15 @@ void server::shut_down(std::chrono::milliseconds grace, std::function<void()> do
     m_on_shut_down = std::move(done);
     m_http->stop_listening();
     m_grace.start(grace, [this] { stop_running_code(); });
-    finish_shutdown_if_idle();
+    m_gateway_releasing = true;
+    m_gateway->release_all([this] {
+        m_gateway_releasing = false;
+        finish_shutdown_if_idle();
+    });
 }
 
 void server::finish_shutdown_if_idle() {
-    if (!m_on_shut_down || m_active != 0 || m_closing.active()) {
+    if (!m_on_shut_down || m_active != 0 || m_gateway_releasing || m_closing.active()) {
         return;
     }
     // Every answer is out: the connections close; a client that keeps one open gets two seconds.

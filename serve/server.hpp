@@ -22,6 +22,7 @@
 namespace kpool::serve {
 
 class kernel_call;
+class gateway;
 
 class server {
 public:
@@ -80,6 +81,8 @@ private:
     serve_metrics m_metrics;
     std::vector<std::unique_ptr<control_channel>> m_daemons;
     std::size_t m_next_daemon = 0;
+    std::unique_ptr<gateway> m_gateway; // reset first in ~server: its websockets need H2O
+    bool m_gateway_releasing = false;    // shut_down: until kpoold has the gateway's kernels back
     std::unique_ptr<http_server> m_http;
     std::vector<std::unique_ptr<kernel_session>> m_retired;
     daemon::uv_timer m_reaper;

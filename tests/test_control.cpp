@@ -131,6 +131,12 @@ TEST_SUITE("control") {
         CHECK(parse_signal(json{{"op", "signal"}, {"kernel_id", "k"}}).err().message ==
               "field 'signum' must be a signal number from 1 to 64");
         CHECK(parse_kernel_op(json{{"op", "poll"}, {"kernel_id", "k"}})->kernel_id == "k");
+        auto renew = parse_renew(json{{"op", "renew"}, {"kernel_id", "k"}, {"lease_s", 30}});
+        REQUIRE(renew.ok());
+        CHECK(renew->lease_s == 30);
+        CHECK(parse_renew(json{{"op", "renew"}, {"kernel_id", "k"}}).err().message == "missing field 'lease_s'");
+        CHECK(parse_renew(json{{"op", "renew"}, {"kernel_id", "k"}, {"lease_s", 0}}).err().message ==
+              "field 'lease_s' must be a number above 0 and at most 31536000");
     }
 
     TEST_CASE("resize and drain name a pool; resize a size") {

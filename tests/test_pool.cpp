@@ -325,6 +325,22 @@ TEST_SUITE("pool") {
         CHECK(f.p->counters().leases_expired == 1);
     }
 
+    TEST_CASE("renew moves a lease's end to lease_s from now; only a leased kernel renews") {
+        fixture f(1, 1);
+        f.p->refill(f.now);
+        f.warm("k1");
+        CHECK(f.p->renew("k1", 5, f.now).err().code == errc::unknown_kernel); // warm
+        REQUIRE(granted(f.p->acquire(1, 5s, 2.0, f.now)) != nullptr);
+        f.advance(1s);
+        REQUIRE(f.p->renew("k1", 2, f.now).ok());
+        CHECK(f.kernel("k1").lease_deadline == f.now + 2s);
+        f.advance(1500ms); // past the first lease's end, not the renewed one's
+        CHECK(f.kernel("k1").state == kernel_state::leased);
+        f.advance(500ms);
+        CHECK(f.kernel("k1").state == kernel_state::stopping);
+        CHECK(f.p->renew("k1", 2, f.now).err().code == errc::unknown_kernel);
+    }
+
     TEST_CASE("max_kernels caps starts across pools; capacity when nothing can come") {
         fixture f(2, 2, /*max_kernels=*/1);
         f.p->refill(f.now);

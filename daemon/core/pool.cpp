@@ -202,6 +202,15 @@ status pool::release(const std::string& id, clock::time_point now) {
     return ok_status();
 }
 
+status pool::renew(const std::string& id, double lease_s, clock::time_point now) {
+    auto it = m_kernels.find(id);
+    if (it == m_kernels.end() || it->second.state != kernel_state::leased) {
+        return error{errc::unknown_kernel, "no leased kernel '" + id + "' in pool '" + m_cfg.name + "'"};
+    }
+    it->second.lease_deadline = now + seconds(lease_s);
+    return ok_status();
+}
+
 void pool::stop(kernel_entry& k, clock::time_point now) {
     if (k.state == kernel_state::stopping) {
         return;

@@ -149,6 +149,8 @@ public:
     // The reply carrying a kernel could not be delivered: nobody saw it, it is warm again.
     void return_unseen(const std::string& id, clock::time_point now);
     status release(const std::string& id, clock::time_point now);
+    // A leased kernel's lease runs `lease_s` from now (a holder that is still using it says so).
+    status renew(const std::string& id, double lease_s, clock::time_point now);
 
     void on_spawned(const std::string& id, int pid);
     void on_warm(const std::string& id, const protocol::connection_info& info,

@@ -41,6 +41,7 @@ const std::vector<daemon::op_spec>& daemon::op_table() {
         {"release", &daemon::op_release, false, false},
         {"signal", &daemon::op_signal, false, false},
         {"poll", &daemon::op_poll, false, false},
+        {"renew", &daemon::op_renew, false, false},
         {"status", &daemon::op_status, false, true},
         {"kernelspecs", &daemon::op_kernelspecs, false, false},
         {"resize", &daemon::op_resize, false, false},
@@ -307,6 +308,22 @@ std::string daemon::op_poll(const envelope&, const protocol::control_request& re
         req.req_id);
 }
 
+std::string daemon::op_renew(const envelope&, const protocol::control_request& req) {
+    auto args = protocol::parse_renew(req.body);
+    if (!args) {
+        return protocol::make_error_reply(args.err(), req.req_id);
+    }
+    pool* p = m_kernels.pool_of(args->kernel_id);
+    if (p == nullptr) {
+        return protocol::make_error_reply(
+            {errc::unknown_kernel, "no kernel '" + protocol::echo_safe(args->kernel_id) + "'"}, req.req_id);
+    }
+    if (auto st = p->renew(args->kernel_id, args->lease_s, clock::now()); !st) {
+        return protocol::make_error_reply(st.err(), req.req_id);
+    }
+    return protocol::make_ok_reply({{"lease_remaining_s", args->lease_s}}, req.req_id);
+}
+
 std::string daemon::op_status(const envelope&, const protocol::control_request& req) {
     if (auto st = protocol::parse_no_args(req.body); !st) {
         return protocol::make_error_reply(st.err(), req.req_id);
@@ -362,7 +379,10 @@ std::string daemon::op_kernelspecs(const envelope&, const protocol::control_requ
                          {"display_name", spec.display_name},
                          {"language", spec.language},
                          {"resource_dir", spec.resource_dir},
-                         {"argv", spec.argv}});
+                         {"argv", spec.argv},
+                         {"interrupt_mode", spec.interrupt_mode},
+                         {"env", spec.env},
+                         {"metadata", spec.metadata}});
     }
     return protocol::make_ok_reply({{"kernelspecs", std::move(specs)}}, req.req_id);
 }

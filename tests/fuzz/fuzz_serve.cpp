@@ -1,8 +1,11 @@
 // libFuzzer target: kpool serve's decisions on arbitrary requests. The bytes are a request as
 // the HTTP layer hands it over: "METHOD PATH[?QUERY]\n" then an optional "AUTH\n" line, then the
 // body. Checked besides crashes and sanitizer reports: every immediate answer is a JSON error
-// object with a status kpool serve documents, and what is routed to work is well formed.
+// object with a status kpool serve documents, and what is routed to work is well formed. The
+// body also goes through the kernel websocket's decoders (ws_frames): whatever decodes encodes
+// again, and the v1 format gives back exactly what it was given.
 #include "serve/routing.hpp"
+#include "serve/ws_frames.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -57,8 +60,26 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 check(exec->body.kernel.cwd.empty() || exec->body.kernel.cwd.front() == '/');
             } else if (const auto* run = std::get_if<do_run>(&d)) {
                 check(!stopping && run->body.parameters.is_object());
+            } else if (const auto* g = std::get_if<do_gateway>(&d)) {
+                check(is_gateway_path(r.path) && !(stopping && needs_new_kernel(g->action)));
+                check(g->kernel_id.find('/') == std::string::npos && g->resource.find('/') == std::string::npos);
             }
             (void)route_label(r.path);
+        }
+    }
+    for (const auto protocol : {ws_protocol::legacy, ws_protocol::v1}) {
+        for (const bool binary : {false, true}) {
+            const auto message = decode_client_message(protocol, rest, binary);
+            if (!message) {
+                continue;
+            }
+            check(message->parts.size() >= 4);
+            const auto legacy = encode_for_client(ws_protocol::legacy, *message);
+            const auto v1 = encode_for_client(ws_protocol::v1, *message);
+            check(v1.has_value() && v1->binary);
+            const auto back = decode_client_message(ws_protocol::v1, v1->data, true);
+            check(back && back->channel == message->channel && back->parts == message->parts);
+            (void)legacy;
         }
     }
     return 0;

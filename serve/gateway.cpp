@@ -1,0 +1,506 @@
+// gateway: the Kernel Gateway API's kernels, REST answers, culling, leases and liveness.
+#include "serve/gateway.hpp"
+
+#include "daemon/loop/logging.hpp"
+#include "kpool/version.hpp"
+#include "protocol/control.hpp"
+#include "serve/routing.hpp"
+#include "serve/server.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace kpool::serve {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr auto control_margin = 5000ms;
+constexpr auto ready_timeout = 10000ms;
+constexpr auto poll_every = 2000ms;
+
+std::string content_type_of(const std::string& file) {
+    const std::string ext = std::filesystem::path(file).extension().string();
+    if (ext == ".png") {
+        return "image/png";
+    }
+    if (ext == ".svg") {
+        return "image/svg+xml";
+    }
+    if (ext == ".js") {
+        return "application/javascript";
+    }
+    if (ext == ".css") {
+        return "text/css";
+    }
+    if (ext == ".json") {
+        return "application/json";
+    }
+    return "application/octet-stream";
+}
+
+// A kernelspec's resources as jupyter_server lists them, from its directory when it can be read.
+json resources_of(const std::string& name, const std::string& dir) {
+    json out = json::object();
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+        const std::string file = entry.path().filename().string();
+        if (!entry.is_regular_file(ec)) {
+            continue;
+        }
+        if (file.starts_with("logo-")) {
+            out[std::filesystem::path(file).stem().string()] = "/kernelspecs/" + name + "/" + file;
+        } else if (file == "kernel.js" || file == "kernel.css") {
+            out[file] = "/kernelspecs/" + name + "/" + file;
+        }
+    }
+    return out;
+}
+
+} // namespace
+
+gateway::gateway(server& owner)
+    : m_owner(owner), m_reaper(owner.loop()), m_cull_timer(owner.loop()), m_poll_timer(owner.loop()),
+      m_renew_timer(owner.loop()) {
+    const gateway_options& o = owner.options().gateway;
+    if (o.cull_idle_timeout.count() > 0) {
+        const auto every = std::chrono::duration_cast<std::chrono::milliseconds>(std::max(o.cull_interval, 1s));
+        m_cull_timer.start(every, [this] { cull(); }, every);
+        m_cull_timer.unref();
+    }
+    m_poll_timer.start(poll_every, [this] { poll(); }, poll_every);
+    m_poll_timer.unref();
+    const auto renew_every = std::chrono::duration_cast<std::chrono::milliseconds>(o.kernel_lease) / 3;
+    m_renew_timer.start(renew_every, [this] { renew(); }, renew_every);
+    m_renew_timer.unref();
+}
+
+gateway::~gateway() = default;
+
+void gateway::answer(const exchange_ptr& ex, http_response response) {
+    const gateway_options& o = m_owner.options().gateway;
+    for (const auto& [name, value] : {std::pair{"access-control-allow-origin", &o.allow_origin},
+                                      std::pair{"access-control-allow-credentials", &o.allow_credentials},
+                                      std::pair{"access-control-allow-headers", &o.allow_headers},
+                                      std::pair{"access-control-allow-methods", &o.allow_methods},
+                                      std::pair{"access-control-expose-headers", &o.expose_headers},
+                                      std::pair{"access-control-max-age", &o.max_age}}) {
+        if (!value->empty()) {
+            response.headers.emplace_back(name, *value);
+        }
+    }
+    m_owner.metrics().answered(route_label(ex->path()), response.status, ex->seconds());
+    ex->respond(std::move(response));
+}
+
+void gateway::preflight(exchange_ptr ex) { answer(ex, {204, "text/plain", "", {}}); }
+
+void gateway::handle(exchange_ptr ex, const do_gateway& g) {
+    switch (g.action) {
+    case gateway_action::api_info:
+        return answer(ex, json_response(200, {{"version", kpool::version}, {"gateway", "kpool serve"}}));
+    case gateway_action::list_kernelspecs:
+    case gateway_action::get_kernelspec:
+        return kernelspecs(std::move(ex), g);
+    case gateway_action::kernelspec_resource:
+        return resource(std::move(ex), g);
+    case gateway_action::start_kernel:
+        return start(std::move(ex), g);
+    case gateway_action::list_kernels: {
+        json list = json::array();
+        for (const auto& [id, h] : m_kernels) {
+            list.push_back(h.kernel->model());
+        }
+        return answer(ex, json_response(200, list));
+    }
+    default:
+        break;
+    }
+    auto it = m_kernels.find(g.kernel_id);
+    if (it == m_kernels.end()) {
+        return answer(ex, error_response(404, "not_found", "no kernel '" + protocol::echo_safe(g.kernel_id) + "'"));
+    }
+    gateway_kernel& k = *it->second.kernel;
+    switch (g.action) {
+    case gateway_action::get_kernel:
+        return answer(ex, json_response(200, k.model()));
+    case gateway_action::delete_kernel:
+        remove(g.kernel_id);
+        return answer(ex, {204, "application/json", "", {}});
+    case gateway_action::interrupt_kernel:
+        m_owner.control_at(k.lease().daemon, {{"op", "signal"}, {"kernel_id", k.lease().kernel_id}, {"signum", SIGINT}},
+                           control_margin, [this, ex](result<json> reply) {
+                               if (!reply || !reply->value("ok", false)) {
+                                   const std::string why = reply ? reply->value("error", json::object()).value("message", "")
+                                                                 : reply.err().message;
+                                   return answer(ex, error_response(502, "daemon_error", "interrupt failed: " + why));
+                               }
+                               answer(ex, {204, "application/json", "", {}});
+                           });
+        return;
+    case gateway_action::restart_kernel:
+        return restart(std::move(ex), g.kernel_id);
+    case gateway_action::channels: {
+        const auto origin = ex->header("origin");
+        const std::string& allowed = m_owner.options().gateway.allow_origin;
+        if (origin && allowed != "*" && *origin != allowed) {
+            // As jupyter_server: without an allowed origin, only pages of this very host.
+            const auto scheme_end = origin->find("://");
+            const std::string origin_host = scheme_end == std::string::npos ? *origin : origin->substr(scheme_end + 3);
+            if (origin_host != ex->authority()) {
+                return answer(ex, error_response(403, "forbidden", "websocket from origin " + protocol::echo_safe(*origin) +
+                                                                        " refused (see --allow-origin)"));
+            }
+        }
+        if (auto st = k.connect(*ex, m_owner.options().max_body); !st) {
+            return answer(ex, error_response(400, "bad_request", st.err().message));
+        }
+        return;
+    }
+    default:
+        return answer(ex, error_response(404, "not_found", "no such resource"));
+    }
+}
+
+void gateway::kernelspecs(exchange_ptr ex, const do_gateway& g) {
+    m_owner.control({{"op", "status"}}, 2000ms, [this, ex, g](result<json> status, std::size_t daemon) {
+        if (!status || !status->value("ok", false)) {
+            return answer(ex, error_response(503, "unavailable", "no kpoold answered"));
+        }
+        m_owner.control_at(daemon, {{"op", "kernelspecs"}}, 2000ms, [this, ex, g, status = *status](result<json> specs) {
+            if (!specs || !specs->value("ok", false)) {
+                return answer(ex, error_response(503, "unavailable", "kpoold did not list its kernelspecs"));
+            }
+            json by_name = json::object();
+            for (const json& s : specs->value("kernelspecs", json::array())) {
+                by_name[s.value("name", "")] = s;
+            }
+            json models = json::object();
+            std::string first;
+            for (const json& p : status.value("pools", json::array())) {
+                if (p.value("removed", false)) {
+                    continue;
+                }
+                const std::string name = p.value("name", "");
+                const std::string spec_name = p.value("kernelspec", name);
+                const json spec = by_name.value(spec_name, json::object());
+                first = first.empty() ? name : first;
+                models[name] = {{"name", name},
+                                {"spec",
+                                 {{"argv", spec.value("argv", json::array())},
+                                  {"env", spec.value("env", json::object())},
+                                  {"display_name", spec.value("display_name", name)},
+                                  {"language", spec.value("language", "")},
+                                  {"interrupt_mode", spec.value("interrupt_mode", "signal")},
+                                  {"metadata", spec.value("metadata", json::object())}}},
+                                {"resources", resources_of(name, spec.value("resource_dir", ""))}};
+            }
+            if (g.action == gateway_action::get_kernelspec) {
+                if (!models.contains(g.name)) {
+                    return answer(ex, error_response(404, "not_found", "no kernelspec '" + g.name + "' is served"));
+                }
+                return answer(ex, json_response(200, models[g.name]));
+            }
+            const std::string& wanted = m_owner.options().default_kernel;
+            answer(ex, json_response(200, {{"default", models.contains(wanted) ? wanted : first}, {"kernelspecs", models}}));
+        });
+    });
+}
+
+void gateway::resource(exchange_ptr ex, const do_gateway& g) {
+    m_owner.control({{"op", "status"}}, 2000ms, [this, ex, g](result<json> status, std::size_t daemon) {
+        if (!status || !status->value("ok", false)) {
+            return answer(ex, error_response(503, "unavailable", "no kpoold answered"));
+        }
+        std::string spec_name;
+        for (const json& p : status->value("pools", json::array())) {
+            if (p.value("name", "") == g.name && !p.value("removed", false)) {
+                spec_name = p.value("kernelspec", g.name);
+            }
+        }
+        if (spec_name.empty()) {
+            return answer(ex, error_response(404, "not_found", "no kernelspec '" + g.name + "' is served"));
+        }
+        m_owner.control_at(daemon, {{"op", "kernelspecs"}}, 2000ms, [this, ex, g, spec_name](result<json> specs) {
+            std::string dir;
+            for (const json& s : specs ? specs->value("kernelspecs", json::array()) : json::array()) {
+                if (s.value("name", "") == spec_name) {
+                    dir = s.value("resource_dir", "");
+                }
+            }
+            // g.resource is a plain file name (decide_gateway): nothing outside the directory.
+            const std::string file = dir + "/" + g.resource;
+            struct stat st{};
+            if (dir.empty() || ::stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (4 << 20)) {
+                return answer(ex, error_response(404, "not_found", "no resource '" + g.resource + "' for kernelspec '" +
+                                                                        g.name + "' here"));
+            }
+            std::ifstream in(file, std::ios::binary);
+            std::ostringstream bytes;
+            bytes << in.rdbuf();
+            answer(ex, {200, content_type_of(file), bytes.str(), {}});
+        });
+    });
+}
+
+void gateway::acquire(const std::string& name, const std::string& cwd, const std::map<std::string, std::string>& env,
+                      acquired_fn done) {
+    const serve_options& o = m_owner.options();
+    json request = {{"op", "acquire"},
+                    {"pool", name},
+                    {"timeout_ms", o.queue_timeout.count()},
+                    {"lease_s", static_cast<double>(o.gateway.kernel_lease.count())}};
+    if (!cwd.empty()) {
+        request["cwd"] = cwd;
+    }
+    if (!env.empty()) {
+        request["env"] = env;
+    }
+    m_owner.metrics().waiting().Increment();
+    m_owner.control(request, o.queue_timeout + control_margin, [this, name, done](result<json> reply, std::size_t daemon) {
+        m_owner.metrics().waiting().Decrement();
+        if (!reply) {
+            return done(reply.err(), error_response(503, "unavailable", "no kpoold answered: " + reply.err().message));
+        }
+        if (!reply->value("ok", false)) {
+            http_response r = acquire_refusal(reply->value("error", json::object()), m_owner.retry_after(name));
+            if (r.status == 429) {
+                m_owner.metrics().rejected().Increment();
+            }
+            return done(error{errc::unavailable, "refused"}, std::move(r));
+        }
+        m_owner.metrics().kernels_used().Increment();
+        kernel_lease lease{daemon, reply->value("kernel_id", ""), {}};
+        auto info = protocol::connection_info_from_json(reply->value("connection", json::object()));
+        if (!info) {
+            release(lease);
+            return done(info.err(), error_response(502, "daemon_error", "kpoold's connection info: " + info.err().message));
+        }
+        lease.connection = std::move(*info);
+        done(std::move(lease), {});
+    });
+}
+
+void gateway::release(const kernel_lease& lease, std::function<void()> done) {
+    m_owner.control_at(lease.daemon, {{"op", "release"}, {"kernel_id", lease.kernel_id}}, control_margin,
+                       [done = std::move(done)](result<json>) { done(); });
+}
+
+void gateway::start(exchange_ptr ex, const do_gateway& g) {
+    const gateway_options& o = m_owner.options().gateway;
+    if (o.max_kernels > 0 && m_kernels.size() + m_starting.size() >= o.max_kernels) {
+        return answer(ex, error_response(403, "resource_limit",
+                                         "kpool serve holds " + std::to_string(o.max_kernels) + " kernels (--max-kernels)"));
+    }
+    const std::string name = g.name.empty() ? m_owner.options().default_kernel : g.name;
+    // As Kernel Gateway: KERNEL_* and the allowed variables only; the server's own environment
+    // (and its secrets) never reaches a kernel this way.
+    std::map<std::string, std::string> env;
+    for (const auto& [k, v] : g.env) {
+        if (k.starts_with("KERNEL_") ||
+            std::find(o.env_whitelist.begin(), o.env_whitelist.end(), k) != o.env_whitelist.end()) {
+            env[k] = v;
+        }
+    }
+    // KERNEL_WORKING_DIR is a path on the notebook server's host: the kernel starts there when
+    // it exists here too, else in its own directory (the variable stays in its environment).
+    std::string cwd;
+    if (auto it = env.find("KERNEL_WORKING_DIR"); it != env.end()) {
+        struct stat st{};
+        if (!it->second.empty() && it->second.front() == '/' && ::stat(it->second.c_str(), &st) == 0 &&
+            S_ISDIR(st.st_mode)) {
+            cwd = it->second;
+        } else {
+            daemon::logger("gateway")->info("KERNEL_WORKING_DIR {} does not exist here: the kernel starts in its own",
+                                            protocol::echo_safe(it->second));
+        }
+    }
+    acquire(name, cwd, env, [this, ex, name, cwd, env](result<kernel_lease> lease, http_response refusal) {
+        if (!lease) {
+            return answer(ex, std::move(refusal));
+        }
+        if (m_stopping) {
+            release(*lease);
+            return answer(ex, error_response(503, "unavailable", "kpool serve is stopping"));
+        }
+        const std::string id = random_uuid();
+        ex->set_kernel_id(lease->kernel_id);
+        auto kernel = std::make_unique<gateway_kernel>(m_owner.loop(), m_owner.zmq(), id, name, *lease);
+        gateway_kernel* k = kernel.get();
+        m_starting[id] = std::move(kernel);
+        k->when_ready(ready_timeout, [this, ex, id, cwd, env](result<json> ready) {
+            auto node = m_starting.extract(id);
+            if (node.empty()) {
+                return; // released while it started (kpool serve stopping)
+            }
+            std::unique_ptr<gateway_kernel> ready_kernel = std::move(node.mapped());
+            if (!ready || ex->gone()) {
+                // Nobody will know this kernel's id: back it goes.
+                release(ready_kernel->lease());
+                retire(std::move(ready_kernel));
+                return answer(ex, error_response(502, "kernel_died", "the kernel did not answer: " +
+                                                                         (ready ? std::string("the client went away") : ready.err().message)));
+            }
+            const json model = ready_kernel->model();
+            daemon::logger("gateway")->info("kernel {} started ({} from kpoold, pool {})", id,
+                                            ready_kernel->lease().kernel_id, ready_kernel->name());
+            m_kernels[id] = held{std::move(ready_kernel), cwd, env, false, 0};
+            http_response r = json_response(201, model);
+            r.headers.emplace_back("location", "/api/kernels/" + id);
+            answer(ex, std::move(r));
+        });
+    });
+}
+
+void gateway::restart(exchange_ptr ex, const std::string& id) {
+    replace(id, [this, ex](http_response r) { answer(ex, std::move(r)); });
+}
+
+void gateway::replace(const std::string& id, std::function<void(http_response)> done) {
+    held& h = m_kernels.at(id);
+    if (h.replacing) {
+        return done(error_response(409, "conflict", "the kernel is being restarted already"));
+    }
+    h.replacing = true;
+    acquire(h.kernel->name(), h.cwd, h.env, [this, id, done](result<kernel_lease> lease, http_response refusal) {
+        auto it = m_kernels.find(id);
+        if (it == m_kernels.end()) {
+            if (lease) {
+                release(*lease); // deleted meanwhile
+            }
+            return done(error_response(404, "not_found", "the kernel was shut down during its restart"));
+        }
+        if (!lease) {
+            it->second.replacing = false;
+            return done(std::move(refusal));
+        }
+        const kernel_lease fresh = *lease;
+        it->second.kernel->replace(*lease, ready_timeout, [this, id, fresh, done](result<kernel_lease> old) {
+            auto at = m_kernels.find(id);
+            if (at == m_kernels.end()) {
+                release(fresh);
+                return done(error_response(404, "not_found", "the kernel was shut down during its restart"));
+            }
+            at->second.replacing = false;
+            if (!old) {
+                release(fresh);
+                return done(error_response(502, "kernel_died", "the new kernel did not answer: " + old.err().message));
+            }
+            at->second.unanswered_polls = 0;
+            release(*old);
+            daemon::logger("gateway")->info("kernel {} restarted on {} (was {})", id, fresh.kernel_id, old->kernel_id);
+            done(json_response(200, at->second.kernel->model()));
+        });
+    });
+}
+
+void gateway::remove(const std::string& id) {
+    auto node = m_kernels.extract(id);
+    if (node.empty()) {
+        return;
+    }
+    std::unique_ptr<gateway_kernel> kernel = std::move(node.mapped().kernel);
+    kernel->disconnect_all();
+    release(kernel->lease());
+    daemon::logger("gateway")->info("kernel {} shut down", id);
+    retire(std::move(kernel));
+}
+
+void gateway::retire(std::unique_ptr<gateway_kernel> kernel) {
+    m_retired.push_back(std::move(kernel));
+    m_reaper.start(0ms, [this] { m_retired.clear(); });
+}
+
+void gateway::cull() {
+    const gateway_options& o = m_owner.options().gateway;
+    const auto now = std::chrono::system_clock::now();
+    std::vector<std::string> idle;
+    for (const auto& [id, h] : m_kernels) {
+        const gateway_kernel& k = *h.kernel;
+        if (now - k.last_activity() >= o.cull_idle_timeout && (o.cull_connected || k.connections() == 0) &&
+            (o.cull_busy || k.execution_state() != "busy") && !h.replacing) {
+            idle.push_back(id);
+        }
+    }
+    for (const std::string& id : idle) {
+        daemon::logger("gateway")->info("culling kernel {}: idle for {} s or more", id, o.cull_idle_timeout.count());
+        remove(id);
+    }
+}
+
+void gateway::poll() {
+    for (auto& [id, h] : m_kernels) {
+        if (h.replacing) {
+            continue;
+        }
+        m_owner.control_at(h.kernel->lease().daemon, {{"op", "poll"}, {"kernel_id", h.kernel->lease().kernel_id}},
+                           control_margin, [this, id = id, kernel_id = h.kernel->lease().kernel_id](result<json> reply) {
+                               auto it = m_kernels.find(id);
+                               if (it == m_kernels.end() || it->second.replacing ||
+                                   it->second.kernel->lease().kernel_id != kernel_id) {
+                                   return;
+                               }
+                               held& k = it->second;
+                               // Kernels die with their daemon: one unreachable for a few polls too.
+                               k.unanswered_polls = reply ? 0 : k.unanswered_polls + 1;
+                               const bool dead = (reply && reply->value("ok", false) && !reply->value("alive", true)) ||
+                                                 (reply && !reply->value("ok", false)) || k.unanswered_polls >= 3;
+                               if (!dead) {
+                                   return;
+                               }
+                               // As Kernel Gateway's restarter: "restarting", then a kernel again.
+                               daemon::logger("gateway")->warn("kernel {} died: replacing it with a warm one", id);
+                               k.kernel->announce("restarting");
+                               replace(id, [this, id](http_response r) {
+                                   auto at = m_kernels.find(id);
+                                   if (r.status != 200 && at != m_kernels.end()) {
+                                       at->second.kernel->announce("dead");
+                                   }
+                               });
+                           });
+    }
+}
+
+void gateway::renew() {
+    const double lease_s = static_cast<double>(m_owner.options().gateway.kernel_lease.count());
+    for (const auto& [id, h] : m_kernels) {
+        m_owner.control_at(h.kernel->lease().daemon,
+                           {{"op", "renew"}, {"kernel_id", h.kernel->lease().kernel_id}, {"lease_s", lease_s}},
+                           control_margin, [](result<json>) {});
+    }
+}
+
+void gateway::release_all(std::function<void()> done) {
+    m_stopping = true;
+    auto left = std::make_shared<std::size_t>(m_kernels.size() + m_starting.size() + 1);
+    auto one_done = [left, done] {
+        if (--*left == 0) {
+            done();
+        }
+    };
+    for (auto& [id, kernel] : m_starting) {
+        release(kernel->lease(), one_done);
+        retire(std::move(kernel));
+    }
+    m_starting.clear();
+    std::vector<std::string> ids;
+    for (const auto& [id, h] : m_kernels) {
+        ids.push_back(id);
+    }
+    for (const std::string& id : ids) {
+        auto node = m_kernels.extract(id);
+        node.mapped().kernel->disconnect_all();
+        release(node.mapped().kernel->lease(), one_done);
+        retire(std::move(node.mapped().kernel));
+    }
+    one_done();
+}
+
+} // namespace kpool::serve

@@ -1,0 +1,79 @@
+// kpool serve's Kernel Gateway API: the kernels it holds for notebook servers on other hosts
+// (jupyter_server --gateway-url), each a warm kernel from the pool under an id of ours.
+// POST /api/kernels hands one out (KERNEL_WORKING_DIR its cwd, KERNEL_* and allowed variables
+// its environment); restart swaps in another warm kernel under the same id; a kernel that dies is
+// replaced the same way (its websockets see "restarting"). Leases are short and renewed while we
+// hold a kernel, so kernels outlive a crashed kpool serve by one lease at most; idle kernels are
+// culled as Kernel Gateway culls them; every kernel is released when kpool serve stops.
+#pragma once
+
+#include "daemon/loop/uv_timer.hpp"
+#include "serve/gateway_kernel.hpp"
+#include "serve/gateway_routes.hpp"
+#include "serve/http_server.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kpool::serve {
+
+class server;
+
+class gateway {
+public:
+    explicit gateway(server& owner);
+    ~gateway();
+    gateway(const gateway&) = delete;
+    gateway& operator=(const gateway&) = delete;
+
+    void handle(exchange_ptr exchange, const do_gateway& action);
+    // A CORS preflight: the configured CORS headers, 204.
+    void preflight(exchange_ptr exchange);
+    // Stops every kernel's websockets and releases every kernel; `done` once kpoold answered.
+    void release_all(std::function<void()> done);
+    std::size_t kernels() const { return m_kernels.size(); }
+
+private:
+    struct held {
+        std::unique_ptr<gateway_kernel> kernel;
+        std::string cwd;                        // for restarts: what the first start asked for
+        std::map<std::string, std::string> env;
+        bool replacing = false; // a restart (or a replacement after a death) is under way
+        int unanswered_polls = 0;
+    };
+    using acquired_fn = std::function<void(result<kernel_lease>, http_response refusal)>;
+
+    void answer(const exchange_ptr& exchange, http_response response);
+    void kernelspecs(exchange_ptr exchange, const do_gateway& action);
+    void resource(exchange_ptr exchange, const do_gateway& action);
+    void start(exchange_ptr exchange, const do_gateway& action);
+    void restart(exchange_ptr exchange, const std::string& id);
+    void remove(const std::string& id);
+    void acquire(const std::string& name, const std::string& cwd, const std::map<std::string, std::string>& env,
+                 acquired_fn done);
+    void release(const kernel_lease& lease, std::function<void()> done = [] {});
+    // Restart's swap, also after a death. `done` with the model or the answer for the caller.
+    void replace(const std::string& id, std::function<void(http_response)> done);
+    void cull();
+    void poll();
+    void renew();
+    void retire(std::unique_ptr<gateway_kernel> kernel);
+
+    server& m_owner;
+    std::map<std::string, held> m_kernels;
+    std::map<std::string, std::unique_ptr<gateway_kernel>> m_starting; // until ready
+    std::vector<std::unique_ptr<gateway_kernel>> m_retired;            // freed on the next loop turn
+    daemon::uv_timer m_reaper;
+    daemon::uv_timer m_cull_timer;
+    daemon::uv_timer m_poll_timer;
+    daemon::uv_timer m_renew_timer;
+    bool m_stopping = false; // release_all was called: kernels acquired after it go back
+};
+
+} // namespace kpool::serve

@@ -1,0 +1,107 @@
+// One kernel as kpool serve's Kernel Gateway API holds it: a kernel leased from a kpoold under
+// an id of our own (a restart swaps in another warm kernel under the same id), its four
+// channels, and the websockets connected to it. What the kernel sends goes to every websocket
+// (iopub) or to the one whose request it answers (shell, control, stdin); while none is
+// connected it is kept, bounded, and delivered to the next. execution_state and last_activity
+// follow the kernel's messages, as jupyter_server's kernel model reports them.
+#pragma once
+
+#include "protocol/connection_info.hpp"
+#include "serve/kernel_channels.hpp"
+#include "serve/websocket.hpp"
+#include "serve/ws_frames.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kpool::serve {
+
+// A kernel a kpoold handed out: which daemon, its id there, how to reach it.
+struct kernel_lease {
+    std::size_t daemon = 0;
+    std::string kernel_id;
+    protocol::connection_info connection;
+};
+
+class gateway_kernel {
+public:
+    gateway_kernel(uv_loop_t* loop, zmq::context_t& zmq, std::string id, std::string name, kernel_lease lease);
+    ~gateway_kernel();
+    gateway_kernel(const gateway_kernel&) = delete;
+    gateway_kernel& operator=(const gateway_kernel&) = delete;
+
+    const std::string& id() const { return m_id; }
+    const std::string& name() const { return m_name; }
+    const kernel_lease& lease() const { return m_lease; }
+
+    // Proves the kernel answers and our iopub is subscribed; `done` once.
+    void when_ready(std::chrono::milliseconds timeout, std::function<void(result<nlohmann::json>)> done);
+    // Restart: the websockets stay, the kernel behind them changes to `lease` once that one is
+    // ready (the old one serves until then). `done` once: the old lease, for release (messages
+    // kept for a websocket to come were the old kernel's: dropped), or why the new one failed
+    // (then nothing changed, and the new lease is the caller's to release).
+    void replace(kernel_lease lease, std::chrono::milliseconds timeout, std::function<void(result<kernel_lease>)> done);
+
+    // Upgrades `exchange` to a websocket on this kernel (the protocol from its offer). An error
+    // (nothing answered) when it is not a websocket handshake.
+    status connect(http_exchange& exchange, std::size_t max_message);
+    // Closes every websocket (kernel deleted, kpool serve stopping).
+    void disconnect_all();
+
+    // Sends a status message of our own on iopub (restarting, dead), as jupyter_server does.
+    void announce(const std::string& execution_state);
+
+    // {id, name, last_activity, execution_state, connections}, jupyter_server's kernel model.
+    nlohmann::json model() const;
+    std::size_t connections() const;
+    const std::string& execution_state() const { return m_execution_state; }
+    std::chrono::system_clock::time_point last_activity() const { return m_last_activity; }
+
+    // Messages kept while no websocket is connected, at most this many (the oldest go first).
+    static constexpr std::size_t max_kept = 4096;
+
+private:
+    struct attachment {
+        std::unique_ptr<websocket> socket;
+        ws_protocol protocol = ws_protocol::legacy;
+        bool closed = false;
+    };
+    void from_kernel(kernel_port port, message_parts parts);
+    void from_client(std::uint64_t attachment_id, std::string_view data, bool binary);
+    void deliver(const channel_message& message, std::optional<std::uint64_t> to);
+    void sweep();
+    void remember_origin(const std::string& msg_id, std::uint64_t attachment_id);
+
+    uv_loop_t* m_loop;
+    zmq::context_t& m_zmq;
+    std::string m_id;
+    std::string m_name;
+    kernel_lease m_lease;
+    std::unique_ptr<kernel_channels> m_channels;
+    std::unique_ptr<kernel_channels> m_next;  // a restart's kernel, until it is ready
+    std::vector<std::unique_ptr<kernel_channels>> m_retired; // freed on the next loop turn
+    std::map<std::uint64_t, attachment> m_attachments;
+    std::uint64_t m_next_attachment = 1;
+    daemon::uv_timer m_sweeper; // removes closed websockets on the next loop turn
+    std::deque<channel_message> m_kept;
+    // Which websocket sent a request, by its msg_id, so that its replies go back there only.
+    std::map<std::string, std::uint64_t> m_origin;
+    std::deque<std::string> m_origin_order;
+    std::string m_execution_state = "idle";
+    std::chrono::system_clock::time_point m_last_activity = std::chrono::system_clock::now();
+};
+
+// A time as jupyter_server writes last_activity: %Y-%m-%dT%H:%M:%S.%fZ (UTC).
+std::string iso_utc(std::chrono::system_clock::time_point t);
+// A fresh random UUID (version 4), the shape of Jupyter's kernel ids.
+std::string random_uuid();
+
+} // namespace kpool::serve

@@ -1,0 +1,83 @@
+// The sockets kpool serve holds to one kernel, driven by the event loop: shell and iopub always,
+// control and stdin when asked for (the gateway's websockets use all four). Messages go out
+// signed with the kernel's key; each one that comes in, with a valid signature, is handed over
+// as its frames. when_ready proves the kernel answers and that iopub is subscribed, so nothing
+// sent after it can be missed.
+#pragma once
+
+#include "daemon/loop/uv_timer.hpp"
+#include "daemon/loop/zmq_watcher.hpp"
+#include "protocol/connection_info.hpp"
+#include "protocol/result.hpp"
+
+#include <nlohmann/json.hpp>
+#include <uv.h>
+#include <zmq.hpp>
+
+#include <array>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kpool::serve {
+
+enum class kernel_port { shell, control, stdin_port, iopub };
+// "shell", "control", "stdin", "iopub".
+std::string_view port_name(kernel_port port);
+
+// A message's frames after the delimiter and signature: header, parent_header, metadata,
+// content (JSON text each), then buffers.
+struct message_parts {
+    std::vector<std::string> frames;
+    const std::string& header() const { return frames[0]; }
+    const std::string& parent_header() const { return frames[1]; }
+};
+
+class kernel_channels {
+public:
+    using on_message_fn = std::function<void(kernel_port from, message_parts parts)>;
+
+    kernel_channels(uv_loop_t* loop, zmq::context_t& zmq, const protocol::connection_info& info,
+                    bool all_ports, on_message_fn on_message);
+    ~kernel_channels();
+    kernel_channels(const kernel_channels&) = delete;
+    kernel_channels& operator=(const kernel_channels&) = delete;
+
+    // kernel_info round trips until one's iopub status arrives too. `done` once, with the
+    // kernel_info_reply's content; meanwhile the messages of those round trips are not handed on.
+    void when_ready(std::chrono::milliseconds timeout, std::function<void(result<nlohmann::json>)> done);
+
+    void set_on_message(on_message_fn on_message) { m_on_message = std::move(on_message); }
+
+    // A new message of our own session; its msg_id.
+    std::string send(kernel_port to, std::string_view msg_type, const nlohmann::json& content);
+    // A message a client made (its four JSON parts and buffers), signed here. False when `to` is
+    // iopub or a port this object does not hold, or the socket cannot take it now.
+    bool send_parts(kernel_port to, const std::vector<std::string>& parts);
+
+private:
+    void on_readable(kernel_port from);
+    void ready_round();
+    zmq::socket_t* socket(kernel_port port);
+
+    std::string m_key;
+    std::string m_session;
+    std::array<std::unique_ptr<zmq::socket_t>, 4> m_sockets;
+    std::array<std::unique_ptr<daemon::zmq_watcher>, 4> m_watchers; // after m_sockets
+    on_message_fn m_on_message;
+    daemon::uv_timer m_timer;
+
+    std::function<void(result<nlohmann::json>)> m_ready_done;
+    std::string m_ready_id;
+    // Every handshake request's id: their late messages (a status after the reply) are ours too.
+    std::vector<std::string> m_handshake_ids;
+    nlohmann::json m_ready_info;
+    bool m_ready_reply = false;
+    bool m_ready_iopub = false;
+    std::chrono::steady_clock::time_point m_ready_deadline;
+};
+
+} // namespace kpool::serve
