@@ -124,7 +124,9 @@ ws_protocol choose_protocol(const std::optional<std::string>& offered) {
 
 result<channel_message> decode_client_message(ws_protocol protocol, std::string_view data, bool binary) {
     if (protocol == ws_protocol::legacy) {
-        if (!binary) {
+        // jupyter_server 1.23's gateway client forwards a browser's binary message (buffers) in a
+        // text frame: what cannot be JSON (no '{') is read as the binary layout it is.
+        if (!binary && (data.empty() || data.front() == '{')) {
             return from_legacy_json(data, {});
         }
         // The count is of the pieces (JSON first, then buffers), and the JSON starts after it.

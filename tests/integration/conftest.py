@@ -253,6 +253,21 @@ class Daemon:
             assert not os.path.exists(path + ".lock"), "lock file left"
 
 
+def module_daemon(tmp_path_factory, kernelspec_path, pools, name):
+    """For a module-scoped fixture (`yield from`): one kpoold with two warm python3 kernels,
+    checked for leaked kernels, files and sockets when it stops."""
+    d = Daemon(str(tmp_path_factory.mktemp(name)), pools, env={"JUPYTER_PATH": kernelspec_path})
+    d.start()
+    try:
+        d.wait_warm("python3", 2, timeout=60)
+        yield d
+        assert d.stop() == 0, d.log_text()
+        d.assert_no_leaks()
+    finally:
+        if d.proc is not None and d.proc.poll() is None:
+            d.proc.kill()
+
+
 @pytest.fixture(scope="session")
 def kernelspec_path(tmp_path_factory):
     """A JUPYTER_PATH holding the fake kernelspecs; python3 still comes from /usr/share."""

@@ -18,7 +18,7 @@ import pytest
 import requests
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from conftest import Daemon, wait_until
+from conftest import module_daemon, wait_until
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 KPOOL = os.environ.get("KPOOL_CLI") or os.path.join(HERE, "..", "..", "build", "kpool")
@@ -63,22 +63,13 @@ class Serve:
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory, kernelspec_path):
-    """One kpoold for the module (each test starts its own kpool serve): checked for leaked
-    kernels, files and sockets when it stops."""
-    d = Daemon(str(tmp_path_factory.mktemp("serve-daemon")), POOLS, env={"JUPYTER_PATH": kernelspec_path})
-    d.start()
-    try:
-        d.wait_warm("python3", 2, timeout=60)
-        yield d
-        assert d.stop() == 0, d.log_text()
-        d.assert_no_leaks()
-    finally:
-        if d.proc is not None and d.proc.poll() is None:
-            d.proc.kill()
+    """One kpoold for the module (each test starts its own kpool serve)."""
+    yield from module_daemon(tmp_path_factory, kernelspec_path, POOLS, "serve-daemon")
 
 
-@pytest.fixture
-def serve(daemon):
+def serve_processes(daemon):
+    """For a `serve` fixture (`yield from`): start(*args) starts a kpool serve in front of
+    `daemon`; each must stop with status 0, and then no kernel may be left leased."""
     servers = []
 
     def start(*args, **kw):
@@ -92,6 +83,11 @@ def serve(daemon):
     # Every kernel a request took went back (released kernels are shut down).
     wait_until(lambda: all(p["leased"] == 0 for p in daemon.status()["pools"]), timeout=20,
                what="no kernel leased")
+
+
+@pytest.fixture
+def serve(daemon):
+    yield from serve_processes(daemon)
 
 
 def exec_(s, code, **fields):
