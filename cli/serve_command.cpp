@@ -44,7 +44,8 @@ options (each overrides its key in --config's [serve]):
   --max-body BYTES        larger request bodies: 413 (default 16777216)
   --stop-grace S          on SIGTERM, requests in flight get S seconds to finish, then their
                           code is interrupted and they are answered 503 (default 30)
-gateway options (as Kernel Gateway's flags):
+gateway options (as Kernel Gateway's flags; in [serve]: cull_idle_timeout_s, cull_interval_s,
+cull_connected, cull_busy, kernel_lease_s, env_whitelist, max_kernels, allow_origin, ...):
   --cull-idle-timeout S   shut down gateway kernels idle for S seconds (default 0: never)
   --cull-interval S       how often to look for idle kernels (default 300)
   --cull-connected        cull idle kernels with a websocket connected too
@@ -107,6 +108,20 @@ void apply_config(const config::serve_config& c, serve::serve_options& o) {
     o.max_queue = static_cast<std::size_t>(c.max_queue);
     o.max_body = static_cast<std::size_t>(c.max_body);
     o.stop_grace = std::chrono::milliseconds(static_cast<std::int64_t>(c.stop_grace_s * 1000));
+    serve::gateway_options& g = o.gateway;
+    g.cull_idle_timeout = std::chrono::seconds(static_cast<std::int64_t>(c.cull_idle_timeout_s));
+    g.cull_interval = std::chrono::seconds(static_cast<std::int64_t>(c.cull_interval_s));
+    g.cull_connected = c.cull_connected;
+    g.cull_busy = c.cull_busy;
+    g.kernel_lease = std::chrono::seconds(static_cast<std::int64_t>(c.kernel_lease_s));
+    g.env_whitelist = c.env_whitelist;
+    g.max_kernels = static_cast<std::size_t>(c.max_kernels);
+    g.allow_origin = c.allow_origin;
+    g.allow_credentials = c.allow_credentials;
+    g.allow_headers = c.allow_headers;
+    g.allow_methods = c.allow_methods;
+    g.expose_headers = c.expose_headers;
+    g.max_age = c.max_age;
 }
 
 // `control` is the config's [daemon] control when --config names one.

@@ -209,6 +209,25 @@ bool valid_z85_key(std::string_view key) {
                        [&](char c) { return alphabet.find(c) != std::string_view::npos; });
 }
 
+std::vector<std::string> read_names(const toml::table& table, std::string_view key) {
+    std::vector<std::string> names;
+    const toml::node* node = table.get(key);
+    if (node == nullptr) {
+        return names;
+    }
+    if (!node->is_array()) {
+        fail(node->source(), "'" + std::string(key) + "' must be an array of strings, not " + type_name(*node));
+    }
+    for (const toml::node& item : *node->as_array()) {
+        const auto* v = item.as_string();
+        if (v == nullptr || v->get().empty()) {
+            fail(item.source(), "'" + std::string(key) + "' must be an array of non-empty strings");
+        }
+        names.push_back(v->get());
+    }
+    return names;
+}
+
 std::vector<std::string> read_keys(const toml::table& table, std::string_view key) {
     std::vector<std::string> keys;
     const toml::node* node = table.get(key);
@@ -394,7 +413,10 @@ serve_config read_serve(const toml::table& root) {
     const toml::table& table = *t;
     check_known_keys(table, "[serve]",
                      {"listen", "root", "save_dir", "kernel", "token_file", "cert_file", "key_file",
-                      "queue_timeout_s", "max_queue", "max_body", "stop_grace_s"});
+                      "queue_timeout_s", "max_queue", "max_body", "stop_grace_s", "cull_idle_timeout_s",
+                      "cull_interval_s", "cull_connected", "cull_busy", "kernel_lease_s", "env_whitelist",
+                      "max_kernels", "allow_origin", "allow_credentials", "allow_headers", "allow_methods",
+                      "expose_headers", "max_age"});
     s.listen = read_string(table, "listen", s.listen);
     check_value(table, "listen", [&] { return valid_host_port(s.listen) && s.listen.front() != ':'; },
                 "'listen' must be HOST:PORT with an IP address, e.g. \"127.0.0.1:8890\"");
@@ -416,6 +438,18 @@ serve_config read_serve(const toml::table& root) {
     s.max_queue = read_int(table, "max_queue", s.max_queue, 1, 100000);
     s.max_body = read_int(table, "max_body", s.max_body, 1024, 1 << 30);
     s.stop_grace_s = read_seconds(table, "stop_grace_s", s.stop_grace_s, 0, 3600, true);
+    s.cull_idle_timeout_s = read_seconds(table, "cull_idle_timeout_s", s.cull_idle_timeout_s, 0, 604800, false);
+    s.cull_interval_s = read_seconds(table, "cull_interval_s", s.cull_interval_s, 1, 86400, false);
+    s.cull_connected = read_bool(table, "cull_connected", s.cull_connected);
+    s.cull_busy = read_bool(table, "cull_busy", s.cull_busy);
+    s.kernel_lease_s = read_seconds(table, "kernel_lease_s", s.kernel_lease_s, 3, 86400, false);
+    s.env_whitelist = read_names(table, "env_whitelist");
+    s.max_kernels = read_int(table, "max_kernels", s.max_kernels, 0, 100000);
+    for (auto [key, field] : {std::pair{"allow_origin", &s.allow_origin}, std::pair{"allow_credentials", &s.allow_credentials},
+                              std::pair{"allow_headers", &s.allow_headers}, std::pair{"allow_methods", &s.allow_methods},
+                              std::pair{"expose_headers", &s.expose_headers}, std::pair{"max_age", &s.max_age}}) {
+        *field = read_string(table, key, "");
+    }
     return s;
 }
 

@@ -109,6 +109,15 @@ struct serve_config {
     int max_queue = 64;
     int max_body = 16 << 20;
     double stop_grace_s = 30;
+    // The Kernel Gateway API (docs/serve.md), as Kernel Gateway's flags.
+    double cull_idle_timeout_s = 0; // 0: never
+    double cull_interval_s = 300;
+    bool cull_connected = false;
+    bool cull_busy = false;
+    double kernel_lease_s = 120;
+    std::vector<std::string> env_whitelist;
+    int max_kernels = 0; // 0: no limit
+    std::string allow_origin, allow_credentials, allow_headers, allow_methods, expose_headers, max_age;
 };
 
 struct config {

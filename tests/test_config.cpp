@@ -16,6 +16,11 @@ std::string diagnostic_of(const std::string& text) {
     REQUIRE_FALSE(cfg.ok());
     return cfg.err().message;
 }
+config parsed(const std::string& text) {
+    auto cfg = parse_config(text, "t.toml");
+    REQUIRE(cfg.ok());
+    return *cfg;
+}
 } // namespace
 
 TEST_SUITE("config") {
@@ -94,6 +99,21 @@ open_files = 256
         CHECK(other->heartbeat_timeout_s == 5);
         CHECK(other->limits.open_files == 0);
         CHECK(cfg->daemon.runtime_dir == "/tmp/k");
+    }
+
+    TEST_CASE("[serve]'s gateway keys") {
+        const config c = parsed("[pools.a]\n[serve]\ncull_idle_timeout_s = 600\ncull_interval_s = 30\n"
+                                "cull_connected = true\nkernel_lease_s = 60\nenv_whitelist = [\"LANG\", \"TZ\"]\n"
+                                "max_kernels = 8\nallow_origin = \"*\"\n");
+        CHECK(c.serve.cull_idle_timeout_s == 600);
+        CHECK(c.serve.cull_interval_s == 30);
+        CHECK(c.serve.cull_connected);
+        CHECK(!c.serve.cull_busy);
+        CHECK(c.serve.kernel_lease_s == 60);
+        CHECK(c.serve.env_whitelist == std::vector<std::string>{"LANG", "TZ"});
+        CHECK(c.serve.max_kernels == 8);
+        CHECK(c.serve.allow_origin == "*");
+        CHECK(parsed("[pools.a]\n").serve.cull_idle_timeout_s == 0); // never, by default
     }
 
     TEST_CASE("access control keys: uids/gids for ipc, CURVE for tcp") {
@@ -199,6 +219,10 @@ open_files = 256
             {"[pools.a]\n[serve]\ncert_file = \"/c.pem\"\n", "t.toml:3:13: TLS needs both 'cert_file' and 'key_file'"},
             {"[pools.a]\n[serve]\nmax_queue = 0\n", "t.toml:3:13: 'max_queue' must be from 1 to 100000, not 0"},
             {"[pools.a]\n[serve]\nport = 1\n", "t.toml:3:1: unknown key 'port' in [serve]"},
+            {"[pools.a]\n[serve]\nenv_whitelist = \"PATH\"\n",
+             "t.toml:3:17: 'env_whitelist' must be an array of strings, not a string"},
+            {"[pools.a]\n[serve]\nkernel_lease_s = 1\n",
+             "t.toml:3:18: 'kernel_lease_s' must be at least 3 and at most 86400 seconds"},
             {"[pools.a]\nheartbeat_timeout_s = 0\n",
              "t.toml:2:23: 'heartbeat_timeout_s' must be above 0 and at most 3600 seconds"},
             {"[pools.a.limits]\nopen_files = 3\n",
