@@ -40,7 +40,8 @@ def start_kernel_gateway(work, env):
     port = free_port()
     log = open(os.path.join(work, "kg.log"), "wb")
     proc = subprocess.Popen([PYTHON, "-m", "kernel_gateway", "--KernelGatewayApp.ip=127.0.0.1",
-                             "--KernelGatewayApp.port=%d" % port, "--KernelGatewayApp.list_kernels=True"],
+                             "--KernelGatewayApp.port=%d" % port,
+                             "--JupyterWebsocketPersonality.list_kernels=True"],
                             env=dict(env, PYTHONPATH=os.path.join(ANCHORS, "kernel_gateway")),
                             stdout=subprocess.DEVNULL, stderr=log, cwd=work)
     import urllib.request
@@ -147,7 +148,11 @@ def gateway_bench(b):
             server.close()
         for p in procs:
             p.terminate()
-            p.wait(60)
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
         d.close()
         shutil.rmtree(work, ignore_errors=True)
 

@@ -131,8 +131,9 @@ void kernel_channels::on_readable(kernel_port from) {
                 if (!m_ready_iopub) {
                     // Its status follows at once unless our SUB was not subscribed yet when the
                     // kernel sent it (a SUB joins a few milliseconds late): then ask again soon,
-                    // not after the 200 ms a blocking client waits, since a request waits on this.
-                    m_timer.start(20ms, [this] { ready_round(); });
+                    // not after the 200 ms a blocking client waits, since a request waits on this
+                    // (a round costs the kernel well under a millisecond).
+                    m_timer.start(5ms, [this] { ready_round(); });
                 }
             }
             if (m_ready_reply && m_ready_iopub) {
