@@ -5,7 +5,10 @@ its own loopback port): `POST /v1/exec` `print(1)` and `GET /v1/run/hello.ipynb?
 parameters cell and one code cell whose printed line is the answer) at concurrency 1, for
 latency (p50, p99); then the notebook at concurrency 10 and 50, for throughput (req/s, p50, p99,
 429s, failures). Baseline in the same run, on the same pool: `kpool run hello.ipynb OUT -p name x`
-processes at the same concurrency (what a caller does today without kpool serve).
+processes at the same concurrency (what a caller does today without kpool serve). The peers in
+../shared/anchors on the same notebook, when present: Voila 0.4.6 (renders the notebook on a
+new kernel per request, and with its preheated kernel pool) and Kernel Gateway 2.5.2's
+notebook-http mode (a `# GET /hello` cell; 4 prespawned kernels shared by every caller).
 Clients: Python threads with a keep-alive requests.Session each."""
 import concurrent.futures
 import os
@@ -70,6 +73,81 @@ def kpool_run_load(b, endpoint, nb, n, concurrency):
     with concurrent.futures.ThreadPoolExecutor(concurrency) as ex:
         results = list(ex.map(one, range(n)))
     return time.perf_counter() - start, results
+
+
+ANCHORS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                       "shared", "anchors")
+
+
+def start_peer(name, args, cwd, port):
+    """A peer from ../shared/anchors on a loopback port, with Jupyter directories of its own."""
+    home = tempfile.mkdtemp(prefix="kpool-bench-peer-")
+    for d in ("cfg", "runtime", "ipython"):
+        os.makedirs(os.path.join(home, d))
+    env = dict(os.environ, PYTHONPATH=os.path.join(ANCHORS, name), JUPYTER_CONFIG_DIR=home + "/cfg",
+               JUPYTER_RUNTIME_DIR=home + "/runtime", IPYTHONDIR=home + "/ipython")
+    proc = subprocess.Popen(["/usr/bin/python3", "-m", *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+                            stderr=open(os.path.join(home, "log"), "wb"))
+    end = time.monotonic() + 120
+    while time.monotonic() < end and proc.poll() is None:
+        try:
+            requests.get("http://127.0.0.1:%d/" % port, timeout=60)
+            return proc
+        except requests.RequestException:
+            time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError("%s did not start (see %s/log)" % (name, home))
+
+
+def stop_peer(proc):
+    proc.terminate()
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def peers(quick, root, lines):
+    """Voila and Kernel Gateway's notebook-http mode on the same notebook, c=1 then c=10."""
+    from notebook_server import free_port
+    if not os.path.isdir(os.path.join(ANCHORS, "voila")):
+        return
+    n1, n10 = (5, 20) if quick else (15, 60)
+    for label, extra in (("Voila 0.4.6, a new kernel per request", []),
+                         ("Voila 0.4.6, preheated pool of 4", ["--preheat_kernel=True", "--pool_size=4"])):
+        port = free_port()
+        proc = start_peer("voila", ["voila", "hello.ipynb", "--no-browser", "--port=%d" % port,
+                                    "--Voila.ip=127.0.0.1", "--Voila.connection_dir_root=" + root, *extra],
+                          root, port)
+        try:
+            def voila_one(s, port=port):
+                r = s.get("http://127.0.0.1:%d/" % port, timeout=300)
+                return r.status_code if "hello world" in r.text or r.status_code != 200 else 500
+            load(2, 1, voila_one)  # its first-use costs
+            for c, n in ((1, n1), (10, n10)):
+                seconds, results = load(n, c, voila_one)
+                lines.append(row("%s, c=%d" % (label, c), seconds, results)[0])
+        finally:
+            stop_peer(proc)
+    port = free_port()
+    kg_nb = os.path.join(root, "kg_hello.ipynb")
+    nbformat.write(new_notebook(cells=[new_code_cell(
+        "# GET /hello\nimport json\nreq = json.loads(REQUEST)\nprint('hello', req['args'].get('name', ['x'])[0])")],
+        metadata={"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}}), kg_nb)
+    proc = start_peer("kernel_gateway", ["kernel_gateway", "--KernelGatewayApp.api=kernel_gateway.notebook_http",
+                                         "--KernelGatewayApp.seed_uri=" + kg_nb, "--KernelGatewayApp.prespawn_count=4",
+                                         "--KernelGatewayApp.ip=127.0.0.1", "--port=%d" % port], root, port)
+    try:
+        def kg_one(s):
+            r = s.get("http://127.0.0.1:%d/hello?name=x" % port, timeout=300)
+            return r.status_code if r.text.strip() == "hello x" or r.status_code != 200 else 500
+        load(2, 1, kg_one)
+        for c, n in ((1, n1), (10, n10)):
+            seconds, results = load(n, c, kg_one)
+            lines.append(row("Kernel Gateway 2.5.2 notebook-http (4 shared kernels), c=%d" % c, seconds, results)[0])
+    finally:
+        stop_peer(proc)
 
 
 def row(label, seconds, results):
@@ -139,13 +217,17 @@ def serve_bench(b):
             lines.append(text)
             summary_rows["run c=%d" % c] = rate
         summary_rows["cpu_ms_per_request"] = (cpu_seconds(serve.pid) - cpu0) * 1000 / max(1, handled)
+        settle()
+        peers(quick, root, lines)
     finally:
         serve.send_signal(signal.SIGTERM)
         serve.wait(60)
         d.close()
     b.md("## 17. kpool serve: a fresh warm kernel per HTTP request, against `kpool run`", "",
          "A fork pool of %d ipykernels refilling behind; kpool serve at concurrency 1 (one request at a "
-         "time), then the notebook at 10 and 50 against `kpool run` processes on the same pool." % size, "",
+         "time), then the notebook at 10 and 50 against `kpool run` processes on the same pool; then Voila "
+         "and Kernel Gateway's notebook-http mode (../shared/anchors) on the same notebook (Voila answers "
+         "the rendered page; Kernel Gateway reuses its 4 kernels across callers)." % size, "",
          "| requests | n | req/s | p50 ms | p99 ms | 429 | failed |", "| --- | --- | --- | --- | --- | --- | --- |",
          *lines, "",
          "Targets: /v1/exec p50 <= 15 ms (%.1f), /v1/run p50 <= 30 ms (%.1f) at c=1; /v1/run req/s >= 0.8x "

@@ -352,6 +352,7 @@ void gateway::start(exchange_ptr ex, const do_gateway& g) {
             daemon::logger("gateway")->info("kernel {} started ({} from kpoold, pool {})", id,
                                             ready_kernel->lease().kernel_id, ready_kernel->name());
             m_kernels[id] = held{std::move(ready_kernel), cwd, env, false, 0};
+            m_owner.metrics().gateway_kernels().Set(static_cast<double>(m_kernels.size()));
             http_response r = json_response(201, model);
             r.headers.emplace_back("location", "/api/kernels/" + id);
             answer(ex, std::move(r));
@@ -360,16 +361,16 @@ void gateway::start(exchange_ptr ex, const do_gateway& g) {
 }
 
 void gateway::restart(exchange_ptr ex, const std::string& id) {
-    replace(id, [this, ex](http_response r) { answer(ex, std::move(r)); });
+    replace(id, "restart", [this, ex](http_response r) { answer(ex, std::move(r)); });
 }
 
-void gateway::replace(const std::string& id, std::function<void(http_response)> done) {
+void gateway::replace(const std::string& id, const std::string& why, std::function<void(http_response)> done) {
     held& h = m_kernels.at(id);
     if (h.replacing) {
         return done(error_response(409, "conflict", "the kernel is being restarted already"));
     }
     h.replacing = true;
-    acquire(h.kernel->name(), h.cwd, h.env, [this, id, done](result<kernel_lease> lease, http_response refusal) {
+    acquire(h.kernel->name(), h.cwd, h.env, [this, id, why, done](result<kernel_lease> lease, http_response refusal) {
         auto it = m_kernels.find(id);
         if (it == m_kernels.end()) {
             if (lease) {
@@ -382,7 +383,7 @@ void gateway::replace(const std::string& id, std::function<void(http_response)> 
             return done(std::move(refusal));
         }
         const kernel_lease fresh = *lease;
-        it->second.kernel->replace(*lease, ready_timeout, [this, id, fresh, done](result<kernel_lease> old) {
+        it->second.kernel->replace(*lease, ready_timeout, [this, id, why, fresh, done](result<kernel_lease> old) {
             auto at = m_kernels.find(id);
             if (at == m_kernels.end()) {
                 release(fresh);
@@ -395,6 +396,7 @@ void gateway::replace(const std::string& id, std::function<void(http_response)> 
             }
             at->second.unanswered_polls = 0;
             release(*old);
+            m_owner.metrics().gateway_replaced(why);
             daemon::logger("gateway")->info("kernel {} restarted on {} (was {})", id, fresh.kernel_id, old->kernel_id);
             done(json_response(200, at->second.kernel->model()));
         });
@@ -407,6 +409,7 @@ void gateway::remove(const std::string& id) {
         return;
     }
     std::unique_ptr<gateway_kernel> kernel = std::move(node.mapped().kernel);
+    m_owner.metrics().gateway_kernels().Set(static_cast<double>(m_kernels.size()));
     kernel->disconnect_all();
     release(kernel->lease());
     daemon::logger("gateway")->info("kernel {} shut down", id);
@@ -458,7 +461,7 @@ void gateway::poll() {
                                // As Kernel Gateway's restarter: "restarting", then a kernel again.
                                daemon::logger("gateway")->warn("kernel {} died: replacing it with a warm one", id);
                                k.kernel->announce("restarting");
-                               replace(id, [this, id](http_response r) {
+                               replace(id, "died", [this, id](http_response r) {
                                    auto at = m_kernels.find(id);
                                    if (r.status != 200 && at != m_kernels.end()) {
                                        at->second.kernel->announce("dead");
@@ -496,6 +499,7 @@ void gateway::release_all(std::function<void()> done) {
     }
     for (const std::string& id : ids) {
         auto node = m_kernels.extract(id);
+        m_owner.metrics().gateway_kernels().Set(static_cast<double>(m_kernels.size()));
         node.mapped().kernel->disconnect_all();
         release(node.mapped().kernel->lease(), one_done);
         retire(std::move(node.mapped().kernel));

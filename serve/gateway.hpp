@@ -58,8 +58,9 @@ private:
     void acquire(const std::string& name, const std::string& cwd, const std::map<std::string, std::string>& env,
                  acquired_fn done);
     void release(const kernel_lease& lease, std::function<void()> done = [] {});
-    // Restart's swap, also after a death. `done` with the model or the answer for the caller.
-    void replace(const std::string& id, std::function<void(http_response)> done);
+    // Restart's swap, also after a death (`why`: "restart", "died"). `done` with the model or
+    // the answer for the caller.
+    void replace(const std::string& id, const std::string& why, std::function<void(http_response)> done);
     void cull();
     void poll();
     void renew();

@@ -34,7 +34,18 @@ serve_metrics::serve_metrics()
                          .Name("kpool_serve_kernels_used_total")
                          .Help("Kernels acquired from kpoold (each used by one request, then released)")
                          .Register(*m_registry)
-                         .Add({})) {}
+                         .Add({})),
+      m_gateway_kernels(prometheus::BuildGauge()
+                            .Name("kpool_serve_gateway_kernels")
+                            .Help("Kernels the Kernel Gateway API holds for notebook servers")
+                            .Register(*m_registry)
+                            .Add({})),
+      m_gateway_restarts(prometheus::BuildCounter()
+                             .Name("kpool_serve_gateway_replacements_total")
+                             .Help("Gateway kernels replaced by a warm one, by why (restart, died)")
+                             .Register(*m_registry)) {}
+
+void serve_metrics::gateway_replaced(const std::string& why) { m_gateway_restarts.Add({{"why", why}}).Increment(); }
 
 void serve_metrics::answered(const std::string& route, int status, double seconds) {
     m_requests.Add({{"route", route}, {"status", std::to_string(status)}}).Increment();

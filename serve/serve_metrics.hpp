@@ -1,6 +1,6 @@
 // kpool serve's Prometheus metrics, rendered in the text format for GET /metrics: requests by
 // route and status, latency by route, requests in flight and waiting for a kernel, 429s, and
-// kernels used.
+// kernels used; the gateway's kernels held and replaced.
 #pragma once
 
 #include <prometheus/counter.h>
@@ -24,6 +24,8 @@ public:
     double waiting_now() const { return m_waiting.Value(); }
     prometheus::Counter& rejected() { return m_rejected; }
     prometheus::Counter& kernels_used() { return m_kernels_used; }
+    prometheus::Gauge& gateway_kernels() { return m_gateway_kernels; }
+    void gateway_replaced(const std::string& why);
 
     std::string text() const;
 
@@ -35,6 +37,8 @@ private:
     prometheus::Gauge& m_waiting;
     prometheus::Counter& m_rejected;
     prometheus::Counter& m_kernels_used;
+    prometheus::Gauge& m_gateway_kernels;
+    prometheus::Family<prometheus::Counter>& m_gateway_restarts;
 };
 
 } // namespace kpool::serve

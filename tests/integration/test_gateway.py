@@ -280,6 +280,9 @@ def test_restart_puts_a_warm_kernel_under_the_same_id(serve, daemon):
     iopub, reply = ks.execute("x")
     assert reply["status"] == "error" and reply["ename"] == "NameError" and reply["execution_count"] == 1
     assert requests.post(s.url + "/api/kernels/nope-nope/restart", timeout=30).status_code == 404
+    metrics = requests.get(s.url + "/metrics", timeout=30).text
+    assert 'kpool_serve_gateway_replacements_total{why="restart"} 1' in metrics
+    assert "kpool_serve_gateway_kernels 1" in metrics
     ks.close()
 
 
