@@ -22,6 +22,7 @@ import uuid
 
 from benchlib import PYTHON, Daemon
 from notebook_server import Server, first_result, free_port
+from serve import stop_peer
 
 ANCHORS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                        "shared", "anchors")
@@ -147,12 +148,7 @@ def gateway_bench(b):
         for server in servers.values():
             server.close()
         for p in procs:
-            p.terminate()
-            try:
-                p.wait(20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+            stop_peer(p)
         d.close()
         shutil.rmtree(work, ignore_errors=True)
 
