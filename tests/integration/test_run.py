@@ -226,9 +226,11 @@ def test_ctrl_c_writes_the_output_and_releases(daemon, tmp_path):
     src = tmp_path / "c.ipynb"
     nbformat.write(python_nb([new_code_cell("print('started', flush=True)\nimport time; time.sleep(60)")]), str(src))
     out = tmp_path / "out.ipynb"
-    p = subprocess.Popen([KPOOL, "--endpoint", daemon.endpoint, "run", str(src), str(out)],
+    stdout = tmp_path / "stdout.txt"
+    p = subprocess.Popen([KPOOL, "--endpoint", daemon.endpoint, "run", str(src), str(out), "--stdout-file", str(stdout)],
                          stderr=subprocess.PIPE, text=True)
-    wait_until(lambda: out.exists() and "started" in out.read_text(), timeout=30, what="the cell to start")
+    # The cell has printed (not merely started: an interrupt before its print leaves no output).
+    wait_until(lambda: stdout.exists() and "started" in stdout.read_text(), timeout=30, what="the cell to print")
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=30)
     # As papermill ends on Ctrl-C: "Aborted!", exit 1, the cell "completed", no error cells (its
