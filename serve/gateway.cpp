@@ -169,84 +169,81 @@ void gateway::handle(exchange_ptr ex, const do_gateway& g) {
     }
 }
 
-void gateway::kernelspecs(exchange_ptr ex, const do_gateway& g) {
-    m_owner.control({{"op", "status"}}, 2000ms, [this, ex, g](result<json> status, std::size_t daemon) {
+void gateway::served_kernelspecs(std::function<void(result<served_specs>)> done) {
+    m_owner.control({{"op", "status"}}, 2000ms, [this, done](result<json> status, std::size_t daemon) {
         if (!status || !status->value("ok", false)) {
-            return answer(ex, error_response(503, "unavailable", "no kpoold answered"));
+            return done(error{errc::unavailable, "no kpoold answered"});
         }
-        m_owner.control_at(daemon, {{"op", "kernelspecs"}}, 2000ms, [this, ex, g, status = *status](result<json> specs) {
+        m_owner.control_at(daemon, {{"op", "kernelspecs"}}, 2000ms, [done, status = *status](result<json> specs) {
             if (!specs || !specs->value("ok", false)) {
-                return answer(ex, error_response(503, "unavailable", "kpoold did not list its kernelspecs"));
+                return done(error{errc::unavailable, "kpoold did not list its kernelspecs"});
             }
             json by_name = json::object();
             for (const json& s : specs->value("kernelspecs", json::array())) {
                 by_name[s.value("name", "")] = s;
             }
-            json models = json::object();
-            std::string first;
+            served_specs out;
             for (const json& p : status.value("pools", json::array())) {
                 if (p.value("removed", false)) {
                     continue;
                 }
                 const std::string name = p.value("name", "");
-                const std::string spec_name = p.value("kernelspec", name);
-                const json spec = by_name.value(spec_name, json::object());
-                first = first.empty() ? name : first;
-                models[name] = {{"name", name},
-                                {"spec",
-                                 {{"argv", spec.value("argv", json::array())},
-                                  {"env", spec.value("env", json::object())},
-                                  {"display_name", spec.value("display_name", name)},
-                                  {"language", spec.value("language", "")},
-                                  {"interrupt_mode", spec.value("interrupt_mode", "signal")},
-                                  {"metadata", spec.value("metadata", json::object())}}},
-                                {"resources", resources_of(name, spec.value("resource_dir", ""))}};
+                const json spec = by_name.value(p.value("kernelspec", name), json::object());
+                const std::string dir = spec.value("resource_dir", "");
+                out.first = out.first.empty() ? name : out.first;
+                out.resource_dirs[name] = dir;
+                out.models[name] = {{"name", name},
+                                    {"spec",
+                                     {{"argv", spec.value("argv", json::array())},
+                                      {"env", spec.value("env", json::object())},
+                                      {"display_name", spec.value("display_name", name)},
+                                      {"language", spec.value("language", "")},
+                                      {"interrupt_mode", spec.value("interrupt_mode", "signal")},
+                                      {"metadata", spec.value("metadata", json::object())}}},
+                                    {"resources", resources_of(name, dir)}};
             }
-            if (g.action == gateway_action::get_kernelspec) {
-                if (!models.contains(g.name)) {
-                    return answer(ex, error_response(404, "not_found", "no kernelspec '" + g.name + "' is served"));
-                }
-                return answer(ex, json_response(200, models[g.name]));
-            }
-            const std::string& wanted = m_owner.options().default_kernel;
-            answer(ex, json_response(200, {{"default", models.contains(wanted) ? wanted : first}, {"kernelspecs", models}}));
+            done(std::move(out));
         });
     });
 }
 
-void gateway::resource(exchange_ptr ex, const do_gateway& g) {
-    m_owner.control({{"op", "status"}}, 2000ms, [this, ex, g](result<json> status, std::size_t daemon) {
-        if (!status || !status->value("ok", false)) {
-            return answer(ex, error_response(503, "unavailable", "no kpoold answered"));
+void gateway::kernelspecs(exchange_ptr ex, const do_gateway& g) {
+    served_kernelspecs([this, ex, g](result<served_specs> specs) {
+        if (!specs) {
+            return answer(ex, error_response(503, "unavailable", specs.err().message));
         }
-        std::string spec_name;
-        for (const json& p : status->value("pools", json::array())) {
-            if (p.value("name", "") == g.name && !p.value("removed", false)) {
-                spec_name = p.value("kernelspec", g.name);
+        if (g.action == gateway_action::get_kernelspec) {
+            if (!specs->models.contains(g.name)) {
+                return answer(ex, error_response(404, "not_found", "no kernelspec '" + g.name + "' is served"));
             }
+            return answer(ex, json_response(200, specs->models[g.name]));
         }
-        if (spec_name.empty()) {
+        const std::string& wanted = m_owner.options().default_kernel;
+        answer(ex, json_response(200, {{"default", specs->models.contains(wanted) ? wanted : specs->first},
+                                       {"kernelspecs", specs->models}}));
+    });
+}
+
+void gateway::resource(exchange_ptr ex, const do_gateway& g) {
+    served_kernelspecs([this, ex, g](result<served_specs> specs) {
+        if (!specs) {
+            return answer(ex, error_response(503, "unavailable", specs.err().message));
+        }
+        const auto dir = specs->resource_dirs.find(g.name);
+        if (dir == specs->resource_dirs.end()) {
             return answer(ex, error_response(404, "not_found", "no kernelspec '" + g.name + "' is served"));
         }
-        m_owner.control_at(daemon, {{"op", "kernelspecs"}}, 2000ms, [this, ex, g, spec_name](result<json> specs) {
-            std::string dir;
-            for (const json& s : specs ? specs->value("kernelspecs", json::array()) : json::array()) {
-                if (s.value("name", "") == spec_name) {
-                    dir = s.value("resource_dir", "");
-                }
-            }
-            // g.resource is a plain file name (decide_gateway): nothing outside the directory.
-            const std::string file = dir + "/" + g.resource;
-            struct stat st{};
-            if (dir.empty() || ::stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (4 << 20)) {
-                return answer(ex, error_response(404, "not_found", "no resource '" + g.resource + "' for kernelspec '" +
-                                                                        g.name + "' here"));
-            }
-            std::ifstream in(file, std::ios::binary);
-            std::ostringstream bytes;
-            bytes << in.rdbuf();
-            answer(ex, {200, content_type_of(file), bytes.str(), {}});
-        });
+        // g.resource is a plain file name (decide_gateway): nothing outside the directory.
+        const std::string file = dir->second + "/" + g.resource;
+        struct stat st{};
+        if (dir->second.empty() || ::stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (4 << 20)) {
+            return answer(ex, error_response(404, "not_found",
+                                             "no resource '" + g.resource + "' for kernelspec '" + g.name + "' here"));
+        }
+        std::ifstream in(file, std::ios::binary);
+        std::ostringstream bytes;
+        bytes << in.rdbuf();
+        answer(ex, {200, content_type_of(file), bytes.str(), {}});
     });
 }
 

@@ -50,6 +50,13 @@ private:
     using acquired_fn = std::function<void(result<kernel_lease>, http_response refusal)>;
 
     void answer(const exchange_ptr& exchange, http_response response);
+    // The pools of the kpoold that answers, as jupyter_server's kernelspec models.
+    struct served_specs {
+        nlohmann::json models = nlohmann::json::object(); // by pool name
+        std::map<std::string, std::string> resource_dirs;  // by pool name
+        std::string first;
+    };
+    void served_kernelspecs(std::function<void(result<served_specs>)> done);
     void kernelspecs(exchange_ptr exchange, const do_gateway& action);
     void resource(exchange_ptr exchange, const do_gateway& action);
     void start(exchange_ptr exchange, const do_gateway& action);

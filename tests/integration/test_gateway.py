@@ -298,7 +298,9 @@ def test_messages_sent_while_no_websocket_is_connected_arrive_on_the_next(serve)
     ks.close()  # mid-execution
     wait_until(lambda: requests.get(s.url + "/api/kernels/" + kid, timeout=30).json()["connections"] == 0,
                timeout=10, what="the websocket gone")
-    time.sleep(1.5)  # the cell ends while nobody listens
+    # The cell ends while nobody listens (the model follows the kernel's status all the same).
+    wait_until(lambda: requests.get(s.url + "/api/kernels/" + kid, timeout=30).json()["execution_state"] == "idle",
+               timeout=20, what="the cell to end")
     again = KernelSocket(s, kid)
     rest = again.until(lambda m: m["msg_type"] == "execute_reply")
     text = stdout_of(first) + stdout_of(rest)
@@ -414,7 +416,7 @@ def test_renew_extends_a_lease(daemon):
     kernel = daemon.acquire("python3", lease_s=2)
     reply = daemon.rpc(op="renew", kernel_id=kernel["kernel_id"], lease_s=30)
     assert reply == {"ok": True, "lease_remaining_s": 30}
-    time.sleep(3)  # past the first lease
-    assert daemon.rpc(op="poll", kernel_id=kernel["kernel_id"])["alive"] is True
+    held = next(k for k in daemon.status()["kernels"] if k["id"] == kernel["kernel_id"])
+    assert 25 < held["lease_remaining_s"] <= 30  # the 2 s lease now ends 30 s from the renewal
     assert daemon.rpc(op="release", kernel_id=kernel["kernel_id"])["ok"]
     assert daemon.rpc(op="renew", kernel_id=kernel["kernel_id"], lease_s=30)["error"]["code"] == "unknown_kernel"

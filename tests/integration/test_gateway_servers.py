@@ -158,7 +158,7 @@ def test_a_comm_with_buffers_through_the_server(server):
     assert server.api("DELETE", "/api/kernels/" + kid).status_code == 204
 
 
-def test_a_websocket_dropped_mid_execution_gets_the_rest_when_reopened(server):
+def test_a_websocket_dropped_mid_execution_gets_the_rest_when_reopened(server, gateway):
     kid = server.api("POST", "/api/kernels", json={"name": "python3"}).json()["id"]
     ks = server.socket(kid)
     ks.send("execute_request", {"code": "import time\nfor i in range(4):\n    print(i, flush=True)\n"
@@ -167,7 +167,10 @@ def test_a_websocket_dropped_mid_execution_gets_the_rest_when_reopened(server):
                                 "allow_stdin": False, "stop_on_error": True})
     first = ks.until(lambda m: m["msg_type"] == "stream")
     ks.close()
-    time.sleep(2)
+    # The cell ends while no browser listens (the gateway's model follows the kernel's status).
+    wait_until(lambda: requests.get(gateway.url + "/api/kernels/" + kid, timeout=30,
+                                    headers={"Authorization": "token " + GATEWAY_TOKEN}).json()["execution_state"] == "idle",
+               timeout=20, what="the cell to end")
     again = server.socket(kid)
     rest = again.until(lambda m: m["msg_type"] == "execute_reply")
     assert stdout_of(first) + stdout_of(rest) == "0\n1\n2\n3\n"
