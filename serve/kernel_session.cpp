@@ -86,18 +86,15 @@ void kernel_session::on_message(kernel_port from, message_parts parts) {
     if (!m_tracker || from == kernel_port::control || from == kernel_port::stdin_port) {
         return;
     }
-    protocol::wire_message msg;
-    const auto part = [&](std::size_t i) { return json::parse(parts.frames[i], nullptr, false); };
-    msg.header = part(0);
-    msg.parent_header = part(1);
-    msg.metadata = part(2);
-    msg.content = part(3);
-    if (!msg.header.is_object() || !msg.parent_header.is_object() || !msg.content.is_object()) {
+    // protocol::parse reads the parts as every client does; kernel_channels checked the signature.
+    std::vector<std::string> frames{std::string(protocol::wire_delimiter), std::string()};
+    frames.insert(frames.end(), std::make_move_iterator(parts.frames.begin()), std::make_move_iterator(parts.frames.end()));
+    auto msg = protocol::parse(frames, "");
+    if (!msg) {
         return;
     }
-    msg.buffers.assign(parts.frames.begin() + 4, parts.frames.end());
     const auto channel = from == kernel_port::iopub ? jupyter::channel::iopub : jupyter::channel::shell;
-    jupyter::incoming in{channel, std::move(msg)};
+    jupyter::incoming in{channel, std::move(msg).value()};
     if (m_tracker->on_message(in, clock::now()) && channel == jupyter::channel::iopub && m_callbacks.on_iopub) {
         m_callbacks.on_iopub(in.msg);
     }
