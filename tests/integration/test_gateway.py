@@ -274,8 +274,10 @@ def test_restart_puts_a_warm_kernel_under_the_same_id(serve, daemon):
     r = requests.post(s.url + "/api/kernels/%s/restart" % kid, json={}, timeout=60)
     assert r.status_code == 200 and r.json()["id"] == kid
     assert time.monotonic() - started < 5
-    after = {k["id"] for k in daemon.status()["kernels"] if k["state"] == "leased"}
-    assert len(after) == 1 and after != before  # the old kernel went back, a new one took its place
+    # The old kernel goes back (its release follows the answer), a new one took its place.
+    leased = lambda: {k["id"] for k in daemon.status()["kernels"] if k["state"] == "leased"}  # noqa: E731
+    wait_until(lambda: len(leased()) == 1, timeout=10, what="the old kernel released")
+    assert leased() != before
     # The same websocket now talks to the new kernel: x is gone, counts start over.
     iopub, reply = ks.execute("x")
     assert reply["status"] == "error" and reply["ename"] == "NameError" and reply["execution_count"] == 1
