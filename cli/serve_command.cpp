@@ -42,6 +42,9 @@ options (each overrides its key in --config's [serve]):
   --queue-timeout S       no warm kernel within S seconds: 429 + Retry-After (default 5)
   --max-queue N           more than N requests waiting for a kernel: 429 at once (default 64)
   --max-body BYTES        larger request bodies: 413 (default 16777216)
+  --max-header BYTES      larger request headers (names and values): 431 (default 65536)
+  --max-connections N     connections open at once (websockets too); more wait in the listen
+                          backlog until one closes (default 1024)
   --stop-grace S          on SIGTERM, requests in flight get S seconds to finish, then their
                           code is interrupted and they are answered 503 (default 30)
 gateway options (as Kernel Gateway's flags; in [serve]: cull_idle_timeout_s, cull_interval_s,
@@ -107,6 +110,8 @@ void apply_config(const config::serve_config& c, serve::serve_options& o) {
     o.queue_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(c.queue_timeout_s * 1000));
     o.max_queue = static_cast<std::size_t>(c.max_queue);
     o.max_body = static_cast<std::size_t>(c.max_body);
+    o.max_header = static_cast<std::size_t>(c.max_header);
+    o.max_connections = static_cast<std::size_t>(c.max_connections);
     o.stop_grace = std::chrono::milliseconds(static_cast<std::int64_t>(c.stop_grace_s * 1000));
     serve::gateway_options& g = o.gateway;
     g.cull_idle_timeout = std::chrono::seconds(static_cast<std::int64_t>(c.cull_idle_timeout_s));
@@ -185,6 +190,10 @@ serve::serve_options parse(const std::vector<std::string>& args, std::string& co
             o.stop_grace = std::chrono::milliseconds(static_cast<std::int64_t>(positive(value(), a) * 1000));
         } else if (a == "--max-body") {
             o.max_body = static_cast<std::size_t>(positive(value(), a));
+        } else if (a == "--max-header") {
+            o.max_header = static_cast<std::size_t>(positive(value(), a));
+        } else if (a == "--max-connections") {
+            o.max_connections = static_cast<std::size_t>(positive(value(), a));
         } else if (a == "--cull-idle-timeout") {
             const std::string& v = value();
             o.gateway.cull_idle_timeout = std::chrono::seconds(v == "0" ? 0 : static_cast<std::int64_t>(positive(v, a)));

@@ -108,6 +108,8 @@ struct serve_config {
     double queue_timeout_s = 5;
     int max_queue = 64;
     int max_body = 16 << 20;
+    int max_header = 64 << 10;
+    int max_connections = 1024;
     double stop_grace_s = 30;
     // The Kernel Gateway API (docs/serve.md), as Kernel Gateway's flags.
     double cull_idle_timeout_s = 0; // 0: never

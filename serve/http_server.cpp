@@ -41,6 +41,9 @@ namespace {
 
 std::string as_string(h2o_iovec_t v) { return v.base != nullptr ? std::string(v.base, v.len) : std::string(); }
 
+// Where H2O's errordoc filter sends its own 413s (see http_server::start).
+constexpr std::string_view too_large_path = "/.kpool/413";
+
 h2o_iovec_t pool_copy(h2o_req_t* req, std::string_view s) { return h2o_strdup(&req->pool, s.data(), s.size()); }
 
 } // namespace
@@ -48,12 +51,25 @@ h2o_iovec_t pool_copy(h2o_req_t* req, std::string_view s) { return h2o_strdup(&r
 http_exchange::http_exchange(h2o_req_t* req, int fd) : m_req(req), m_fd(fd) {
     m_method = as_string(req->method);
     m_path = as_string(req->path_normalized);
-    if (req->query_at != SIZE_MAX && req->query_at < req->path.len) {
-        m_query.assign(req->path.base + req->query_at + 1, req->path.len - req->query_at - 1);
+    const std::string received = as_string(req->input.path).substr(0, req->input.query_at);
+    if (m_path == too_large_path && received != too_large_path) {
+        // H2O's internal redirect for its 413 (see http_server::start): seen as the request that
+        // caused it, without its body.
+        m_body_too_large = true;
+        m_method = as_string(req->input.method);
+        m_path = received;
+    } else {
+        if (req->query_at != SIZE_MAX && req->query_at < req->path.len) {
+            m_query.assign(req->path.base + req->query_at + 1, req->path.len - req->query_at - 1);
+        }
+        m_body = as_string(req->entity);
     }
-    m_body = as_string(req->entity);
     m_authority = as_string(req->authority);
     m_upgrade = as_string(req->upgrade);
+    m_header_bytes = m_authority.size() + m_upgrade.size();
+    for (std::size_t i = 0; i != req->headers.size; ++i) {
+        m_header_bytes += req->headers.entries[i].name->len + req->headers.entries[i].value.len;
+    }
     m_http1 = req->version < 0x200;
     // The caller's X-Request-Id when it is a plain name (it names a file under --save-dir and
     // goes into the log), else a fresh one.
@@ -142,6 +158,8 @@ struct http_server::state {
     handler on_request;
     bool context_ready = false;
     std::set<uv_tcp_t*> connections; // accepted, not yet closed
+    std::size_t max_connections = 1024;
+    bool accept_waiting = false; // a connection waits in the backlog for one of these to close
     std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> tls{nullptr, &SSL_CTX_free};
 };
 
@@ -202,10 +220,17 @@ struct connection {
     http_server::state* owner;
 };
 
+void accept_one(http_server::state* s);
+
 void free_connection(uv_handle_t* handle) {
     auto* c = reinterpret_cast<connection*>(handle);
-    c->owner->connections.erase(&c->tcp);
+    http_server::state* s = c->owner;
+    s->connections.erase(&c->tcp);
     delete c;
+    if (s->accept_waiting && s->listener != nullptr) {
+        s->accept_waiting = false;
+        accept_one(s);
+    }
 }
 
 void on_connection(uv_stream_t* listener, int status) {
@@ -213,6 +238,17 @@ void on_connection(uv_stream_t* listener, int status) {
         return;
     }
     auto* s = static_cast<http_server::state*>(listener->data);
+    if (s->connections.size() >= s->max_connections) {
+        // Not accepted: libuv stops watching the listener until the next uv_accept, so the
+        // client waits in the kernel's backlog until a connection closes (free_connection).
+        s->accept_waiting = true;
+        return;
+    }
+    accept_one(s);
+}
+
+void accept_one(http_server::state* s) {
+    uv_stream_t* listener = reinterpret_cast<uv_stream_t*>(s->listener);
     auto* conn = new connection{{}, s};
     s->connections.insert(&conn->tcp);
     uv_tcp_init(listener->loop, &conn->tcp);
@@ -274,7 +310,13 @@ result<std::unique_ptr<http_server>> http_server::start(uv_loop_t* loop, const h
     }
     h2o_config_init(&s.config);
     s.config.max_request_entity_size = options.max_body;
+    s.max_connections = std::max<std::size_t>(1, options.max_connections);
     h2o_hostconf_t* host = h2o_config_register_host(&s.config, h2o_iovec_init(H2O_STRLIT("default")), 65535);
+    // H2O answers a body over the limit itself, before any handler, in plain text; its errordoc
+    // filter turns that answer into an internal request for too_large_path, which reaches the
+    // handler as the original request with body_too_large() (the filter keeps the status 413).
+    h2o_errordoc_t too_large{413, h2o_iovec_init(too_large_path.data(), too_large_path.size())};
+    h2o_errordoc_register(&host->fallback_path, &too_large, 1);
     h2o_pathconf_t* path = h2o_config_register_path(host, "/", 0);
     auto* route = reinterpret_cast<route_handler*>(h2o_create_handler(path, sizeof(route_handler)));
     route->super.on_req = on_req;
@@ -358,6 +400,7 @@ const char* reason_phrase(int status) {
     case 405: return "Method Not Allowed";
     case 413: return "Payload Too Large";
     case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
     case 502: return "Bad Gateway";
     case 503: return "Service Unavailable";

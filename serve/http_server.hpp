@@ -38,10 +38,14 @@ public:
     // What follows '?' in the request line, undecoded; empty when none.
     std::string_view query() const { return m_query; }
     std::string_view body() const { return m_body; }
+    // The body was over http_server_options::max_body, so H2O did not read it: answer 413.
+    bool body_too_large() const { return m_body_too_large; }
     // The Host header (H2O keeps it apart from the other headers).
     std::string_view authority() const { return m_authority; }
     // The Upgrade header (H2O keeps it apart too); empty when none.
     std::string_view upgrade() const { return m_upgrade; }
+    // The request's headers' names and values together, in bytes.
+    std::size_t header_bytes() const { return m_header_bytes; }
     // A request header by its lower-case name.
     std::optional<std::string> header(std::string_view name) const;
 
@@ -79,6 +83,8 @@ private:
     std::chrono::steady_clock::time_point m_arrived = std::chrono::steady_clock::now();
     bool m_answered = false;
     bool m_http1 = true;
+    bool m_body_too_large = false;
+    std::size_t m_header_bytes = 0;
 };
 
 using exchange_ptr = std::shared_ptr<http_exchange>;
@@ -86,7 +92,9 @@ using exchange_ptr = std::shared_ptr<http_exchange>;
 struct http_server_options {
     std::string host = "127.0.0.1";
     int port = 8890; // 0: any free port (port() tells which)
-    std::size_t max_body = 16 << 20; // larger bodies get 413 from H2O
+    std::size_t max_body = 16 << 20; // larger bodies are not read: body_too_large()
+    // Open at once (websockets included); more wait in the listen backlog until one closes.
+    std::size_t max_connections = 1024;
     // Both set: TLS only (HTTP/1.1, and HTTP/2 by ALPN), with this PEM certificate chain and key.
     std::string cert_file;
     std::string key_file;

@@ -40,6 +40,11 @@ serve_metrics::serve_metrics()
                             .Help("Kernels the Kernel Gateway API holds for notebook servers")
                             .Register(*m_registry)
                             .Add({})),
+      m_connections(prometheus::BuildGauge()
+                        .Name("kpool_serve_connections")
+                        .Help("HTTP connections open (websockets included); at --max-connections more wait")
+                        .Register(*m_registry)
+                        .Add({})),
       m_gateway_restarts(prometheus::BuildCounter()
                              .Name("kpool_serve_gateway_replacements_total")
                              .Help("Gateway kernels replaced by a warm one, by why (restart, died)")

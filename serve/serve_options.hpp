@@ -51,6 +51,8 @@ struct serve_options {
     // Requests waiting for a kernel at once; one more is answered 429 at once.
     std::size_t max_queue = 64;
     std::size_t max_body = 16 << 20;
+    std::size_t max_header = 64 << 10; // names and values together; more: 431
+    std::size_t max_connections = 1024; // open at once; more wait in the listen backlog
     std::string cert_file; // both: TLS
     std::string key_file;
     // On SIGTERM, requests in flight get this long to finish; then their code is interrupted.

@@ -61,6 +61,7 @@ result<std::unique_ptr<server>> server::start(uv_loop_t* loop, serve_options opt
     auto http = http_server::start(loop,
                                    {.host = s->m_options.host, .port = s->m_options.port,
                                     .max_body = s->m_options.max_body,
+                                    .max_connections = s->m_options.max_connections,
                                     .cert_file = s->m_options.cert_file, .key_file = s->m_options.key_file},
                                    [self](exchange_ptr ex) { self->on_request(std::move(ex)); });
     if (!http) {
@@ -95,6 +96,15 @@ void server::on_request(exchange_ptr ex) {
         m_metrics.answered(label, r.status, std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
         ex->respond(std::move(r));
     };
+    if (ex->body_too_large()) {
+        return answer(error_response(413, "too_large", "the request body is over the limit of " +
+                                                           std::to_string(m_options.max_body) + " bytes (--max-body)"));
+    }
+    if (ex->header_bytes() > m_options.max_header) {
+        return answer(error_response(431, "headers_too_large",
+                                     "the request's headers are over the limit of " +
+                                         std::to_string(m_options.max_header) + " bytes (--max-header)"));
+    }
     if (auto* now = std::get_if<http_response>(&decision)) {
         return answer(std::move(*now));
     }
@@ -108,6 +118,7 @@ void server::on_request(exchange_ptr ex) {
         return m_gateway->preflight(std::move(ex));
     }
     if (std::holds_alternative<do_metrics>(decision)) {
+        m_metrics.connections().Set(static_cast<double>(m_http->open_connections()));
         return answer({200, "text/plain; version=0.0.4", m_metrics.text(), {}});
     }
     if (!admit(label, ex, arrived)) {

@@ -116,6 +116,16 @@ open_files = 256
         CHECK(parsed("[pools.a]\n").serve.cull_idle_timeout_s == 0); // never, by default
     }
 
+    TEST_CASE("[serve]'s limits") {
+        const config c = parsed("[pools.a]\n[serve]\nmax_body = 2048\nmax_header = 4096\nmax_connections = 10\n");
+        CHECK(c.serve.max_body == 2048);
+        CHECK(c.serve.max_header == 4096);
+        CHECK(c.serve.max_connections == 10);
+        const config d = parsed("[pools.a]\n");
+        CHECK(d.serve.max_header == 65536);
+        CHECK(d.serve.max_connections == 1024);
+    }
+
     TEST_CASE("access control keys: uids/gids for ipc, CURVE for tcp") {
         auto ipc = parse_config("[daemon]\nallowed_uids = [1000, 0]\nallowed_gids = [27]\n"
                                 "[pools.a]\n",
@@ -218,6 +228,8 @@ open_files = 256
             {"[pools.a]\n[serve]\nroot = \"notebooks\"\n", "t.toml:3:8: 'root' must be an absolute path"},
             {"[pools.a]\n[serve]\ncert_file = \"/c.pem\"\n", "t.toml:3:13: TLS needs both 'cert_file' and 'key_file'"},
             {"[pools.a]\n[serve]\nmax_queue = 0\n", "t.toml:3:13: 'max_queue' must be from 1 to 100000, not 0"},
+            {"[pools.a]\n[serve]\nmax_connections = 0\n",
+             "t.toml:3:19: 'max_connections' must be from 1 to 1000000, not 0"},
             {"[pools.a]\n[serve]\nport = 1\n", "t.toml:3:1: unknown key 'port' in [serve]"},
             {"[pools.a]\n[serve]\nenv_whitelist = \"PATH\"\n",
              "t.toml:3:17: 'env_whitelist' must be an array of strings, not a string"},

@@ -160,9 +160,54 @@ def test_an_unknown_kernel_is_404(serve):
     assert r.status_code == 404 and r.json()["error"] == "unknown_kernel"
 
 
-def test_a_body_over_the_limit_is_413(serve):
-    r = serve("--max-body", "1000").post("/v1/exec", {"code": "x" * 2000})
-    assert r.status_code == 413
+def test_a_body_over_the_limit_is_413_in_json(serve):
+    s = serve("--max-body", "1000")
+    r = s.post("/v1/exec", {"code": "x" * 2000})
+    assert r.status_code == 413 and r.headers["content-type"] == "application/json"
+    assert r.json() == {"error": "too_large", "message": "the request body is over the limit of 1000 bytes (--max-body)"}
+    # A chunked body is cut off where it passes the limit, with the same answer.
+    host, port = s.url[len("http://"):].split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as c:
+        c.sendall(b"POST /v1/exec HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" +
+                  b"258\r\n" + b"x" * 600 + b"\r\n" + b"258\r\n" + b"x" * 600 + b"\r\n")
+        answer = c.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 413 ") and b'"error":"too_large"' in answer
+    assert s.post("/v1/exec", {"code": "1"}).status_code == 200
+    text = s.get("/metrics").text
+    assert 'kpool_serve_requests_total{route="/v1/exec",status="413"} 2' in text
+    wait_until(lambda: any("access: POST /v1/exec 413 " in line for line in s.log), what="the 413's access line")
+
+
+def test_headers_over_the_limit_are_431_and_h2o_refuses_a_monstrous_head(serve):
+    s = serve("--max-header", "2000")
+    r = s.post("/v1/exec", {"code": "1"}, headers={"X-Big": "a" * 3000})
+    assert r.status_code == 431 and r.json()["error"] == "headers_too_large"
+    assert s.post("/v1/exec", {"code": "1"}, headers={"X-Small": "a" * 500}).status_code == 200
+    # Past H2O's own limits (100 header lines) the request is not HTTP it parses: a plain 400, closed.
+    host, port = s.url[len("http://"):].split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as c:
+        c.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-H%d: v\r\n" % i for i in range(101)) + b"\r\n")
+        assert c.recv(100).startswith(b"HTTP/1.1 400 ")
+
+
+def test_connections_over_the_limit_wait_until_one_closes(serve):
+    s = serve("--max-connections", "2")
+    host, port = s.url[len("http://"):].split(":")
+    first = socket.create_connection((host, int(port)), timeout=10)
+    second = socket.create_connection((host, int(port)), timeout=10)
+    third = socket.create_connection((host, int(port)), timeout=10)  # accepted in that order
+    third.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    third.settimeout(0.5)
+    with pytest.raises(socket.timeout):
+        third.recv(100)  # left in the backlog: not read yet
+    first.close()
+    third.settimeout(10)
+    answer = b""
+    while chunk := third.recv(65536):
+        answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200 ") and b"\nkpool_serve_connections 2\n" in answer
+    second.close()
+    third.close()
 
 
 def test_no_warm_kernel_within_the_queue_timeout_is_429_with_retry_after(serve, daemon):
