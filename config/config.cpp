@@ -276,7 +276,7 @@ daemon_config read_daemon(const toml::table& root) {
     check_known_keys(table, "[daemon]",
                      {"control", "runtime_dir", "log_level", "max_kernels", "allowed_uids",
                       "allowed_gids", "curve_secret_key_file", "curve_allowed_keys", "metrics",
-                      "background_priority", "background_limit_s", "advertise_host"});
+                      "background_priority", "background_limit_s", "refill_delay_s", "advertise_host"});
 
     d.runtime_dir = read_string(table, "runtime_dir", default_runtime_dir());
     check_value(table, "runtime_dir", [&] { return !d.runtime_dir.empty() && d.runtime_dir[0] == '/'; },
@@ -322,6 +322,7 @@ daemon_config read_daemon(const toml::table& root) {
     d.background_priority = read_bool(table, "background_priority", d.background_priority);
     d.background_limit_s =
         read_seconds(table, "background_limit_s", d.background_limit_s, 0, 3600, false);
+    d.refill_delay_s = read_seconds(table, "refill_delay_s", d.refill_delay_s, 0, 10, false);
     d.advertise_host = read_host(table, "advertise_host", "");
     check_value(table, "advertise_host",
                 [&] { return d.advertise_host.empty() || valid_host_name(d.advertise_host); },

@@ -78,6 +78,10 @@ struct daemon_config {
     // A kernel still starting after this long at SCHED_IDLE gets normal priority: on a host
     // that is never idle, refill would otherwise wait forever. 0: no limit.
     double background_limit_s = 5;
+    // A refill after an acquire starts this long after it (after the first of a burst) while the
+    // pool still has a warm kernel, so that its fork and start-up work does not take the CPU
+    // from the code the client runs first. 0: at once.
+    double refill_delay_s = 0.05;
     // ipc: peers allowed besides the daemon's own uid (checked with SO_PEERCRED through ZAP).
     // When either list is set the socket file is made connectable by everyone and ZAP decides.
     std::vector<unsigned> allowed_uids;

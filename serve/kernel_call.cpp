@@ -70,12 +70,11 @@ void kernel_call::on_acquired(result<json> reply, std::size_t daemon) {
         return finish(cancelled_response());
     }
     m_session = std::make_unique<kernel_session>(m_owner.loop(), m_owner.zmq(), *info);
-    m_session->when_ready(ready_timeout, [self = shared_from_this()](result<json> kernel_info) {
-        if (!kernel_info) {
+    m_session->when_subscribed(ready_timeout, [self = shared_from_this()](result<json> subscribed) {
+        if (!subscribed) {
             return self->finish(error_response(502, "kernel_died",
-                                               "the kernel did not answer: " + kernel_info.err().message));
+                                               "the kernel did not answer: " + subscribed.err().message));
         }
-        self->m_kernel_info = std::move(*kernel_info);
         // Weak: the timer is the call's own, and must not keep the call alive (a cycle).
         self->m_poll.start(poll_every, [weak = self->weak_from_this()] {
             if (auto call = weak.lock()) {

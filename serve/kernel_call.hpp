@@ -39,10 +39,9 @@ public:
     void stop();
 
 protected:
-    // The kernel is ready (session() works, kernel_info() holds its kernel_info_reply).
+    // The kernel is ready: session() works, and its iopub subscribed (kernel_session::when_subscribed).
     virtual void run() = 0;
     kernel_session& session() { return *m_session; }
-    const nlohmann::json& kernel_info() const { return m_kernel_info; }
     // Interrupts the kernel (kpoold's signal op: SIGINT, or an interrupt_request).
     void interrupt();
     // Answers (once) and gives the kernel back; the request is over when kpoold has it.
@@ -64,7 +63,6 @@ private:
     std::size_t m_daemon = 0;
     std::string m_kernel_id;
     std::unique_ptr<kernel_session> m_session;
-    nlohmann::json m_kernel_info;
     daemon::uv_timer m_poll;
     bool m_finished = false;
     bool m_stopped = false;

@@ -75,6 +75,16 @@ bool kernel_channels::send_parts(kernel_port to, const std::vector<std::string>&
 }
 
 void kernel_channels::when_ready(std::chrono::milliseconds timeout, std::function<void(result<json>)> done) {
+    handshake(timeout, std::move(done), true);
+}
+
+void kernel_channels::when_subscribed(std::chrono::milliseconds timeout, std::function<void(result<json>)> done) {
+    handshake(timeout, std::move(done), false);
+}
+
+void kernel_channels::handshake(std::chrono::milliseconds timeout, std::function<void(result<json>)> done,
+                                bool reply_needed) {
+    m_reply_needed = reply_needed;
     m_ready_done = std::move(done);
     m_ready_deadline = clock::now() + timeout;
     ready_round();
@@ -119,7 +129,15 @@ void kernel_channels::on_readable(kernel_port from) {
         const std::string parent_id = parent.is_object() ? parent.value("msg_id", "") : "";
         if (!m_ready_done || parent_id != m_ready_id) {
             if (std::find(m_handshake_ids.begin(), m_handshake_ids.end(), parent_id) != m_handshake_ids.end()) {
-                return; // a late answer to an earlier round, or after the handshake ended
+                // A late answer to an earlier round, or after the handshake ended: kept only
+                // when it is the reply when_subscribed did not wait for.
+                if (from == kernel_port::shell && parent_id == m_ready_id && m_ready_info.is_null()) {
+                    const json header = json::parse(parts.header(), nullptr, false);
+                    if (header.is_object() && header.value("msg_type", "") == "kernel_info_reply") {
+                        m_ready_info = json::parse(parts.frames[3], nullptr, false);
+                    }
+                }
+                return;
             }
         } else {
             const json header = json::parse(parts.header(), nullptr, false);
@@ -136,7 +154,7 @@ void kernel_channels::on_readable(kernel_port from) {
                     m_timer.start(5ms, [this] { ready_round(); });
                 }
             }
-            if (m_ready_reply && m_ready_iopub) {
+            if (m_ready_iopub && (m_ready_reply || !m_reply_needed)) {
                 m_timer.stop();
                 auto done = std::move(m_ready_done);
                 m_ready_done = nullptr;

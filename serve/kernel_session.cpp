@@ -19,6 +19,10 @@ void kernel_session::when_ready(std::chrono::milliseconds timeout, std::function
     m_channels.when_ready(timeout, std::move(done));
 }
 
+void kernel_session::when_subscribed(std::chrono::milliseconds timeout, std::function<void(result<json>)> done) {
+    m_channels.when_subscribed(timeout, std::move(done));
+}
+
 void kernel_session::execute(const jupyter::execute_request& request, execute_callbacks callbacks) {
     m_callbacks = std::move(callbacks);
     m_cancel = false;

@@ -70,9 +70,6 @@ public:
 
 private:
     void run() override {
-        if (auto info = kernel_info().find("language_info"); info != kernel_info().end()) {
-            m_nb["metadata"]["language_info"] = *info;
-        }
         m_start = runner::wall_clock::now();
         runner::notebook_start(m_nb, m_start);
         next();
@@ -99,6 +96,13 @@ private:
     }
 
     void done() {
+        // The kernel_info_reply came before the first cell's reply (kernel_session::when_subscribed).
+        const json& kernel_info = session().kernel_info();
+        if (kernel_info.is_object()) {
+            if (auto info = kernel_info.find("language_info"); info != kernel_info.end()) {
+                m_nb["metadata"]["language_info"] = *info;
+            }
+        }
         const runner::stop_reason& stop = m_engine.stop();
         const long failed = m_engine.failed_cell();
         json failure;

@@ -116,6 +116,11 @@ open_files = 256
         CHECK(parsed("[pools.a]\n").serve.cull_idle_timeout_s == 0); // never, by default
     }
 
+    TEST_CASE("refill_delay_s: 50 ms by default, 0 for at once") {
+        CHECK(parsed("[pools.a]\n").daemon.refill_delay_s == doctest::Approx(0.05));
+        CHECK(parsed("[daemon]\nrefill_delay_s = 0\n[pools.a]\n").daemon.refill_delay_s == 0);
+    }
+
     TEST_CASE("[serve]'s limits") {
         const config c = parsed("[pools.a]\n[serve]\nmax_body = 2048\nmax_header = 4096\nmax_connections = 10\n");
         CHECK(c.serve.max_body == 2048);
@@ -223,6 +228,8 @@ open_files = 256
              "authenticated by 'curve_allowed_keys'"},
             {"[daemon]\nbackground_limit_s = -1\n[pools.a]\n",
              "t.toml:2:22: 'background_limit_s' must be at least 0 and at most 3600 seconds"},
+            {"[daemon]\nrefill_delay_s = 11\n[pools.a]\n",
+             "t.toml:2:18: 'refill_delay_s' must be at least 0 and at most 10 seconds"},
             {"[pools.a]\n[serve]\nlisten = \"localhost:80\"\n",
              "t.toml:3:10: 'listen' must be HOST:PORT with an IP address, e.g. \"127.0.0.1:8890\""},
             {"[pools.a]\n[serve]\nroot = \"notebooks\"\n", "t.toml:3:8: 'root' must be an absolute path"},

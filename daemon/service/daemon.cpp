@@ -486,6 +486,7 @@ void daemon::finish_if_done() {
     m_control.reset();
     m_zap.reset();
     m_deadline_timer->stop();
+    m_refill_timers.clear();
     m_watchdog_timer.reset();
     m_signals.clear();
 }

@@ -112,6 +112,9 @@ private:
     nlohmann::json acquire_reply_fields(const kernel_entry& kernel);
     // How clients name this daemon: advertise_host, else the host name.
     std::string host_name() const;
+    // After an acquire from `pool_name`: its refill, at once when the pool has no warm kernel
+    // left, else refill_delay_s after the first acquire not yet refilled (config.hpp says why).
+    void refill_after_acquire(const std::string& pool_name);
     // The pool clients may ask for by `name`, or nullptr (removed pools included).
     pool* active_pool(const std::string& name);
     std::string unknown_pool_reply(const std::string& name, const nlohmann::json& req_id) const;
@@ -175,6 +178,7 @@ private:
     std::unique_ptr<zap_handler> m_zap;
     std::unique_ptr<control_server> m_control;
     std::unique_ptr<uv_timer> m_deadline_timer;
+    std::map<std::string, std::unique_ptr<uv_timer>> m_refill_timers; // by pool: refill_after_acquire
     sd_notifier m_notify;
     std::unique_ptr<uv_timer> m_watchdog_timer;
     std::unique_ptr<metrics> m_metrics;

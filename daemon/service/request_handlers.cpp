@@ -162,9 +162,34 @@ std::string daemon::op_acquire(const envelope& env, const protocol::control_requ
     // fork and launch work would otherwise take the CPU from the execute the client waits for
     // (measured from Python, 2 cores: an acquire with cwd/env took 15-23 ms, now 10-13 ms).
     if (!applies_context) {
-        p.refill(now);
+        refill_after_acquire(args->pool);
     }
     return {};
+}
+
+void daemon::refill_after_acquire(const std::string& pool_name) {
+    pool* p = active_pool(pool_name);
+    if (p == nullptr) {
+        return;
+    }
+    const auto delay = std::chrono::milliseconds(std::llround(m_cfg.daemon.refill_delay_s * 1000));
+    if (delay.count() == 0 || p->count(kernel_state::warm) == 0) {
+        p->refill(clock::now());
+        return;
+    }
+    auto& timer = m_refill_timers[pool_name];
+    if (!timer) {
+        timer = std::make_unique<uv_timer>(&m_loop);
+    }
+    if (timer->active()) {
+        return; // a burst: its first acquire's refill is already due
+    }
+    timer->start(delay, [this, pool_name] {
+        if (pool* q = active_pool(pool_name)) {
+            q->refill(clock::now());
+            reschedule();
+        }
+    });
 }
 
 result<std::string> daemon::context_code_for(const config::pool_config& pc,
@@ -228,9 +253,7 @@ bool daemon::hand_over(pending_acquire pending, const kernel_entry& kernel) {
         if (k != nullptr && (!outcome || !send_acquire_reply(pending, *k))) {
             (void)p->release(id, clock::now());
         }
-        if (pool* taken_from = active_pool(pending.pool)) {
-            taken_from->refill(clock::now());
-        }
+        refill_after_acquire(pending.pool);
         reschedule();
     });
     return true;

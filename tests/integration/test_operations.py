@@ -171,6 +171,28 @@ class NotifySocket:
         return got
 
 
+def test_a_refill_after_an_acquire_waits_refill_delay_unless_the_pool_is_empty(kpoold):
+    d = kpoold("""
+        [pools.fake]
+        kernelspec = "fake"
+        size = 3
+    """, daemon_toml="refill_delay_s = 1.5")
+    d.wait_warm("fake", 3)
+    first = d.acquire("fake")
+    started = time.monotonic()
+    second = d.acquire("fake")  # a burst: refilled with the first
+    pool = d.pool("fake")
+    assert pool["warm"] == 1 and pool["starting"] == 0, pool  # deferred: nothing started yet
+    wait_until(lambda: d.pool("fake")["warm"] == 3, timeout=10, what="the deferred refill")
+    assert time.monotonic() - started > 1.2
+    # An acquire that leaves the pool empty refills at once.
+    rest = [d.acquire("fake") for _ in range(3)]
+    pool = d.pool("fake")
+    assert pool["warm"] == 0 and pool["starting"] > 0, pool
+    for r in [first, second] + rest:
+        assert d.rpc(op="release", kernel_id=r["kernel_id"])["ok"]
+
+
 def test_systemd_notifications_ready_status_watchdog_reload_stopping(kpoold, tmp_path):
     notify = NotifySocket(str(tmp_path / "notify"))
     d = kpoold("""
