@@ -78,7 +78,7 @@ def acquire_burst(b):
     ratio = p50["acquire"] / p50["echo"]
     b.md("## 16. An acquire burst from %d processes while the pool refills" % CLIENTS, "",
          "%d client processes send one request each at once: acquires from a fork pool of %d warm "
-         "ipykernels (each taken kernel is replaced at once; kernels still starting right after each "
+         "ipykernels (the taken kernels replaced from 50 ms after the first acquire; kernels still starting right after each "
          "burst: %s), and the same burst against a bare ZeroMQ echo server. Medians over %d bursts."
          % (CLIENTS, CLIENTS, refilling, rounds), "",
          "| server | p50 ms | p99 ms |", "| --- | --- | --- |",

@@ -45,6 +45,8 @@ options (each overrides its key in --config's [serve]):
   --max-header BYTES      larger request headers (names and values): 431 (default 65536)
   --max-connections N     connections open at once (websockets too); more wait in the listen
                           backlog until one closes (default 1024)
+  --resolve-every S       with a dns:NAME:PORT endpoint, resolve NAME again every S seconds:
+                          new kpoolds join, gone ones get no new requests (default 30)
   --stop-grace S          on SIGTERM, requests in flight get S seconds to finish, then their
                           code is interrupted and they are answered 503 (default 30)
 gateway options (as Kernel Gateway's flags; in [serve]: cull_idle_timeout_s, cull_interval_s,
@@ -112,6 +114,7 @@ void apply_config(const config::serve_config& c, serve::serve_options& o) {
     o.max_body = static_cast<std::size_t>(c.max_body);
     o.max_header = static_cast<std::size_t>(c.max_header);
     o.max_connections = static_cast<std::size_t>(c.max_connections);
+    o.resolve_every = std::chrono::milliseconds(static_cast<std::int64_t>(c.resolve_every_s * 1000));
     o.stop_grace = std::chrono::milliseconds(static_cast<std::int64_t>(c.stop_grace_s * 1000));
     serve::gateway_options& g = o.gateway;
     g.cull_idle_timeout = std::chrono::seconds(static_cast<std::int64_t>(c.cull_idle_timeout_s));
@@ -194,6 +197,8 @@ serve::serve_options parse(const std::vector<std::string>& args, std::string& co
             o.max_header = static_cast<std::size_t>(positive(value(), a));
         } else if (a == "--max-connections") {
             o.max_connections = static_cast<std::size_t>(positive(value(), a));
+        } else if (a == "--resolve-every") {
+            o.resolve_every = std::chrono::milliseconds(static_cast<std::int64_t>(positive(value(), a) * 1000));
         } else if (a == "--cull-idle-timeout") {
             const std::string& v = value();
             o.gateway.cull_idle_timeout = std::chrono::seconds(v == "0" ? 0 : static_cast<std::int64_t>(positive(v, a)));
@@ -250,7 +255,8 @@ int serve_command_line(const invocation& inv) {
         std::fprintf(stderr, "kpool serve: %s\n\n%s", e.what(), serve_usage);
         return exit_status::usage;
     }
-    auto endpoints = client::parse_endpoints(!inv.endpoint_given && !control.empty() ? control : inv.endpoint);
+    options.endpoint_setting = !inv.endpoint_given && !control.empty() ? control : inv.endpoint;
+    auto endpoints = client::parse_endpoints(options.endpoint_setting);
     if (!endpoints) {
         std::fprintf(stderr, "kpool serve: %s\n", endpoints.err().message.c_str());
         return exit_status::usage;

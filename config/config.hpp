@@ -114,6 +114,7 @@ struct serve_config {
     int max_body = 16 << 20;
     int max_header = 64 << 10;
     int max_connections = 1024;
+    double resolve_every_s = 30; // a dns: endpoint resolved again this often
     double stop_grace_s = 30;
     // The Kernel Gateway API (docs/serve.md), as Kernel Gateway's flags.
     double cull_idle_timeout_s = 0; // 0: never

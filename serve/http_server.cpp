@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <set>
@@ -261,6 +262,21 @@ void accept_one(http_server::state* s) {
     h2o_accept(&s->accept, sock);
 }
 
+// H2O 2.2's errordoc filter has no dispose, so its list and URLs (copied to the heap) outlive the
+// configuration; this is its layout (lib/handler/errordoc.c), to free them with it.
+struct errordoc_filter {
+    h2o_filter_t super;
+    H2O_VECTOR(h2o_errordoc_t) errordocs;
+};
+
+void dispose_errordoc(h2o_filter_t* self) {
+    auto* f = reinterpret_cast<errordoc_filter*>(self);
+    for (std::size_t i = 0; i != f->errordocs.size; ++i) {
+        std::free(f->errordocs.entries[i].url.base);
+    }
+    std::free(f->errordocs.entries);
+}
+
 // OpenSSL's last error, as text.
 std::string openssl_error() {
     char text[256] = "unknown error";
@@ -316,7 +332,14 @@ result<std::unique_ptr<http_server>> http_server::start(uv_loop_t* loop, const h
     // filter turns that answer into an internal request for too_large_path, which reaches the
     // handler as the original request with body_too_large() (the filter keeps the status 413).
     h2o_errordoc_t too_large{413, h2o_iovec_init(too_large_path.data(), too_large_path.size())};
-    h2o_errordoc_register(&host->fallback_path, &too_large, 1);
+    h2o_pathconf_t& fallback = host->fallback_path;
+    const std::vector<h2o_filter_t*> before(fallback.filters.entries, fallback.filters.entries + fallback.filters.size);
+    h2o_errordoc_register(&fallback, &too_large, 1);
+    for (std::size_t i = 0; i != fallback.filters.size; ++i) { // the new one (H2O prepends filters)
+        if (std::find(before.begin(), before.end(), fallback.filters.entries[i]) == before.end()) {
+            fallback.filters.entries[i]->dispose = dispose_errordoc;
+        }
+    }
     h2o_pathconf_t* path = h2o_config_register_path(host, "/", 0);
     auto* route = reinterpret_cast<route_handler*>(h2o_create_handler(path, sizeof(route_handler)));
     route->super.on_req = on_req;

@@ -39,6 +39,10 @@ struct serve_options {
     std::string host = "127.0.0.1";
     int port = 8890;
     std::vector<std::string> endpoints; // kpoolds' control endpoints, tried in turn on failure
+    // The setting `endpoints` came from; with a dns: entry it is resolved again every
+    // resolve_every (serve/endpoint_resolver.hpp).
+    std::string endpoint_setting;
+    std::chrono::milliseconds resolve_every{30000};
     client::curve_keys keys;            // for tcp:// endpoints
     std::string default_kernel = "python3"; // the pool a request without "kernel" runs on
     std::string root; // notebooks POST/GET /v1/run/{path} may run; empty: none

@@ -3,6 +3,8 @@
 // and run_call.cpp.
 #include "serve/server.hpp"
 
+#include "daemon/loop/logging.hpp"
+
 #include "serve/exec_call.hpp"
 #include "serve/gateway.hpp"
 #include "serve/http_response.hpp"
@@ -36,6 +38,7 @@ server::server(uv_loop_t* loop, serve_options options)
       m_pace_timer(loop) {}
 
 server::~server() {
+    m_resolver.reset();
     m_gateway.reset();
     m_http.reset();
     m_daemons.clear();
@@ -54,10 +57,13 @@ result<std::unique_ptr<server>> server::start(uv_loop_t* loop, serve_options opt
         return error{errc::internal, "libsodium failed to initialise"};
     }
     std::unique_ptr<server> s(new server(loop, std::move(options)));
-    for (const std::string& endpoint : s->m_options.endpoints) {
-        s->m_daemons.push_back(std::make_unique<control_channel>(loop, s->m_zmq, endpoint, s->m_options.keys));
-    }
     server* self = s.get();
+    self->set_endpoints(s->m_options.endpoints);
+    if (endpoint_resolver::needed(s->m_options.endpoint_setting)) {
+        s->m_resolver = std::make_unique<endpoint_resolver>(
+            loop, s->m_options.endpoint_setting, s->m_options.resolve_every,
+            [self](const std::vector<std::string>& endpoints) { self->set_endpoints(endpoints); });
+    }
     auto http = http_server::start(loop,
                                    {.host = s->m_options.host, .port = s->m_options.port,
                                     .max_body = s->m_options.max_body,
@@ -183,25 +189,58 @@ void server::health(exchange_ptr ex) {
     });
 }
 
+void server::set_endpoints(const std::vector<std::string>& endpoints) {
+    std::vector<bool> listed(m_daemons.size(), false);
+    for (const std::string& endpoint : endpoints) {
+        auto it = std::find_if(m_daemons.begin(), m_daemons.end(),
+                               [&](const auto& d) { return d->endpoint() == endpoint; });
+        if (it != m_daemons.end()) {
+            listed[static_cast<std::size_t>(it - m_daemons.begin())] = true;
+            continue;
+        }
+        m_daemons.push_back(std::make_unique<control_channel>(m_loop, m_zmq, endpoint, m_options.keys));
+        listed.push_back(true);
+        if (!m_listed.empty()) {
+            daemon::logger("serve")->info("kpoold {} joined (the endpoint setting resolves to it now)", endpoint);
+        }
+    }
+    for (std::size_t i = 0; i < m_listed.size(); ++i) {
+        if (m_listed[i] && !listed[i]) {
+            daemon::logger("serve")->info("kpoold {} left (the endpoint setting no longer resolves to it)",
+                                          m_daemons[i]->endpoint());
+        }
+    }
+    m_listed = std::move(listed);
+}
+
 void server::control(json request, std::chrono::milliseconds timeout, control_done done) {
-    const std::size_t first = m_next_daemon++ % m_daemons.size();
-    try_daemon(std::make_shared<json>(std::move(request)), timeout,
-               std::make_shared<control_done>(std::move(done)), first, m_daemons.size(), "");
+    // The listed daemons, from the next in turn.
+    auto order = std::make_shared<std::vector<std::size_t>>();
+    const std::size_t n = m_daemons.size();
+    const std::size_t first = m_next_daemon++ % n;
+    for (std::size_t i = 0; i < n; ++i) {
+        if (m_listed[(first + i) % n]) {
+            order->push_back((first + i) % n);
+        }
+    }
+    try_daemon(std::make_shared<json>(std::move(request)), timeout, std::make_shared<control_done>(std::move(done)),
+               std::move(order), 0, "no kpoold endpoint resolves now");
 }
 
 void server::try_daemon(std::shared_ptr<json> request, std::chrono::milliseconds timeout,
-                        std::shared_ptr<control_done> done, std::size_t at, std::size_t tries_left,
-                        std::string last_error) {
-    if (tries_left == 0) {
+                        std::shared_ptr<control_done> done, std::shared_ptr<std::vector<std::size_t>> order,
+                        std::size_t at, std::string last_error) {
+    if (at == order->size()) {
         (*done)(error{errc::unavailable, last_error}, 0);
         return;
     }
-    m_daemons[at]->request(*request, timeout, [=, this](result<json> reply) {
+    const std::size_t daemon = (*order)[at];
+    m_daemons[daemon]->request(*request, timeout, [=, this](result<json> reply) {
         if (reply) {
-            (*done)(std::move(reply), at);
+            (*done)(std::move(reply), daemon);
             return;
         }
-        try_daemon(request, timeout, done, (at + 1) % m_daemons.size(), tries_left - 1, reply.err().message);
+        try_daemon(request, timeout, done, order, at + 1, reply.err().message);
     });
 }
 

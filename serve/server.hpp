@@ -5,6 +5,7 @@
 #pragma once
 
 #include "serve/control_channel.hpp"
+#include "serve/endpoint_resolver.hpp"
 #include "serve/http_server.hpp"
 #include "serve/kernel_session.hpp"
 #include "serve/serve_metrics.hpp"
@@ -71,15 +72,21 @@ private:
     // requests already wait for a kernel; else it counts as in flight until request_finished.
     bool admit(const std::string& label, const exchange_ptr& ex, std::chrono::steady_clock::time_point arrived);
     void finish_shutdown_if_idle();
+    // The daemons in `order` from its `at`th on, until one answers.
     void try_daemon(std::shared_ptr<nlohmann::json> request, std::chrono::milliseconds timeout,
-                    std::shared_ptr<control_done> done, std::size_t at, std::size_t tries_left,
-                    std::string last_error);
+                    std::shared_ptr<control_done> done, std::shared_ptr<std::vector<std::size_t>> order,
+                    std::size_t at, std::string last_error);
+    // A fresh resolution of the endpoint setting: new daemons join, missing ones get no new
+    // requests (those about kernels they handed out still go to them).
+    void set_endpoints(const std::vector<std::string>& endpoints);
 
     uv_loop_t* m_loop;
     serve_options m_options;
     zmq::context_t m_zmq;
     serve_metrics m_metrics;
-    std::vector<std::unique_ptr<control_channel>> m_daemons;
+    std::vector<std::unique_ptr<control_channel>> m_daemons; // only ever appended to: indices stay
+    std::vector<bool> m_listed; // per daemon: in the last resolution of the endpoint setting
+    std::unique_ptr<endpoint_resolver> m_resolver;
     std::size_t m_next_daemon = 0;
     std::unique_ptr<gateway> m_gateway; // reset first in ~server: its websockets need H2O
     bool m_gateway_releasing = false;    // shut_down: until kpoold has the gateway's kernels back

@@ -212,3 +212,49 @@ def test_the_provisioner_and_kpool_exec_with_a_list_of_endpoints(daemon_set, tmp
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def test_kpool_serve_follows_a_dns_name_as_daemons_come_and_go(kpoold, tmp_path):
+    """kpool serve in front of `dns:NAME:PORT` resolves NAME again every --resolve-every: a
+    daemon the name starts to resolve to gets requests, one it no longer resolves to gets none.
+    What NAME resolves to comes from fake_dns.c, preloaded into kpool serve."""
+    from test_serve import Serve
+    shim = str(tmp_path / "fake_dns.so")
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", shim, os.path.join(os.path.dirname(__file__), "fake_dns.c"),
+                    "-ldl"], check=True)
+    server_file, server_public, _ = keygen(tmp_path, "server.key")
+    client_file, client_public, client_secret = keygen(tmp_path, "client.key")
+    port = free_port()  # one port on every address, as a Service's endpoints have
+    for ip in ADDRESSES[:2]:
+        d = kpoold(FAKE.replace("{ip}", ip) % 1,
+                   daemon_toml='curve_secret_key_file = "%s"\ncurve_allowed_keys = ["%s"]\nadvertise_host = "%s"\n'
+                               % (server_file, client_public, ip),
+                   control="tcp://%s:%d" % (ip, port),
+                   curve=(server_public.encode(), client_public.encode(), client_secret.encode()))
+        d.wait_warm("fake", 1)
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.2\n")
+    s = Serve("dns:kpool.test:%d" % port, "--resolve-every", "0.2",
+              env={"LD_PRELOAD": shim, "FAKE_DNS_NAME": "kpool.test", "FAKE_DNS_FILE": str(hosts),
+                   "KPOOL_SERVER_KEY": server_public, "KPOOL_CLIENT_KEY_FILE": client_file,
+                   # an ASan build wants its runtime first; the shim only wraps getaddrinfo
+                   "ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"})
+    try:
+        def daemons_answering(n=6):
+            return {s.get("/v1/health").json()["daemon"] for _ in range(n)}
+
+        first, second = "tcp://127.0.0.2:%d" % port, "tcp://127.0.0.3:%d" % port
+        assert daemons_answering() == {first}
+        hosts.write_text("127.0.0.2\n127.0.0.3\n")
+        wait_until(lambda: any("kpoold %s joined" % second in line for line in s.log), what="the new daemon")
+        assert daemons_answering() == {first, second}
+        hosts.write_text("127.0.0.3\n")
+        wait_until(lambda: any("kpoold %s left" % first in line for line in s.log), what="the daemon leaving")
+        assert daemons_answering() == {second}
+        # A name that resolves to nothing for a while changes nothing.
+        hosts.write_text("")
+        time.sleep(0.6)
+        assert daemons_answering() == {second}
+        assert any("cannot re-resolve the kpoold endpoints" in line for line in s.log)
+    finally:
+        assert s.stop() == 0, "".join(s.log)
