@@ -122,13 +122,16 @@ open_files = 256
     }
 
     TEST_CASE("[serve]'s limits") {
-        const config c = parsed("[pools.a]\n[serve]\nmax_body = 2048\nmax_header = 4096\nmax_connections = 10\n");
+        const config c = parsed("[pools.a]\n[serve]\nmax_body = 2048\nmax_header = 4096\nmax_connections = 10\n"
+                                "resolve_every_s = 5\n");
+        CHECK(c.serve.resolve_every_s == 5);
         CHECK(c.serve.max_body == 2048);
         CHECK(c.serve.max_header == 4096);
         CHECK(c.serve.max_connections == 10);
         const config d = parsed("[pools.a]\n");
         CHECK(d.serve.max_header == 65536);
         CHECK(d.serve.max_connections == 1024);
+        CHECK(d.serve.resolve_every_s == 30);
     }
 
     TEST_CASE("access control keys: uids/gids for ipc, CURVE for tcp") {
