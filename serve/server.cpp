@@ -196,16 +196,18 @@ void server::set_endpoints(const std::vector<std::string>& endpoints) {
                                [&](const auto& d) { return d->endpoint() == endpoint; });
         if (it != m_daemons.end()) {
             listed[static_cast<std::size_t>(it - m_daemons.begin())] = true;
-            continue;
-        }
-        m_daemons.push_back(std::make_unique<control_channel>(m_loop, m_zmq, endpoint, m_options.keys));
-        listed.push_back(true);
-        if (!m_listed.empty()) {
-            daemon::logger("serve")->info("kpoold {} joined (the endpoint setting resolves to it now)", endpoint);
+        } else {
+            m_daemons.push_back(std::make_unique<control_channel>(m_loop, m_zmq, endpoint, m_options.keys));
+            listed.push_back(true);
         }
     }
-    for (std::size_t i = 0; i < m_listed.size(); ++i) {
-        if (m_listed[i] && !listed[i]) {
+    const bool first = m_listed.empty();
+    m_listed.resize(listed.size(), false);
+    for (std::size_t i = 0; i < listed.size() && !first; ++i) {
+        if (listed[i] && !m_listed[i]) {
+            daemon::logger("serve")->info("kpoold {} joined (the endpoint setting resolves to it now)",
+                                          m_daemons[i]->endpoint());
+        } else if (!listed[i] && m_listed[i]) {
             daemon::logger("serve")->info("kpoold {} left (the endpoint setting no longer resolves to it)",
                                           m_daemons[i]->endpoint());
         }

@@ -253,8 +253,12 @@ def test_kpool_serve_follows_a_dns_name_as_daemons_come_and_go(kpoold, tmp_path)
         assert daemons_answering() == {second}
         # A name that resolves to nothing for a while changes nothing.
         hosts.write_text("")
-        time.sleep(0.6)
+        wait_until(lambda: any("cannot re-resolve the kpoold endpoints" in line for line in s.log),
+                   what="a failed resolution")
         assert daemons_answering() == {second}
-        assert any("cannot re-resolve the kpoold endpoints" in line for line in s.log)
+        # The one that left comes back.
+        hosts.write_text("127.0.0.2\n127.0.0.3\n")
+        wait_until(lambda: any("kpoold %s joined" % first in line for line in s.log), what="the daemon back")
+        assert daemons_answering() == {first, second}
     finally:
         assert s.stop() == 0, "".join(s.log)
