@@ -15,10 +15,6 @@ kernel_session::kernel_session(uv_loop_t* loop, zmq::context_t& zmq, const proto
 
 kernel_session::~kernel_session() = default;
 
-void kernel_session::when_ready(std::chrono::milliseconds timeout, std::function<void(result<json>)> done) {
-    m_channels.when_ready(timeout, std::move(done));
-}
-
 void kernel_session::when_subscribed(std::chrono::milliseconds timeout, std::function<void(result<json>)> done) {
     m_channels.when_subscribed(timeout, std::move(done));
 }

@@ -27,12 +27,10 @@ public:
     kernel_session(const kernel_session&) = delete;
     kernel_session& operator=(const kernel_session&) = delete;
 
-    // kernel_info round trips until one's iopub status arrives too: then iopub is subscribed
-    // and no output of what follows can be missed (a SUB joins late). `done` once, with the
-    // kernel_info_reply's content.
-    void when_ready(std::chrono::milliseconds timeout, std::function<void(result<nlohmann::json>)> done);
-    // As soon as iopub is proven subscribed (kernel_channels::when_subscribed); kernel_info()
-    // holds the kernel_info_reply once it comes, before the reply to the first execute.
+    // kernel_info round trips until one's iopub message arrives: then iopub is subscribed and no
+    // output of what follows can be missed (a SUB joins late; kernel_channels::when_subscribed).
+    // kernel_info() holds the kernel_info_reply once it comes, before the reply to the first
+    // execute.
     void when_subscribed(std::chrono::milliseconds timeout, std::function<void(result<nlohmann::json>)> done);
     const nlohmann::json& kernel_info() const { return m_channels.kernel_info(); }
 
