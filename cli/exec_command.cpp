@@ -7,6 +7,7 @@
 #include "client/leased_kernel.hpp"
 #include "notebook/nbformat.hpp"
 #include "notebook/outputs.hpp"
+#include "protocol/python_json.hpp"
 
 #include <unistd.h>
 
@@ -76,7 +77,7 @@ int exec_command(client::daemon_set& daemons, const exec_options& options) {
         for (const json& out : cells[0]["outputs"]) {
             file_form.push_back(notebook::output_for_file(out));
         }
-        write_all(stdout, file_form.dump(1, ' ', false, json::error_handler_t::replace) + "\n");
+        write_all(stdout, protocol::to_json_text(file_form, 1) + "\n");
     }
     if (done.kernel_died) {
         std::fprintf(stderr, "kpool: kernel %s died while running the code\n", kernel.id().c_str());

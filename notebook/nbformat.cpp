@@ -5,6 +5,7 @@
 #include "notebook/v3_upgrade.hpp"
 #include "protocol/big_integer.hpp"
 #include "protocol/python_float.hpp"
+#include "protocol/python_json.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -159,13 +160,15 @@ std::vector<std::string> split_lines(std::string_view text) {
 result<json> read_notebook(std::string_view text, const std::string& source) {
     json nb;
     try {
-        nb = json::parse(text);
+        nb = protocol::parse_python_json<json>(text); // NaN and big integers as Python reads them
     } catch (const json::parse_error& e) {
         const std::string what = e.what();
         const auto colon = what.find("; ");
         return error{errc::bad_request,
                      source + ":" + position_of(text, e.byte > 0 ? e.byte - 1 : 0) +
                          ": not valid JSON: " + (colon == std::string::npos ? what : what.substr(colon + 2))};
+    } catch (const json::exception& e) { // no other is known to come out of parsing; never a crash
+        return error{errc::bad_request, source + ": not valid JSON: " + e.what()};
     }
     if (!nb.is_object()) {
         return error{errc::bad_request, source + ": not a notebook (the JSON is not an object)"};

@@ -2,6 +2,7 @@
 #include "protocol/wire.hpp"
 
 #include "protocol/hmac.hpp"
+#include "protocol/python_json.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -13,9 +14,7 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string dump(const json& j) {
-    return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
+std::string dump(const json& j) { return to_json_text(j); } // a big integer read from a message stays one
 
 std::string string_field(const json& obj, const char* key) {
     if (!obj.is_object()) {
@@ -98,7 +97,8 @@ result<wire_message> parse(const std::vector<std::string>& frames, std::string_v
     msg.identities.assign(frames.begin(), delim);
     json* parts[] = {&msg.header, &msg.parent_header, &msg.metadata, &msg.content};
     for (int i = 0; i < 4; ++i) {
-        *parts[i] = json::parse(delim[2 + i], nullptr, /*allow_exceptions=*/false);
+        // As Python reads it: an int beyond 64 bits stays exact (a display of 2**70 as JSON).
+        *parts[i] = parse_python_json_or_discarded<json>(delim[2 + i]);
         if (parts[i]->is_discarded() || !parts[i]->is_object()) {
             return bad("wire message frame " + std::to_string(i + 2) + " is not a JSON object");
         }

@@ -2,6 +2,7 @@
 #include "serve/exec_body.hpp"
 
 #include "protocol/control.hpp"
+#include "protocol/python_json.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -50,7 +51,7 @@ status read_kernel_field(const std::string& key, const json& value, kernel_field
 }
 
 result<json> body_object(std::string_view text) {
-    json j = json::parse(text, nullptr, false);
+    json j = protocol::parse_python_json_or_discarded<json>(text);
     if (j.is_discarded()) {
         return error{errc::bad_request, "the body is not JSON"};
     }
@@ -132,7 +133,7 @@ result<run_body> parse_run_body(std::string_view text) {
                 return error{errc::bad_request, "field 'parameters' must be an object"};
             }
             // In the caller's order (the injected cell's order): read again, order kept.
-            out.parameters = params::parameters::parse(text)["parameters"];
+            out.parameters = protocol::parse_python_json<params::parameters>(text)["parameters"];
             continue;
         }
         if (auto st = read_kernel_field(key, value, out.kernel, "parameters"); !st) {

@@ -2,6 +2,8 @@
 // extra headers. The JSON error answer every failed request gets ({"error", "message"}).
 #pragma once
 
+#include "protocol/python_json.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <string>
@@ -18,7 +20,7 @@ struct http_response {
 };
 
 inline http_response json_response(int status, const nlohmann::json& body) {
-    return {status, "application/json", body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), {}};
+    return {status, "application/json", protocol::to_json_text(body), {}};
 }
 
 inline http_response error_response(int status, const std::string& code, const std::string& message,

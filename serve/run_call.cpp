@@ -3,6 +3,7 @@
 
 #include "kpool/version.hpp"
 #include "protocol/control.hpp"
+#include "protocol/python_json.hpp"
 #include "notebook/nbformat.hpp"
 #include "params/values.hpp"
 #include "daemon/loop/logging.hpp"
@@ -46,9 +47,9 @@ std::optional<http_response> tagged_response(const json& nb) {
             }
             const std::string type(mime);
             if (type == "application/json") {
-                return http_response{200, type, it->dump(), {}};
+                return http_response{200, type, protocol::to_json_text(*it), {}};
             }
-            const std::string text = it->is_string() ? it->get<std::string>() : it->dump();
+            const std::string text = it->is_string() ? it->get<std::string>() : protocol::to_json_text(*it);
             if (type == "image/png" || type == "image/jpeg") {
                 auto bytes = params::base64_decode(text); // the kernel sends them base64
                 if (bytes) {
@@ -57,7 +58,7 @@ std::optional<http_response> tagged_response(const json& nb) {
             }
             return http_response{200, type.starts_with("text/") ? type + "; charset=utf-8" : type, text, {}};
         }
-        return http_response{200, "application/json", out.dump(), {}};
+        return http_response{200, "application/json", protocol::to_json_text(out), {}};
     }
     return std::nullopt;
 }

@@ -4,6 +4,11 @@
 // tests/integration/test_nbformat.py.
 #include "notebook/nbformat.hpp"
 #include "protocol/big_integer.hpp"
+#include "protocol/python_json.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include <doctest/doctest.h>
 
@@ -100,5 +105,30 @@ TEST_SUITE("nbformat") {
                              {"nbformat_minor", 4}};
         const std::string text = kpool::notebook::write_notebook(nb);
         CHECK(text.find("\"n\": -123456789012345678901234567890\n") != std::string::npos);
+    }
+
+    TEST_CASE("what Python writes reads back: NaN, infinities and integers of any size") {
+        auto nb = read_notebook(R"({"nbformat": 4, "nbformat_minor": 5, "cells": [],
+            "metadata": {"papermill": {"parameters": {"x": NaN, "y": Infinity, "z": -Infinity,
+                         "big": -123456789012345678901234567890, "u": 18446744073709551615,
+                         "s": "NaN Infinity", "f": 1.5e300}}}})",
+                                "rerun.ipynb");
+        REQUIRE(nb.ok());
+        const json& p = (*nb)["metadata"]["papermill"]["parameters"];
+        CHECK(std::isnan(p["x"].get<double>()));
+        CHECK(p["y"].get<double>() == std::numeric_limits<double>::infinity());
+        CHECK(p["z"].get<double>() == -std::numeric_limits<double>::infinity());
+        REQUIRE(kpool::protocol::is_big_integer(p["big"]));
+        CHECK(kpool::protocol::big_integer_digits(p["big"]) == "-123456789012345678901234567890");
+        CHECK(p["u"].get<std::uint64_t>() == 18446744073709551615ULL);
+        CHECK(p["s"] == "NaN Infinity");
+        CHECK(p["f"].get<double>() == 1.5e300);
+        const std::string text = write_notebook(*nb);
+        CHECK(text.find("\"big\": -123456789012345678901234567890,") != std::string::npos);
+        CHECK(text.find("\"x\": NaN,") != std::string::npos);
+        CHECK(text.find("\"z\": -Infinity\n") != std::string::npos);
+        // The stand-ins for NaN and Infinity keep their length: errors point where they were.
+        CHECK(read_notebook("{\"a\": [NaN,\n  Infinity, x]}", "p.ipynb").err().message.starts_with(
+            "p.ipynb:2:13: not valid JSON"));
     }
 }

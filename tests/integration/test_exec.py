@@ -69,6 +69,7 @@ def test_json_outputs_are_what_nbclient_records(kpoold):
             "h = display(HTML('<b>1</b>'), display_id=True)\n"
             "h.update(HTML('<b>2</b>'))\n"
             "print('gone'); clear_output(wait=True); print('kept')\n"
+            "from IPython.display import JSON\ndisplay(JSON({'n': 2**70}))\n"  # a Python int, exact
             "{'x': [1, 2]}")
     d = kpoold(POOLS)
     d.wait_warm("python3", 1, timeout=60)

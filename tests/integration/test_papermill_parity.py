@@ -370,3 +370,25 @@ def test_integers_beyond_64_bits_stay_exact(daemon, tmp_path):
                            "i: !!int 1234567890123456789012345"))
     text = (tmp_path / "out-kpool.ipynb").read_text()
     assert '"a": -123456789012345678901234567890' in text and "h = 2417851639229258349412351" in text
+
+
+def test_a_rerun_reads_back_what_python_wrote_into_the_metadata(daemon, tmp_path):
+    """papermill's output, recorded with NaN, an infinity and an integer beyond 64 bits, run again
+    without -p: both keep the recorded parameters exactly (Python's json reads NaN and any int)."""
+    src = params_nb(tmp_path)
+    first = tmp_path / "first.ipynb"
+    r = papermill(tmp_path, src, first, "--prepare-only", "-p", "nan", "nan", "-p", "inf", "-inf",
+                  "-p", "big", "123456789012345678901234567890")
+    assert r.returncode == 0, r.stderr
+    assert '"big": 123456789012345678901234567890' in first.read_text()
+    assert_same(both(daemon, tmp_path, first, "--prepare-only"))
+    text = (tmp_path / "out-kpool.ipynb").read_text()
+    assert '"big": 123456789012345678901234567890' in text
+    assert '"nan": NaN' in text and '"inf": -Infinity' in text
+
+
+def test_outputs_keep_integers_beyond_64_bits(daemon, tmp_path):
+    src = write_nb(tmp_path / "bigint.ipynb", [new_code_cell(
+        "from IPython.display import JSON, display\ndisplay(JSON({'n': 2**70, 'm': [-2**80]}))")])
+    assert_same(both(daemon, tmp_path, src))
+    assert '"n": 1180591620717411303424' in (tmp_path / "out-kpool.ipynb").read_text()

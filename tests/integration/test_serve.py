@@ -489,6 +489,8 @@ def test_run_answers_with_the_response_cells_output_in_its_own_type(serve, root)
     r = s.post("/v1/run/json.ipynb", {"parameters": {"a": 41, "b": "y"}})
     assert r.status_code == 200, r.text
     assert r.headers["content-type"] == "application/json" and r.json() == {"sum": 42, "b": "y"}
+    r = s.post("/v1/run/json.ipynb", {"parameters": {"a": 2**70, "b": "y"}})  # Python's ints, exact
+    assert r.status_code == 200 and r.json() == {"sum": 2**70 + 1, "b": "y"}, r.text
     r = s.get("/v1/run/png.ipynb")
     assert r.status_code == 200 and r.headers["content-type"] == "image/png" and r.content == PNG
     r = s.get("/v1/run/cwd.ipynb")
