@@ -302,19 +302,49 @@ void kernel_process::run_code(const std::string& code, std::chrono::milliseconds
         done(error{errc::capacity, std::string("cannot connect to the kernel: ") + e.what()});
         return;
     }
+    begin_code(timeout, std::move(done));
+    m_shell.send("execute_request", silent_execute(code), [this](const protocol::wire_message& reply) {
+        if (reply.msg_type() == "execute_reply") {
+            on_code_reply(reply);
+        }
+    });
+}
+
+void kernel_process::apply_context(const kernel_context& context, const std::string& code,
+                                   std::chrono::milliseconds timeout, code_done done) {
+    if (!applies_context_message()) {
+        run_code(code, timeout, std::move(done));
+        return;
+    }
+    if (m_phase != phase::ready || m_code_done) {
+        done(error{errc::internal, "kernel " + m_setup.id + " cannot apply a context now"});
+        return;
+    }
+    try {
+        m_control.open(m_info.endpoint(m_info.control_port), m_info.key, m_session);
+    } catch (const zmq::error_t& e) {
+        done(error{errc::capacity, std::string("cannot connect to the kernel: ") + e.what()});
+        return;
+    }
+    m_context_on_control = true;
+    begin_code(timeout, std::move(done));
+    json content = {{"cwd", context.cwd ? json(*context.cwd) : json(nullptr)}, {"env", context.env}};
+    m_control.send("kpool_context_request", std::move(content), [this](const protocol::wire_message& reply) {
+        if (reply.msg_type() == "kpool_context_reply") {
+            on_code_reply(reply);
+        }
+    });
+}
+
+void kernel_process::begin_code(std::chrono::milliseconds timeout, code_done done) {
     m_code_done = std::move(done);
     m_code_deadline.start(timeout, [this, timeout] {
         finish_code(error{errc::timeout, fmt::format("the kernel did not run the setup code within {} ms",
                                                      timeout.count())});
     });
-    m_shell.send("execute_request", silent_execute(code), [this](const protocol::wire_message& reply) {
-        if (reply.msg_type() == "execute_reply") {
-            on_execute_reply(reply);
-        }
-    });
 }
 
-void kernel_process::on_execute_reply(const protocol::wire_message& msg) {
+void kernel_process::on_code_reply(const protocol::wire_message& msg) {
     const json& content = msg.content;
     if (content.value("status", "") == "ok") {
         finish_code(ok_status());
@@ -331,6 +361,10 @@ void kernel_process::finish_code(const status& outcome) {
     }
     m_code_deadline.stop();
     close_shell(); // not kept for a leased kernel
+    if (m_context_on_control && m_phase != phase::stopping) {
+        m_control.close(); // nor this: the stop sequence opens it again if it needs it
+    }
+    m_context_on_control = false;
     auto done = std::move(m_code_done);
     m_code_done = nullptr;
     done(outcome);

@@ -48,6 +48,9 @@ public:
     // Someone now waits for this process: a launch still in progress at SCHED_IDLE (a fork the
     // zygote makes for a refill) goes on at normal priority. Nothing to do by default.
     virtual void hurry() {}
+    // Whether the kernel answers a kpool_context_request on its control channel (a client's cwd
+    // and env applied without running a cell): kernels forked pre-built by kpool's zygote do.
+    virtual bool applies_context_message() const { return false; }
 };
 
 // What a launcher keeps about one process for its handle (the launched_process it returns), in

@@ -39,6 +39,7 @@ struct zygote_launcher::child : process_record {
     std::string log_path;
     std::uint64_t request = 0;
     int zygote_pid = 0; // the zygote that forks it
+    bool prebuilt = false; // around the zygote's pre-built shell (which answers kpool_context_request)
 };
 
 namespace {
@@ -55,6 +56,7 @@ public:
             cpu_priority::make_normal(m_child->zygote_pid);
         }
     }
+    bool applies_context_message() const override { return m_child->prebuilt; }
 
 private:
     std::shared_ptr<zygote_launcher::child> m_child;
@@ -201,6 +203,7 @@ void zygote_launcher::on_forked(const zp::forked& m) {
     if (m.at_idle) {
         ++m_stats.forked_at_idle;
     }
+    c->prebuilt = m.prebuilt;
     if (m.prebuilt) {
         ++m_stats.kernels_prebuilt;
     } else {

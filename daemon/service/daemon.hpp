@@ -66,6 +66,9 @@ private:
         clock::time_point since;
         // The code that applies the client's cwd/env in the kernel; empty when none was asked.
         std::string setup_code;
+        // The cwd/env themselves, when setup_code is kpool's built-in snippet (not a pool's
+        // context_snippet): a kernel that takes them as a message gets them so.
+        std::optional<kernel_context> context;
     };
 
     // kernel_driver

@@ -130,6 +130,7 @@ std::string daemon::op_acquire(const envelope& env, const protocol::control_requ
     }
     pool& p = *found;
     std::string setup_code;
+    std::optional<kernel_context> context;
     if (args->has_context()) {
         // Rendered before a kernel is taken, so an impossible request costs the pool nothing.
         auto code = context_code_for(p.config(), {args->cwd, args->env});
@@ -137,12 +138,15 @@ std::string daemon::op_acquire(const envelope& env, const protocol::control_requ
             return protocol::make_error_reply(code.err(), req.req_id);
         }
         setup_code = std::move(*code);
+        if (p.config().context_snippet.empty()) {
+            context = kernel_context{args->cwd, args->env};
+        }
     }
     const auto timeout =
         args->timeout_ms ? std::chrono::milliseconds(*args->timeout_ms) : protocol::default_acquire_timeout;
     const waiter_id waiter = m_next_waiter++;
     const auto now = clock::now();
-    pending_acquire pending{env, req.req_id, args->pool, now, std::move(setup_code)};
+    pending_acquire pending{env, req.req_id, args->pool, now, std::move(setup_code), std::move(context)};
     // Registered before asking the pool, which may answer through granted() right away.
     m_pending.emplace(waiter, pending);
     auto outcome = p.acquire(waiter, timeout, args->lease_s, now);
@@ -221,9 +225,13 @@ bool daemon::send_acquire_reply(const pending_acquire& pending, const kernel_ent
     if (m_metrics) {
         m_metrics->observe_acquire(kernel.pool, seconds);
     }
+    const kernel_process* proc = m_kernels.process(kernel.id);
+    const char* context = pending.setup_code.empty() ? "none"
+                          : pending.context && proc != nullptr && proc->applies_context_message() ? "message"
+                                                                                                  : "code";
     logger("pool")->info(
-        "kernel leased id={} pool={} pid={} waited_ms={:.1f}", kernel.id, kernel.pool, kernel.pid,
-        std::chrono::duration<double, std::milli>(clock::now() - pending.since).count());
+        "kernel leased id={} pool={} pid={} waited_ms={:.1f} context={}", kernel.id, kernel.pool, kernel.pid,
+        std::chrono::duration<double, std::milli>(clock::now() - pending.since).count(), context);
     return true;
 }
 
@@ -233,7 +241,7 @@ bool daemon::hand_over(pending_acquire pending, const kernel_entry& kernel) {
     }
     const std::string id = kernel.id;
     auto& kernel_proc = *m_kernels.process(id);
-    kernel_proc.run_code(pending.setup_code, context_timeout, [this, id, pending](const status& outcome) {
+    auto applied = [this, id, pending](const status& outcome) {
         pool* p = m_kernels.pool_of(id);
         const kernel_entry* k = nullptr;
         if (p != nullptr) {
@@ -255,7 +263,12 @@ bool daemon::hand_over(pending_acquire pending, const kernel_entry& kernel) {
         }
         refill_after_acquire(pending.pool);
         reschedule();
-    });
+    };
+    if (pending.context) {
+        kernel_proc.apply_context(*pending.context, pending.setup_code, context_timeout, std::move(applied));
+    } else {
+        kernel_proc.run_code(pending.setup_code, context_timeout, std::move(applied));
+    }
     return true;
 }
 

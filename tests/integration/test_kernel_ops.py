@@ -1,9 +1,11 @@
 """Ops for clients that hold a kernel: signal and poll, and acquire's cwd/env applied inside the
 kernel before it is handed over (real ipykernel, so the snippet is proven in the real thing)."""
 import os
+import re
 import signal
 import time
 
+import pytest
 from jupyter_client import BlockingKernelClient
 
 from conftest import alive, wait_until
@@ -32,9 +34,36 @@ def test_signal_and_poll(kpoold):
     assert d.rpc(op="signal", kernel_id=r["kernel_id"], signum=0)["error"]["code"] == "bad_request"
 
 
-def test_acquire_applies_cwd_and_env_without_a_trace(kpoold, tmp_path):
-    d = kpoold(PYTHON3_POOL % 1)
-    d.wait_warm("python3", 1)
+# A kernel forked pre-built from the zygote takes cwd/env as a kpool_context_request on its
+# control channel; a spawned one, and any kernel of a pool with its own context_snippet, runs the
+# snippet as a silent cell. Each way must give the user the same kernel.
+CONTEXT_WAYS = {
+    "fork": ('launcher = "fork"', "message"),
+    "spawn": ('launcher = "spawn"', "code"),
+    "fork with a context_snippet": (
+        'launcher = "fork"\ncontext_snippet = "import json as _j, os as _o; _c = _j.loads({context}); '
+        '_c[\'cwd\'] and _o.chdir(_c[\'cwd\']); _o.environ.update(_c[\'env\']); del _j, _o, _c"', "code"),
+}
+
+
+def context_ways_used(d):
+    return re.findall(r"kernel leased .* context=(\w+)", d.log_text())
+
+
+def one_warm_kernel(kpoold, way):
+    """A daemon whose pool python3 holds one warm kernel started the way `way` says (a fork
+    pool's kernels spawn until its zygote is ready: only then is the pool filled)."""
+    d = kpoold(PYTHON3_POOL % 0 + CONTEXT_WAYS[way][0] + "\n")
+    if "fork" in way:
+        wait_until(lambda: d.pool("python3").get("zygote_ready"), timeout=60, what="the zygote")
+    assert d.rpc(op="resize", pool="python3", size=1)["ok"]
+    d.wait_warm("python3", 1, timeout=60)
+    return d
+
+
+@pytest.mark.parametrize("way", CONTEXT_WAYS)
+def test_acquire_applies_cwd_and_env_without_a_trace(kpoold, tmp_path, way):
+    d = one_warm_kernel(kpoold, way)
     work = tmp_path / "work dir é"
     work.mkdir()
     r = d.acquire("python3", cwd=str(work), env={"JPY_SESSION_NAME": "nb.ipynb", "K": "v \"q\""})
@@ -55,11 +84,12 @@ def test_acquire_applies_cwd_and_env_without_a_trace(kpoold, tmp_path):
         assert ue["history"]["data"]["text/plain"] == "2"  # In[0] == '' and this cell
     finally:
         kc.stop_channels()
+    assert context_ways_used(d) == [CONTEXT_WAYS[way][1]]
 
 
-def test_a_bad_cwd_fails_the_acquire_and_the_touched_kernel_is_not_reused(kpoold):
-    d = kpoold(PYTHON3_POOL % 1)
-    d.wait_warm("python3", 1)
+@pytest.mark.parametrize("way", ["fork", "spawn"])
+def test_a_bad_cwd_fails_the_acquire_and_the_touched_kernel_is_not_reused(kpoold, way):
+    d = one_warm_kernel(kpoold, way)
     first = d.status()["kernels"][0]
     r = d.rpc(op="acquire", pool="python3", cwd="/nonexistent/dir")
     assert r["ok"] is False and r["error"]["code"] == "bad_request"
