@@ -46,7 +46,7 @@ this client's secret key file (--client-key-file, $KPOOL_CLIENT_KEY_FILE).
 Exit status: 0 ok, 1 kpoold answered with an error, 2 bad usage, 3 kpoold unreachable.
 )usage";
 
-constexpr command table[] = {
+constexpr command command_table[] = {
     {"ping", "ping", 0, 0, opt_json, false, ping_command},
     {"status", "status [--json]", 0, 0, opt_json, false, status_command},
     {"kernelspecs", "kernelspecs [--json]", 0, 0, opt_json, false, kernelspecs_command},
@@ -65,7 +65,7 @@ constexpr command table[] = {
 };
 
 const command* find_command(const std::string& name) {
-    for (const command& c : table) {
+    for (const command& c : command_table) {
         if (name == c.name) {
             return &c;
         }
@@ -109,7 +109,7 @@ int run(int argc, char** argv) {
 
 } // namespace
 
-std::span<const command> commands() { return table; }
+std::span<const command> commands() { return command_table; }
 
 } // namespace kpool::cli
 

@@ -64,7 +64,7 @@ cull_connected, cull_busy, kernel_lease_s, env_whitelist, max_kernels, allow_ori
                           the other CORS headers, sent when set
 )usage";
 
-struct usage_failure : std::runtime_error {
+struct bad_usage : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
@@ -72,7 +72,7 @@ double positive(const std::string& text, const std::string& option) {
     char* end = nullptr;
     const double v = std::strtod(text.c_str(), &end);
     if (end == text.c_str() || *end != '\0' || !(v > 0) || v > 1e9) {
-        throw usage_failure(option + " needs a positive number, not '" + text + "'");
+        throw bad_usage(option + " needs a positive number, not '" + text + "'");
     }
     return v;
 }
@@ -80,7 +80,7 @@ double positive(const std::string& text, const std::string& option) {
 std::string first_line_of(const std::string& path) {
     std::ifstream in(path);
     if (!in) {
-        throw usage_failure("--token-file: cannot read " + path);
+        throw bad_usage("--token-file: cannot read " + path);
     }
     std::string line;
     std::getline(in, line);
@@ -88,7 +88,7 @@ std::string first_line_of(const std::string& path) {
         line.pop_back();
     }
     if (line.empty()) {
-        throw usage_failure("--token-file: " + path + " holds no token");
+        throw bad_usage("--token-file: " + path + " holds no token");
     }
     return line;
 }
@@ -142,7 +142,7 @@ serve::serve_options parse(const std::vector<std::string>& args, std::string& co
         if (args[i] == "--config") {
             auto cfg = config::load_config_file(args[i + 1]);
             if (!cfg) {
-                throw usage_failure(cfg.err().message);
+                throw bad_usage(cfg.err().message);
             }
             apply_config(cfg->serve, o);
             control = cfg->daemon.control;
@@ -152,7 +152,7 @@ serve::serve_options parse(const std::vector<std::string>& args, std::string& co
         const std::string& a = args[i];
         auto value = [&]() -> const std::string& {
             if (i + 1 >= args.size()) {
-                throw usage_failure(a + " needs a value");
+                throw bad_usage(a + " needs a value");
             }
             return args[++i];
         };
@@ -162,7 +162,7 @@ serve::serve_options parse(const std::vector<std::string>& args, std::string& co
             const std::string& v = value();
             const auto colon = v.rfind(':');
             if (colon == std::string::npos || colon == 0) {
-                throw usage_failure("--listen needs HOST:PORT, not '" + v + "'");
+                throw bad_usage("--listen needs HOST:PORT, not '" + v + "'");
             }
             o.host = v.substr(0, colon);
             if (o.host.size() > 2 && o.host.front() == '[' && o.host.back() == ']') {
@@ -170,7 +170,7 @@ serve::serve_options parse(const std::vector<std::string>& args, std::string& co
             }
             const double port = v.substr(colon + 1) == "0" ? 0 : positive(v.substr(colon + 1), "--listen's port");
             if (port > 65535 || port != static_cast<int>(port)) {
-                throw usage_failure("--listen's port must be from 0 to 65535");
+                throw bad_usage("--listen's port must be from 0 to 65535");
             }
             o.port = static_cast<int>(port);
         } else if (a == "--root") {
@@ -232,7 +232,7 @@ serve::serve_options parse(const std::vector<std::string>& args, std::string& co
         } else if (a == "--max-age") {
             o.gateway.max_age = value();
         } else {
-            throw usage_failure("unknown option '" + a + "'");
+            throw bad_usage("unknown option '" + a + "'");
         }
     }
     return o;
@@ -251,7 +251,7 @@ int serve_command_line(const invocation& inv) {
     std::string control; // from --config
     try {
         options = parse(inv.raw, control);
-    } catch (const usage_failure& e) {
+    } catch (const bad_usage& e) {
         std::fprintf(stderr, "kpool serve: %s\n\n%s", e.what(), serve_usage);
         return exit_status::usage;
     }

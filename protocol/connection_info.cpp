@@ -2,8 +2,9 @@
 #include "protocol/connection_info.hpp"
 
 namespace kpool::protocol {
-
+namespace {
 using json = nlohmann::json;
+} // namespace
 
 bool connection_info::ports_assigned() const noexcept {
     return shell_port != 0 && iopub_port != 0 && stdin_port != 0 && control_port != 0 &&

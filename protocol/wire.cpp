@@ -24,7 +24,7 @@ std::string string_field(const json& obj, const char* key) {
     return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string{};
 }
 
-error bad(std::string message) { return {errc::bad_request, std::move(message)}; }
+error malformed(std::string message) { return {errc::bad_request, std::move(message)}; }
 
 } // namespace
 
@@ -81,16 +81,16 @@ std::vector<std::string> serialize(const wire_message& msg, std::string_view key
 result<wire_message> parse(const std::vector<std::string>& frames, std::string_view key) {
     const auto delim = std::find(frames.begin(), frames.end(), wire_delimiter);
     if (delim == frames.end()) {
-        return bad("wire message has no <IDS|MSG> delimiter");
+        return malformed("wire message has no <IDS|MSG> delimiter");
     }
     if (frames.end() - delim < 6) {
-        return bad("wire message has fewer than 5 frames after the delimiter");
+        return malformed("wire message has fewer than 5 frames after the delimiter");
     }
     const std::string& signature = delim[1];
     if (!key.empty()) {
         const std::string expected = hmac_sha256_hex(key, {delim[2], delim[3], delim[4], delim[5]});
         if (!signatures_equal(signature, expected)) {
-            return bad("wire message has an invalid signature");
+            return malformed("wire message has an invalid signature");
         }
     }
     wire_message msg;
@@ -100,11 +100,11 @@ result<wire_message> parse(const std::vector<std::string>& frames, std::string_v
         // As Python reads it: an int beyond 64 bits stays exact (a display of 2**70 as JSON).
         *parts[i] = parse_python_json_or_discarded<json>(delim[2 + i]);
         if (parts[i]->is_discarded() || !parts[i]->is_object()) {
-            return bad("wire message frame " + std::to_string(i + 2) + " is not a JSON object");
+            return malformed("wire message frame " + std::to_string(i + 2) + " is not a JSON object");
         }
     }
     if (msg.msg_type().empty()) {
-        return bad("wire message header has no msg_type");
+        return malformed("wire message header has no msg_type");
     }
     msg.buffers.assign(delim + 6, frames.end());
     return msg;

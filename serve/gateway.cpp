@@ -4,6 +4,7 @@
 #include "daemon/loop/logging.hpp"
 #include "kpool/version.hpp"
 #include "protocol/control.hpp"
+#include "serve/deadlines.hpp"
 #include "serve/routing.hpp"
 #include "serve/server.hpp"
 
@@ -22,9 +23,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr auto control_margin = 5000ms;
-constexpr auto ready_timeout = 10000ms;
-constexpr auto poll_every = 2000ms;
+constexpr auto gateway_poll_every = 2000ms; // are the gateway's kernels alive
 
 std::string content_type_of(const std::string& file) {
     const std::string ext = std::filesystem::path(file).extension().string();
@@ -75,7 +74,7 @@ gateway::gateway(server& owner)
         m_cull_timer.start(every, [this] { cull(); }, every);
         m_cull_timer.unref();
     }
-    m_poll_timer.start(poll_every, [this] { poll(); }, poll_every);
+    m_poll_timer.start(gateway_poll_every, [this] { poll(); }, gateway_poll_every);
     m_poll_timer.unref();
     const auto renew_every = std::chrono::duration_cast<std::chrono::milliseconds>(o.kernel_lease) / 3;
     m_renew_timer.start(renew_every, [this] { renew(); }, renew_every);
@@ -332,7 +331,7 @@ void gateway::start(exchange_ptr ex, const do_gateway& g) {
         auto kernel = std::make_unique<gateway_kernel>(m_owner.loop(), m_owner.zmq(), id, name, *lease);
         gateway_kernel* k = kernel.get();
         m_starting[id] = std::move(kernel);
-        k->when_ready(ready_timeout, [this, ex, id, cwd, env](result<json> ready) {
+        k->when_ready(kernel_ready_timeout, [this, ex, id, cwd, env](result<json> ready) {
             auto node = m_starting.extract(id);
             if (node.empty()) {
                 return; // released while it started (kpool serve stopping)
@@ -380,7 +379,7 @@ void gateway::replace(const std::string& id, const std::string& why, std::functi
             return done(std::move(refusal));
         }
         const kernel_lease fresh = *lease;
-        it->second.kernel->replace(*lease, ready_timeout, [this, id, why, fresh, done](result<kernel_lease> old) {
+        it->second.kernel->replace(*lease, kernel_ready_timeout, [this, id, why, fresh, done](result<kernel_lease> old) {
             auto at = m_kernels.find(id);
             if (at == m_kernels.end()) {
                 release(fresh);

@@ -2,6 +2,7 @@
 #include "serve/kernel_call.hpp"
 
 #include "protocol/connection_info.hpp"
+#include "serve/deadlines.hpp"
 #include "serve/http_response.hpp"
 #include "serve/server.hpp"
 
@@ -15,9 +16,7 @@ using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
 
 namespace {
-constexpr auto control_margin = 5000ms; // kpoold's own deadline first, then ours
-constexpr auto ready_timeout = 10000ms;
-constexpr auto poll_every = 1000ms;     // is the kernel alive, is the caller still there
+constexpr auto call_poll_every = 1000ms; // is the kernel alive, is the caller still there
 } // namespace
 
 kernel_call::kernel_call(server& owner, exchange_ptr exchange, std::string route, steady::time_point arrived)
@@ -70,17 +69,17 @@ void kernel_call::on_acquired(result<json> reply, std::size_t daemon) {
         return finish(cancelled_response());
     }
     m_session = std::make_unique<kernel_session>(m_owner.loop(), m_owner.zmq(), *info);
-    m_session->when_subscribed(ready_timeout, [self = shared_from_this()](result<json> subscribed) {
+    m_session->when_subscribed(kernel_ready_timeout, [self = shared_from_this()](result<json> subscribed) {
         if (!subscribed) {
             return self->finish(error_response(502, "kernel_died",
                                                "the kernel did not answer: " + subscribed.err().message));
         }
         // Weak: the timer is the call's own, and must not keep the call alive (a cycle).
-        self->m_poll.start(poll_every, [weak = self->weak_from_this()] {
+        self->m_poll.start(call_poll_every, [weak = self->weak_from_this()] {
             if (auto call = weak.lock()) {
                 call->poll();
             }
-        }, poll_every);
+        }, call_poll_every);
         self->run();
     });
 }

@@ -6,10 +6,9 @@
 #include <cstdint>
 
 namespace kpool::serve {
+namespace {
 
 using json = nlohmann::json;
-
-namespace {
 
 error bad(std::string message) { return {errc::bad_request, std::move(message)}; }
 

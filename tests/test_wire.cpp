@@ -9,7 +9,7 @@ using namespace kpool::protocol;
 namespace {
 
 // Produced by jupyter_client 7.4.9: Session(key=KEY, session="sess-1").serialize(...).
-const std::string key = "0123456789abcdef0123456789abcdef0"; // 33 bytes, like a real key
+const std::string session_key = "0123456789abcdef0123456789abcdef0"; // 33 bytes, like a real key
 const std::vector<std::string> jupyter_client_frames = {
     "<IDS|MSG>",
     "c2ae3fa9a5cc495599ed5f531c17ef9ab3d635f3b7faec48d34be1ca4f443d07",
@@ -23,7 +23,7 @@ const std::vector<std::string> jupyter_client_frames = {
 
 TEST_SUITE("wire") {
     TEST_CASE("parses and verifies a message signed by jupyter_client") {
-        auto msg = parse(jupyter_client_frames, key);
+        auto msg = parse(jupyter_client_frames, session_key);
         REQUIRE(msg.ok());
         CHECK(msg->msg_type() == "kernel_info_reply");
         CHECK(msg->parent_msg_id() == "p-1");
@@ -34,12 +34,12 @@ TEST_SUITE("wire") {
     TEST_CASE("a tampered frame or another key fails verification") {
         auto frames = jupyter_client_frames;
         frames[5] = R"({"status": "error"})";
-        CHECK_FALSE(parse(frames, key).ok());
-        CHECK_FALSE(parse(jupyter_client_frames, "other key").ok());
-        CHECK(parse(frames, key).err().message == "wire message has an invalid signature");
+        CHECK_FALSE(parse(frames, session_key).ok());
+        CHECK_FALSE(parse(jupyter_client_frames, "other session_key").ok());
+        CHECK(parse(frames, session_key).err().message == "wire message has an invalid signature");
     }
 
-    TEST_CASE("an empty key means unsigned messages") {
+    TEST_CASE("an empty session_key means unsigned messages") {
         auto frames = jupyter_client_frames;
         frames[1] = "";
         CHECK(parse(frames, "").ok());
@@ -49,12 +49,12 @@ TEST_SUITE("wire") {
         auto msg = make_message("execute_request", "s1", {{"code", "1+1"}});
         msg.identities = {"peer"};
         msg.buffers = {std::string("raw\0bytes", 9)};
-        auto frames = serialize(msg, key);
+        auto frames = serialize(msg, session_key);
         REQUIRE(frames.size() == 8);
         CHECK(frames[0] == "peer");
         CHECK(frames[1] == "<IDS|MSG>");
-        CHECK(frames[2] == hmac_sha256_hex(key, {frames[3], frames[4], frames[5], frames[6]}));
-        auto back = parse(frames, key);
+        CHECK(frames[2] == hmac_sha256_hex(session_key, {frames[3], frames[4], frames[5], frames[6]}));
+        auto back = parse(frames, session_key);
         REQUIRE(back.ok());
         CHECK(back->msg_id() == msg.msg_id());
         CHECK(back->header["version"] == "5.3");

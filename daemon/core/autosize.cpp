@@ -7,7 +7,7 @@
 namespace kpool::daemon {
 namespace {
 
-double seconds_between(autosizer::clock::time_point a, autosizer::clock::time_point b) {
+double seconds_from(autosizer::clock::time_point a, autosizer::clock::time_point b) {
     return std::chrono::duration<double>(b - a).count();
 }
 
@@ -19,7 +19,7 @@ constexpr double warm_weight = 0.2;
 void autosizer::on_acquire(clock::time_point now) {
     // A decaying count of arrivals over its time constant is a rate: steady arrivals at r per
     // second converge to r.
-    const double since = m_last_arrival ? std::max(0.0, seconds_between(*m_last_arrival, now)) : 0;
+    const double since = m_last_arrival ? std::max(0.0, seconds_from(*m_last_arrival, now)) : 0;
     m_fast.add(since);
     m_slow.add(since);
     m_last_arrival = now;
@@ -35,7 +35,7 @@ double autosizer::rate_per_s(clock::time_point now) const {
     if (!m_last_arrival) {
         return 0;
     }
-    const double since = std::max(0.0, seconds_between(*m_last_arrival, now));
+    const double since = std::max(0.0, seconds_from(*m_last_arrival, now));
     return std::max(m_fast.per_s(since), m_slow.per_s(since));
 }
 
@@ -62,7 +62,7 @@ int autosizer::update(clock::time_point now) {
     }
     if (!m_smaller_since) {
         m_smaller_since = now;
-    } else if (seconds_between(*m_smaller_since, now) >= m_params.shrink_after_s) {
+    } else if (seconds_from(*m_smaller_since, now) >= m_params.shrink_after_s) {
         m_target = want;
         m_smaller_since.reset();
     }
