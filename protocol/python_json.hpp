@@ -38,11 +38,14 @@ public:
     python_json_sax(Json& into, const std::vector<std::pair<std::size_t, double>>& replaced, bool exceptions)
         : base(into, exceptions), m_replaced(replaced) {}
 
+    // The stand-ins are all floats ("0.0", "1.000000", ...): an integer token is only counted.
     bool number_integer(typename Json::number_integer_t v) {
-        return replaced_here() ? base::number_float(m_value, {}) : base::number_integer(v);
+        ++m_numbers;
+        return base::number_integer(v);
     }
     bool number_unsigned(typename Json::number_unsigned_t v) {
-        return replaced_here() ? base::number_float(m_value, {}) : base::number_unsigned(v);
+        ++m_numbers;
+        return base::number_unsigned(v);
     }
     bool number_float(typename Json::number_float_t v, const typename Json::string_t& raw) {
         if (replaced_here()) {
