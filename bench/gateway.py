@@ -5,7 +5,10 @@ kernelspec, one with `--gateway-url` pointing at kpool serve (in front of a kpoo
 refills behind), one pointing at Jupyter Kernel Gateway 2.5.2 (../shared/anchors, its
 jupyter_websocket mode, which starts a kernel per request). Each run is what a person opening a
 notebook waits for: POST /api/kernels, the kernel websocket, `1+1` to its execute_result; then
-a restart of that kernel to its next result; runs alternate between the servers. Last, an
+a restart of that kernel to its next result; runs alternate between the servers. A fourth
+jupyter_server, pointing at kpool serve too, has TCP_NODELAY on its websockets
+(bench/jupyter_server_nodelay.py, a diagnostic): what it saves is jupyter_server's own wait for
+the client's delayed ACK, which every server here pays alike. Last, an
 execute round trip over kpool serve's websocket against the same over ZeroMQ to a pooled
 kernel directly (jupyter_client), both from one synchronous client."""
 import asyncio
@@ -21,11 +24,14 @@ import time
 import uuid
 
 from benchlib import PYTHON, Daemon
-from notebook_server import Server, first_result, free_port
+from notebook_server import RESEND_AFTER, Server, first_result, free_port
 from serve import stop_peer
 
 ANCHORS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                        "shared", "anchors")
+
+
+NODELAY = "gateway: kpool serve, jupyter_server with TCP_NODELAY (diagnostic)"
 
 
 def start_kpool_serve(b, endpoint):
@@ -120,26 +126,29 @@ def gateway_bench(b):
             kg, kg_url = start_kernel_gateway(kg_dir, env)
             procs.append(kg)
             targets["gateway: Kernel Gateway 2.5.2"] = kg_url
+        targets[NODELAY] = serve_url
         for name, url in targets.items():
             sub = os.path.join(work, str(len(servers)))
             os.makedirs(sub)
-            servers[name] = Server(sub, env, ["--gateway-url=" + url] if url else [])
-            steps[name] = {"start": [], "restart": []}
+            servers[name] = Server(sub, env, ["--gateway-url=" + url] if url else [], nodelay=name == NODELAY)
+            steps[name] = {"start": [], "restart": [], "resent": 0}
 
         async def all_runs():
             for name, server in servers.items():  # one unmeasured run each: first-use costs
-                _, kid = await first_result(server, "python3")
+                _, kid, _ = await first_result(server, "python3")
                 server.call("DELETE", "/api/kernels/" + kid)
             for _ in range(runs):
                 for name, server in servers.items():
                     d.wait_warm("python3", 4, timeout=300)
                     await asyncio.sleep(0.5)
-                    times, kid = await first_result(server, "python3")
+                    times, kid, again = await first_result(server, "python3")
                     steps[name]["start"].append(times[3] * 1000)
+                    steps[name]["resent"] += again
                     d.wait_warm("python3", 4, timeout=300)
                     await asyncio.sleep(0.5)
-                    times, kid = await first_result(server, "python3", restart_id=kid)
+                    times, kid, again = await first_result(server, "python3", restart_id=kid)
                     steps[name]["restart"].append(times[3] * 1000)
+                    steps[name]["resent"] += again
                     server.call("DELETE", "/api/kernels/" + kid)
         asyncio.run(all_runs())
         d.wait_warm("python3", 4, timeout=300)
@@ -153,20 +162,25 @@ def gateway_bench(b):
         shutil.rmtree(work, ignore_errors=True)
 
     p50 = statistics.median
-    rows = ["| %s | %d | **%.1f** | %.1f |" % (name, runs, p50(s["start"]), p50(s["restart"]))
+    rows = ["| %s | %d | **%.1f** | %.1f | %d |" % (name, runs, p50(s["start"]), p50(s["restart"]), s["resent"])
             for name, s in steps.items()]
     ws50, zmq50 = p50(over_ws), p50(over_zmq)
     kpool = p50(steps["gateway: kpool serve"]["start"])
-    lines = ["| what | runs | POST -> first result p50 ms | restart -> first result p50 ms |",
-             "| --- | --- | --- | --- |", *rows, ""]
+    lines = ["| what | runs | POST -> first result p50 ms | restart -> first result p50 ms | executes sent again |",
+             "| --- | --- | --- | --- | --- |", *rows, ""]
     ratios = ["Start: the local kernelspec takes %.1fx as long as kpool serve's gateway"
               % (p50(steps["local kernelspec (no gateway)"]["start"]) / kpool)]
     if "gateway: Kernel Gateway 2.5.2" in steps:
         ratios.append("Kernel Gateway %.1fx" % (p50(steps["gateway: Kernel Gateway 2.5.2"]["start"]) / kpool))
     b.md("## 18. jupyter_server with --gateway-url: kpool serve against Kernel Gateway", "",
-         "jupyter_server 1.23 three times: a local plain kernelspec, `--gateway-url` to kpool serve (pool of 4 "
+         "jupyter_server 1.23 four times: a local plain kernelspec, `--gateway-url` to kpool serve (pool of 4 "
          "refilling behind), `--gateway-url` to Kernel Gateway 2.5.2. Each run: POST /api/kernels, the "
-         "websocket, `1+1` to its result; then a restart to the next result. Runs alternate. Medians in ms.",
+         "websocket, `1+1` to its result; then a restart to the next result. Runs alternate. Medians in ms. "
+         "The last row is jupyter_server with TCP_NODELAY on its websockets (a diagnostic, "
+         "bench/jupyter_server_nodelay.py): the rest pay its wait for the client's delayed ACK alike. An "
+         "execute is sent again when no busy status answers it within %d ms, then twice as long each time "
+         "(jupyter_server 1.23 drops a message that comes before its own websocket to the gateway is being "
+         "opened)." % (RESEND_AFTER * 1000),
          "", *lines, "; ".join(ratios) + ".", "",
          "Execute round trip (`1+1` to its execute_reply, %d each): over kpool serve's websocket p50 %.2f ms, "
          "over ZeroMQ to a pooled kernel p50 %.2f ms: **%.2fx**." % (len(over_ws), ws50, zmq50, ws50 / zmq50), "")

@@ -398,7 +398,7 @@ def test_a_burst_of_50_connections_is_answered_or_refused_with_retry_after(serve
     for t in threads:
         t.join()
     codes = [getattr(r, "status_code", repr(r)) for r in results]
-    assert set(codes) <= {200, 429}, codes
+    assert set(codes) <= {200, 429}, [getattr(r, 'text', r) for r in results if getattr(r, 'status_code', 0) not in (200, 429)]
     # How many get a kernel in time depends on the machine (refill of 50 kernels on 2 cores);
     # what may not happen is an answer other than these two.
     assert codes.count(200) >= 2, codes
@@ -453,6 +453,7 @@ def test_a_daemon_that_dies_mid_run_ends_the_request_with_502(kpoold):
         assert time.monotonic() - started < 15
     finally:
         assert s.stop() == 0
+
 
 
 # POST/GET /v1/run/{path}: notebooks under --root, run as `kpool run` runs them.
