@@ -9,7 +9,10 @@ processes at the same concurrency (what a caller does today without kpool serve)
 ../shared/anchors on the same notebook, when present: Voila 0.4.6 (renders the notebook on a
 new kernel per request, and with its preheated kernel pool) and Kernel Gateway 2.5.2's
 notebook-http mode (a `# GET /hello` cell; 4 prespawned kernels shared by every caller).
-Clients: Python threads with a keep-alive requests.Session each."""
+Clients: ab (apache2-utils, the load generator the issue names) for the latency at concurrency
+1, one request per ab run on a new connection as a serverless caller makes it, the pool refilled
+between; Python threads with a keep-alive requests.Session each for the rest (and for the same
+c=1 latency beside ab's: python3-requests adds 1-3 ms of its own per request here)."""
 import concurrent.futures
 import os
 import re
@@ -57,6 +60,24 @@ def load(n, concurrency, one):
     for t in threads:
         t.join()
     return time.perf_counter() - start, results
+
+
+def ab_once(url, body=None):
+    """One request with ab: (ms, status), status 200 or "failed" (ab does not give the code)."""
+    args = ["ab", "-q", "-n", "1", "-c", "1"]
+    if body is not None:
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            f.write(body)
+        args += ["-p", f.name, "-T", "application/json"]
+    try:
+        out = subprocess.run(args + [url], capture_output=True, text=True, timeout=120).stdout
+    finally:
+        if body is not None:
+            os.unlink(f.name)
+    ms = float(re.search(r"Time per request:\s+([\d.]+)", out).group(1))
+    ok = re.search(r"Complete requests:\s+1\b", out) and re.search(r"Failed requests:\s+0\b", out) \
+        and "Non-2xx" not in out
+    return ms, 200 if ok else "failed"
 
 
 def kpool_run_load(b, endpoint, nb, n, concurrency):
@@ -190,12 +211,15 @@ def serve_bench(b):
 
         cpu0 = cpu_seconds(serve.pid)
         handled = 0
-        for label, one in (("POST /v1/exec print(1), c=1", exec_one), ("GET /v1/run/hello.ipynb, c=1", run_one)):
+        c1 = (("POST /v1/exec print(1), c=1", lambda: ab_once(url + "/v1/exec", '{"code": "print(1)"}')),
+              ("GET /v1/run/hello.ipynb, c=1", lambda: ab_once(url + "/v1/run/hello.ipynb?name=x")),
+              ("POST /v1/exec print(1), c=1, python3-requests", lambda: load(1, 1, exec_one)[1][0]),
+              ("GET /v1/run/hello.ipynb, c=1, python3-requests", lambda: load(1, 1, run_one)[1][0]))
+        for label, one in c1:
             settle()
             results = []
             for _ in range(10 if quick else 30):  # one at a time, the pool refilled between
-                seconds, got = load(1, 1, one)
-                results += got
+                results.append(one())
                 time.sleep(0.15)
             handled += len(results)
             text, _ = row(label, sum(ms for ms, _ in results) / 1000, results)
@@ -225,7 +249,7 @@ def serve_bench(b):
         d.close()
     b.md("## 17. kpool serve: a fresh warm kernel per HTTP request, against `kpool run`", "",
          "A fork pool of %d ipykernels refilling behind; kpool serve at concurrency 1 (one request at a "
-         "time), then the notebook at 10 and 50 against `kpool run` processes on the same pool; then Voila "
+         "time, from ab on a new connection each; and from python3-requests), then the notebook at 10 and 50 against `kpool run` processes on the same pool; then Voila "
          "and Kernel Gateway's notebook-http mode (../shared/anchors) on the same notebook (Voila answers "
          "the rendered page; Kernel Gateway reuses its 4 kernels across callers)." % size, "",
          "| requests | n | req/s | p50 ms | p99 ms | 429 | failed |", "| --- | --- | --- | --- | --- | --- | --- |",
