@@ -138,20 +138,20 @@ def notebook_server(b):
     runs = 5 if b.args.quick else 11
     work = tempfile.mkdtemp(prefix="kpool-bench-server-")
     d = Daemon(b.kpoold, '[pools.python3]\nsize = 4\n')
+    plain, nodelay = "jupyter_server 1.23", "with TCP_NODELAY (diagnostic)"
     servers = {}
     # (server, kernelspec) -> [[POST, websocket, execute, total] per run]
-    steps = {(server, spec): [] for server in ("jupyter_server 1.23", "with TCP_NODELAY (diagnostic)")
-             for spec in ("python3", "python3-pooled")}
+    steps = {(server, spec): [] for server in (plain, nodelay) for spec in ("python3", "python3-pooled")}
     resent = {key: 0 for key in steps}
     try:
         env = dict(os.environ, PYTHONPATH=b.site, JUPYTER_PATH=os.path.join(work, "share", "jupyter"))
         subprocess.run([PYTHON, "-m", "kpool", "install-kernelspec", "--pool", "python3", "--prefix", work,
                         "--endpoint", d.endpoint], check=True, env=env, capture_output=True)
         d.wait_warm("python3", 4, timeout=300)
-        for i, name in enumerate(("jupyter_server 1.23", "with TCP_NODELAY (diagnostic)")):
+        for i, name in enumerate((plain, nodelay)):
             sub = os.path.join(work, str(i))
             os.makedirs(sub)
-            servers[name] = Server(sub, env, nodelay=i == 1)
+            servers[name] = Server(sub, env, nodelay=name == nodelay)
 
         async def all_runs():  # one event loop: the client's own first-use costs paid once
             for server, spec in steps:  # one unmeasured run each: the server's first-use costs
@@ -179,7 +179,6 @@ def notebook_server(b):
                                                                   p50((server, spec), 1), p50((server, spec), 2),
                                                                   p50((server, spec), 3))
             for server, spec in steps]
-    plain, nodelay = "jupyter_server 1.23", "with TCP_NODELAY (diagnostic)"
     ratio = p50((plain, "python3"), 3) / p50((plain, "python3-pooled"), 3)
     b.md("## 15. jupyter_server: POST /api/kernels to the first result", "",
          "Debian's jupyter_server 1.23; the pooled kernelspec (kpool-provisioner, a pool of 4 refilling "
