@@ -139,6 +139,31 @@ result<double> lease_seconds(const json& v) {
     }
     return v.get<double>();
 }
+
+// cwd and env, as acquire and context take them.
+status parse_context_fields(const json& body, std::optional<std::string>& cwd,
+                            std::map<std::string, std::string>& env) {
+    if (auto it = body.find("cwd"); it != body.end() && !it->is_null()) {
+        if (!it->is_string() || it->get_ref<const std::string&>().empty() ||
+            it->get_ref<const std::string&>()[0] != '/') {
+            return bad("field 'cwd' must be an absolute path");
+        }
+        cwd = it->get<std::string>();
+    }
+    if (auto it = body.find("env"); it != body.end() && !it->is_null()) {
+        if (!it->is_object()) {
+            return bad("field 'env' must be an object of strings");
+        }
+        for (const auto& [name, value] : it->items()) {
+            if (name.empty() || name.find('=') != std::string::npos || !value.is_string()) {
+                return bad("field 'env': '" + echo_safe(name) +
+                           "' must be a name without '=' with a string value");
+            }
+            env.emplace(name, value.get<std::string>());
+        }
+    }
+    return ok_status();
+}
 } // namespace
 
 result<acquire_args> parse_acquire(const json& body) {
@@ -167,24 +192,8 @@ result<acquire_args> parse_acquire(const json& body) {
         }
         args.lease_s = *lease;
     }
-    if (auto it = body.find("cwd"); it != body.end() && !it->is_null()) {
-        if (!it->is_string() || it->get_ref<const std::string&>().empty() ||
-            it->get_ref<const std::string&>()[0] != '/') {
-            return bad("field 'cwd' must be an absolute path");
-        }
-        args.cwd = it->get<std::string>();
-    }
-    if (auto it = body.find("env"); it != body.end() && !it->is_null()) {
-        if (!it->is_object()) {
-            return bad("field 'env' must be an object of strings");
-        }
-        for (const auto& [name, value] : it->items()) {
-            if (name.empty() || name.find('=') != std::string::npos || !value.is_string()) {
-                return bad("field 'env': '" + echo_safe(name) +
-                           "' must be a name without '=' with a string value");
-            }
-            args.env.emplace(name, value.get<std::string>());
-        }
+    if (auto st = parse_context_fields(body, args.cwd, args.env); !st) {
+        return st.err();
     }
     return args;
 }
@@ -233,6 +242,24 @@ result<renew_args> parse_renew(const json& body) {
         return lease.err();
     }
     return renew_args{std::move(*id), *lease};
+}
+
+result<context_args> parse_context(const json& body) {
+    if (auto st = only_fields(body, {"op", "req_id", "kernel_id", "cwd", "env"}); !st) {
+        return st.err();
+    }
+    auto id = required_string(body, "kernel_id");
+    if (!id) {
+        return id.err();
+    }
+    context_args args{std::move(*id), std::nullopt, {}};
+    if (auto st = parse_context_fields(body, args.cwd, args.env); !st) {
+        return st.err();
+    }
+    if (!args.cwd && args.env.empty()) {
+        return bad("give 'cwd' or 'env' (or both)");
+    }
+    return args;
 }
 
 result<pool_args> parse_resize(const json& body) {

@@ -69,6 +69,12 @@ struct signal_args {
     std::string kernel_id;
     int signum = 0;
 };
+// For context: a leased kernel and the cwd/env to apply in it (at least one of them).
+struct context_args {
+    std::string kernel_id;
+    std::optional<std::string> cwd;
+    std::map<std::string, std::string> env;
+};
 
 // For resize (size set) and drain (size unset).
 struct pool_args {
@@ -82,6 +88,7 @@ result<pool_args> parse_drain(const nlohmann::json& body);
 result<kernel_args> parse_kernel_op(const nlohmann::json& body);
 result<signal_args> parse_signal(const nlohmann::json& body);
 result<renew_args> parse_renew(const nlohmann::json& body);
+result<context_args> parse_context(const nlohmann::json& body);
 // For ops that take no arguments (ping, status, kernelspecs): only op and req_id allowed.
 status parse_no_args(const nlohmann::json& body);
 

@@ -137,6 +137,19 @@ TEST_SUITE("control") {
         CHECK(parse_renew(json{{"op", "renew"}, {"kernel_id", "k"}}).err().message == "missing field 'lease_s'");
         CHECK(parse_renew(json{{"op", "renew"}, {"kernel_id", "k"}, {"lease_s", 0}}).err().message ==
               "field 'lease_s' must be a number above 0 and at most 31536000");
+        auto ctx = parse_context(json{{"op", "context"}, {"kernel_id", "k"}, {"cwd", "/w"}, {"env", {{"A", "1"}}}});
+        REQUIRE(ctx.ok());
+        CHECK(ctx->cwd == "/w");
+        CHECK(ctx->env.at("A") == "1");
+        CHECK(parse_context(json{{"op", "context"}, {"kernel_id", "k"}, {"env", {{"A", "1"}}}})->cwd == std::nullopt);
+        CHECK(parse_context(json{{"op", "context"}, {"kernel_id", "k"}}).err().message == "give 'cwd' or 'env' (or both)");
+        CHECK(parse_context(json{{"op", "context"}, {"kernel_id", "k"}, {"cwd", "w"}}).err().message ==
+              "field 'cwd' must be an absolute path");
+        CHECK(parse_context(json{{"op", "context"}, {"kernel_id", "k"}, {"env", {{"A=B", "1"}}}}).err().code ==
+              kpool::errc::bad_request);
+        CHECK(parse_context(json{{"op", "context"}, {"cwd", "/w"}}).err().code == kpool::errc::bad_request);
+        CHECK(parse_context(json{{"op", "context"}, {"kernel_id", "k"}, {"cwd", "/w"}, {"pool", "p"}}).err().code ==
+              kpool::errc::bad_request);
     }
 
     TEST_CASE("resize and drain name a pool; resize a size") {

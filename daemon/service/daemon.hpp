@@ -100,6 +100,7 @@ private:
     std::string op_signal(const envelope& env, const protocol::control_request& req);
     std::string op_poll(const envelope& env, const protocol::control_request& req);
     std::string op_renew(const envelope& env, const protocol::control_request& req);
+    std::string op_context(const envelope& env, const protocol::control_request& req);
     std::string op_resize(const envelope& env, const protocol::control_request& req);
     std::string op_drain(const envelope& env, const protocol::control_request& req);
     std::string op_acquire(const envelope& env, const protocol::control_request& req);

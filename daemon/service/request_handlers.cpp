@@ -42,6 +42,7 @@ const std::vector<daemon::op_spec>& daemon::op_table() {
         {"signal", &daemon::op_signal, false, false},
         {"poll", &daemon::op_poll, false, false},
         {"renew", &daemon::op_renew, false, false},
+        {"context", &daemon::op_context, true, false},
         {"status", &daemon::op_status, false, true},
         {"kernelspecs", &daemon::op_kernelspecs, false, false},
         {"resize", &daemon::op_resize, false, false},
@@ -358,6 +359,48 @@ std::string daemon::op_renew(const envelope&, const protocol::control_request& r
         return protocol::make_error_reply(st.err(), req.req_id);
     }
     return protocol::make_ok_reply({{"lease_remaining_s", args->lease_s}}, req.req_id);
+}
+
+std::string daemon::op_context(const envelope& env, const protocol::control_request& req) {
+    auto args = protocol::parse_context(req.body);
+    if (!args) {
+        return protocol::make_error_reply(args.err(), req.req_id);
+    }
+    kernel_process* k = m_kernels.delivered(args->kernel_id);
+    pool* p = m_kernels.pool_of(args->kernel_id);
+    const auto leased = [&] {
+        auto it = p->kernels().find(args->kernel_id);
+        return it != p->kernels().end() && it->second.state == kernel_state::leased;
+    };
+    if (k == nullptr || p == nullptr || !leased()) { // released: stopping, nobody's to change
+        return protocol::make_error_reply(
+            {errc::unknown_kernel,
+             "no running kernel '" + protocol::echo_safe(args->kernel_id) + "' held by a client"},
+            req.req_id);
+    }
+    const kernel_context context{args->cwd, args->env};
+    auto code = context_code_for(p->config(), context);
+    if (!code) {
+        return protocol::make_error_reply(code.err(), req.req_id);
+    }
+    const bool as_message = p->config().context_snippet.empty() && k->applies_context_message();
+    auto applied = [this, env, req_id = req.req_id, id = args->kernel_id, as_message](const status& outcome) {
+        if (!outcome) {
+            logger("pool")->warn("cannot apply cwd/env in kernel {}: {}", id, outcome.err().message);
+            send_reply(env, protocol::make_error_reply(
+                                {outcome.err().code, "cannot apply cwd/env in the kernel: " + outcome.err().message},
+                                req_id));
+            return;
+        }
+        logger("pool")->info("context applied id={} context={}", id, as_message ? "message" : "code");
+        send_reply(env, protocol::make_ok_reply(json::object(), req_id));
+    };
+    if (p->config().context_snippet.empty()) {
+        k->apply_context(context, *code, context_timeout, std::move(applied));
+    } else {
+        k->run_code(*code, context_timeout, std::move(applied));
+    }
+    return {};
 }
 
 std::string daemon::op_status(const envelope&, const protocol::control_request& req) {

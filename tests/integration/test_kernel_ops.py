@@ -61,14 +61,9 @@ def one_warm_kernel(kpoold, way):
     return d
 
 
-@pytest.mark.parametrize("way", CONTEXT_WAYS)
-def test_acquire_applies_cwd_and_env_without_a_trace(kpoold, tmp_path, way):
-    d = one_warm_kernel(kpoold, way)
-    work = tmp_path / "work dir é"
-    work.mkdir()
-    r = d.acquire("python3", cwd=str(work), env={"JPY_SESSION_NAME": "nb.ipynb", "K": "v \"q\""})
+def assert_context_applied_without_a_trace(connection_file, work):
     kc = BlockingKernelClient()
-    kc.load_connection_file(r["connection_file"])
+    kc.load_connection_file(connection_file)
     kc.start_channels()
     try:
         kc.wait_for_ready(timeout=30)
@@ -84,7 +79,49 @@ def test_acquire_applies_cwd_and_env_without_a_trace(kpoold, tmp_path, way):
         assert ue["history"]["data"]["text/plain"] == "2"  # In[0] == '' and this cell
     finally:
         kc.stop_channels()
+
+
+CONTEXT_ENV = {"JPY_SESSION_NAME": "nb.ipynb", "K": "v \"q\""}
+
+
+@pytest.mark.parametrize("way", CONTEXT_WAYS)
+def test_acquire_applies_cwd_and_env_without_a_trace(kpoold, tmp_path, way):
+    d = one_warm_kernel(kpoold, way)
+    work = tmp_path / "work dir é"
+    work.mkdir()
+    r = d.acquire("python3", cwd=str(work), env=CONTEXT_ENV)
+    assert_context_applied_without_a_trace(r["connection_file"], work)
     assert context_ways_used(d) == [CONTEXT_WAYS[way][1]]
+
+
+@pytest.mark.parametrize("way", CONTEXT_WAYS)
+def test_the_context_op_applies_cwd_and_env_to_a_held_kernel(kpoold, tmp_path, way):
+    """What kpool serve does with a kernel it took before the request's cwd/env were known."""
+    d = one_warm_kernel(kpoold, way)
+    work = tmp_path / "work dir é"
+    work.mkdir()
+    r = d.acquire("python3")
+    assert d.rpc(op="context", kernel_id=r["kernel_id"], cwd=str(work), env=CONTEXT_ENV) == {"ok": True}
+    assert_context_applied_without_a_trace(r["connection_file"], work)
+    assert re.findall(r"context applied id=\S+ context=(\w+)", d.log_text()) == [CONTEXT_WAYS[way][1]]
+
+
+@pytest.mark.parametrize("way", ["fork", "spawn"])
+def test_the_context_op_refuses_clearly_and_leaves_the_kernel_to_its_holder(kpoold, way):
+    d = one_warm_kernel(kpoold, way)
+    warm_id = d.status()["kernels"][0]["id"]
+    # Only a kernel handed out: a warm one is nobody's to change.
+    assert d.rpc(op="context", kernel_id=warm_id, cwd="/tmp")["error"]["code"] == "unknown_kernel"
+    r = d.acquire("python3")
+    assert d.rpc(op="context", kernel_id=r["kernel_id"])["error"]["message"] == "give 'cwd' or 'env' (or both)"
+    assert d.rpc(op="context", kernel_id=r["kernel_id"], cwd="rel")["error"]["code"] == "bad_request"
+    bad = d.rpc(op="context", kernel_id=r["kernel_id"], cwd="/nonexistent/dir")
+    assert bad["error"]["code"] == "bad_request" and "FileNotFoundError" in bad["error"]["message"]
+    # Still the holder's kernel, and still usable, until the holder releases it.
+    assert d.rpc(op="poll", kernel_id=r["kernel_id"]) == {"ok": True, "alive": True}
+    assert d.rpc(op="context", kernel_id=r["kernel_id"], env={"K": "1"}) == {"ok": True}
+    assert d.rpc(op="release", kernel_id=r["kernel_id"])["ok"]
+    assert d.rpc(op="context", kernel_id=r["kernel_id"], cwd="/tmp")["error"]["code"] == "unknown_kernel"
 
 
 @pytest.mark.parametrize("way", ["fork", "spawn"])
