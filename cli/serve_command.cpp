@@ -41,6 +41,8 @@ options (each overrides its key in --config's [serve]):
   --cert FILE --key FILE  TLS (HTTP/1.1 and HTTP/2): a PEM certificate chain and its key
   --queue-timeout S       no warm kernel within S seconds: 429 + Retry-After (default 5)
   --max-queue N           more than N requests waiting for a kernel: 429 at once (default 64)
+  --spares N              fresh kernels held connected per pool for the next requests, so a
+                          request pays no acquire and no handshake (default 1; 0: none)
   --max-body BYTES        larger request bodies: 413 (default 16777216)
   --max-header BYTES      larger request headers (names and values): 431 (default 65536)
   --max-connections N     connections open at once (websockets too); more wait in the listen
@@ -55,8 +57,9 @@ cull_connected, cull_busy, kernel_lease_s, env_whitelist, max_kernels, allow_ori
   --cull-interval S       how often to look for idle kernels (default 300)
   --cull-connected        cull idle kernels with a websocket connected too
   --cull-busy             cull busy kernels too
-  --kernel-lease S        each kernel's lease, renewed while it is held (default 120): kernels
-                          outlive a kpool serve that dies by this much at most
+  --kernel-lease S        each kernel's lease (gateway kernels, spares), renewed while it is
+                          held (default 120): kernels outlive a kpool serve that dies by this
+                          much at most
   --env-whitelist A,B     variables a start request may set besides KERNEL_*
   --max-kernels N         gateway kernels held at once (403 beyond; default: no limit)
   --allow-origin O        CORS Access-Control-Allow-Origin (and websocket origins; * for any)
@@ -111,6 +114,7 @@ void apply_config(const config::serve_config& c, serve::serve_options& o) {
     o.key_file = c.key_file;
     o.queue_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(c.queue_timeout_s * 1000));
     o.max_queue = static_cast<std::size_t>(c.max_queue);
+    o.spares = static_cast<std::size_t>(c.spares);
     o.max_body = static_cast<std::size_t>(c.max_body);
     o.max_header = static_cast<std::size_t>(c.max_header);
     o.max_connections = static_cast<std::size_t>(c.max_connections);
@@ -185,6 +189,13 @@ serve::serve_options parse(const std::vector<std::string>& args, std::string& co
             o.queue_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(positive(value(), a) * 1000));
         } else if (a == "--max-queue") {
             o.max_queue = static_cast<std::size_t>(positive(value(), a));
+        } else if (a == "--spares") {
+            const std::string& v = value();
+            const double n = v == "0" ? 0 : positive(v, a);
+            if (n > 64 || n != static_cast<int>(n)) {
+                throw bad_usage("--spares must be a whole number from 0 to 64");
+            }
+            o.spares = static_cast<std::size_t>(n);
         } else if (a == "--cert") {
             o.cert_file = value();
         } else if (a == "--key") {

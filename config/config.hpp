@@ -111,6 +111,7 @@ struct serve_config {
     std::string key_file;
     double queue_timeout_s = 5;
     int max_queue = 64;
+    int spares = 1; // per pool: fresh kernels held connected for the next requests
     int max_body = 16 << 20;
     int max_header = 64 << 10;
     int max_connections = 1024;

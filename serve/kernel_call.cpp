@@ -5,6 +5,7 @@
 #include "serve/deadlines.hpp"
 #include "serve/http_response.hpp"
 #include "serve/server.hpp"
+#include "serve/spare_kernels.hpp"
 
 #include <cmath>
 #include <csignal>
@@ -23,22 +24,48 @@ kernel_call::kernel_call(server& owner, exchange_ptr exchange, std::string route
     : m_owner(owner), m_exchange(std::move(exchange)), m_route(std::move(route)), m_arrived(arrived),
       m_poll(owner.loop()) {}
 
+namespace {
+// The lease a request's kernel is held under: its time limit and a minute, so that kernels come
+// back soon after a kpool serve that died.
+std::optional<double> lease_for(const kernel_wish& wish) {
+    if (!wish.timeout) {
+        return std::nullopt;
+    }
+    return std::ceil(std::chrono::duration<double>(*wish.timeout).count()) + 60;
+}
+} // namespace
+
 void kernel_call::begin(const kernel_wish& wish) {
     const serve_options& o = m_owner.options();
-    m_pool = wish.pool;
+    m_wish = wish;
+    m_owner.track(shared_from_this());
+    if (auto spare = m_owner.spares().take(wish.pool)) {
+        m_daemon = spare->daemon;
+        m_kernel_id = std::move(spare->kernel_id);
+        m_exchange->set_kernel_id(m_kernel_id);
+        m_session = std::move(spare->session);
+        m_owner.metrics().kernels_used().Increment();
+        // A spare's lease is kpool serve's short one: the request's own from now on.
+        const auto lease = lease_for(wish);
+        if (!lease) {
+            m_renew_lease = o.gateway.kernel_lease;
+        }
+        m_renewed = steady::now();
+        m_owner.control_at(m_daemon,
+                           {{"op", "renew"},
+                            {"kernel_id", m_kernel_id},
+                            {"lease_s", lease ? *lease : static_cast<double>(o.gateway.kernel_lease.count())}},
+                           control_margin, [](result<json>) {});
+        if (m_exchange->gone()) {
+            return finish(cancelled_response());
+        }
+        return prepare(true);
+    }
     json request = {{"op", "acquire"}, {"pool", wish.pool}, {"timeout_ms", o.queue_timeout.count()}};
-    if (wish.timeout) {
-        // Should this process die, the kernel still comes back soon after.
-        request["lease_s"] = std::ceil(std::chrono::duration<double>(*wish.timeout).count()) + 60;
-    }
-    if (!wish.cwd.empty()) {
-        request["cwd"] = wish.cwd;
-    }
-    if (!wish.env.empty()) {
-        request["env"] = wish.env;
+    if (const auto lease = lease_for(wish)) {
+        request["lease_s"] = *lease;
     }
     m_owner.metrics().waiting().Increment();
-    m_owner.track(shared_from_this());
     m_owner.control(request, o.queue_timeout + control_margin,
                     [self = shared_from_this()](result<json> reply, std::size_t daemon) {
                         self->on_acquired(std::move(reply), daemon);
@@ -51,7 +78,7 @@ void kernel_call::on_acquired(result<json> reply, std::size_t daemon) {
         return finish(error_response(503, "unavailable", "no kpoold answered: " + reply.err().message));
     }
     if (!reply->value("ok", false)) {
-        http_response r = acquire_refusal(reply->value("error", json::object()), m_owner.retry_after(m_pool));
+        http_response r = acquire_refusal(reply->value("error", json::object()), m_owner.retry_after(m_wish.pool));
         if (r.status == 429) {
             m_owner.metrics().rejected().Increment();
         }
@@ -61,6 +88,7 @@ void kernel_call::on_acquired(result<json> reply, std::size_t daemon) {
     m_kernel_id = reply->value("kernel_id", "");
     m_exchange->set_kernel_id(m_kernel_id);
     m_owner.metrics().kernels_used().Increment();
+    m_owner.spares().used(m_wish.pool);
     auto info = protocol::connection_info_from_json(reply->value("connection", json::object()));
     if (!info) {
         return finish(error_response(502, "daemon_error", "kpoold's connection info: " + info.err().message));
@@ -69,19 +97,71 @@ void kernel_call::on_acquired(result<json> reply, std::size_t daemon) {
         return finish(cancelled_response());
     }
     m_session = std::make_unique<kernel_session>(m_owner.loop(), m_owner.zmq(), *info);
-    m_session->when_subscribed(kernel_ready_timeout, [self = shared_from_this()](result<json> subscribed) {
-        if (!subscribed) {
-            return self->finish(error_response(502, "kernel_died",
-                                               "the kernel did not answer: " + subscribed.err().message));
+    prepare(false);
+}
+
+void kernel_call::prepare(bool subscribed) {
+    const bool context = !m_wish.cwd.empty() || !m_wish.env.empty();
+    m_steps_left = (subscribed ? 0 : 1) + (context ? 1 : 0);
+    if (m_steps_left == 0) {
+        m_steps_left = 1;
+        return prepared();
+    }
+    // Both at once: the context goes through kpoold to the kernel's control channel (or a silent
+    // cell), the handshake is ours on shell and iopub; the code waits for both.
+    if (context) {
+        json request = {{"op", "context"}, {"kernel_id", m_kernel_id}};
+        if (!m_wish.cwd.empty()) {
+            request["cwd"] = m_wish.cwd;
         }
-        // Weak: the timer is the call's own, and must not keep the call alive (a cycle).
-        self->m_poll.start(call_poll_every, [weak = self->weak_from_this()] {
-            if (auto call = weak.lock()) {
-                call->poll();
+        if (!m_wish.env.empty()) {
+            request["env"] = m_wish.env;
+        }
+        m_owner.control_at(m_daemon, request, kernel_ready_timeout + control_margin,
+                           [self = shared_from_this()](result<json> reply) {
+                               if (!reply) {
+                                   return self->finish(error_response(
+                                       503, "unavailable", "kpoold did not apply cwd/env: " + reply.err().message));
+                               }
+                               if (!reply->value("ok", false)) {
+                                   // As an acquire's cwd/env: a directory that is not there is the
+                                   // caller's mistake; anything else, the kernel's or kpoold's.
+                                   const json& err = reply->value("error", json::object());
+                                   const std::string code = err.value("code", "");
+                                   const std::string message = err.value("message", "kpoold refused");
+                                   return self->finish(code == "bad_request" ? error_response(400, "bad_request", message)
+                                                       : code == "unknown_kernel"
+                                                           ? error_response(502, "kernel_died", message)
+                                                           : error_response(502, "daemon_error", message));
+                               }
+                               self->prepared();
+                           });
+    }
+    if (!subscribed) {
+        m_session->when_subscribed(kernel_ready_timeout, [self = shared_from_this()](result<json> ready) {
+            if (!ready) {
+                return self->finish(
+                    error_response(502, "kernel_died", "the kernel did not answer: " + ready.err().message));
             }
-        }, call_poll_every);
-        self->run();
-    });
+            self->prepared();
+        });
+    }
+}
+
+void kernel_call::prepared() {
+    if (m_finished || --m_steps_left > 0) {
+        return;
+    }
+    if (m_stopped || m_exchange->gone()) {
+        return finish(cancelled_response()); // while it was prepared: no code runs
+    }
+    // Weak: the timer is the call's own, and must not keep the call alive (a cycle).
+    m_poll.start(call_poll_every, [weak = weak_from_this()] {
+        if (auto call = weak.lock()) {
+            call->poll();
+        }
+    }, call_poll_every);
+    run();
 }
 
 void kernel_call::stop() {
@@ -111,6 +191,13 @@ void kernel_call::poll() {
         m_session->cancel();
         return;
     }
+    if (m_renew_lease && steady::now() - m_renewed >= *m_renew_lease / 3) {
+        m_renewed = steady::now();
+        m_owner.control_at(m_daemon,
+                           {{"op", "renew"}, {"kernel_id", m_kernel_id},
+                            {"lease_s", static_cast<double>(m_renew_lease->count())}},
+                           control_margin, [](result<json>) {});
+    }
     m_owner.control_at(m_daemon, {{"op", "poll"}, {"kernel_id", m_kernel_id}}, control_margin,
                        [self = shared_from_this()](result<json> reply) {
                            // Kernels die with their daemon: one that stays unreachable for a few
@@ -125,12 +212,13 @@ void kernel_call::poll() {
 }
 
 void kernel_call::finish(http_response response) {
-    if (!m_finished) {
-        m_finished = true;
-        m_owner.metrics().answered(m_route, response.status,
-                                   std::chrono::duration<double>(steady::now() - m_arrived).count());
-        m_exchange->respond(std::move(response));
+    if (m_finished) {
+        return; // prepare()'s other step failed too, after the first had answered
     }
+    m_finished = true;
+    m_owner.metrics().answered(m_route, response.status,
+                               std::chrono::duration<double>(steady::now() - m_arrived).count());
+    m_exchange->respond(std::move(response));
     m_poll.stop();
     if (m_session) {
         m_owner.retire(std::move(m_session));

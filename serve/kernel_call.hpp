@@ -1,7 +1,8 @@
-// What every request that runs code does around its code: take a fresh warm kernel from kpoold
-// (with the request's cwd/env; 429 when none comes in time), wait until its iopub is
-// subscribed, interrupt it at a time limit, watch that it lives and that the caller is still
-// there, answer exactly once, and give the kernel back. exec_call and run_call say what runs.
+// What every request that runs code does around its code: take a fresh kernel (a connected spare,
+// else a warm one from kpoold; 429 when none comes in time), apply the request's cwd/env (kpoold's
+// context op) while its iopub subscription is proven, interrupt it at a time limit, watch that
+// it lives and that the caller is still there, answer exactly once, and give the kernel back.
+// exec_call and run_call say what runs.
 // Owns itself (shared) until kpoold has the kernel back, whatever happened to the caller.
 #pragma once
 
@@ -14,6 +15,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace kpool::serve {
@@ -53,13 +55,20 @@ protected:
 
 private:
     void on_acquired(result<nlohmann::json> reply, std::size_t daemon);
+    // The kernel is ours: the handshake (unless `subscribed`) and the cwd/env, at once; then run().
+    void prepare(bool subscribed);
+    void prepared(); // one of prepare()'s steps is done
     void poll();
 
     server& m_owner;
     exchange_ptr m_exchange;
     std::string m_route;
     std::chrono::steady_clock::time_point m_arrived;
-    std::string m_pool;
+    kernel_wish m_wish;
+    int m_steps_left = 0; // prepare()'s
+    // A spare's lease, renewed while the call runs; unset: the lease the acquire asked for.
+    std::optional<std::chrono::seconds> m_renew_lease;
+    std::chrono::steady_clock::time_point m_renewed;
     std::size_t m_daemon = 0;
     std::string m_kernel_id;
     std::unique_ptr<kernel_session> m_session;

@@ -32,7 +32,7 @@ serve_metrics::serve_metrics()
                      .Add({})),
       m_kernels_used(prometheus::BuildCounter()
                          .Name("kpool_serve_kernels_used_total")
-                         .Help("Kernels acquired from kpoold (each used by one request, then released)")
+                         .Help("Kernels handed to a request or a gateway client (each used by one, then released)")
                          .Register(*m_registry)
                          .Add({})),
       m_gateway_kernels(prometheus::BuildGauge()
@@ -40,6 +40,11 @@ serve_metrics::serve_metrics()
                             .Help("Kernels the Kernel Gateway API holds for notebook servers")
                             .Register(*m_registry)
                             .Add({})),
+      m_spare_kernels(prometheus::BuildGauge()
+                          .Name("kpool_serve_spare_kernels")
+                          .Help("Fresh kernels held connected for the next requests (--spares)")
+                          .Register(*m_registry)
+                          .Add({})),
       m_connections(prometheus::BuildGauge()
                         .Name("kpool_serve_connections")
                         .Help("HTTP connections open (websockets included); at --max-connections more wait")

@@ -1,6 +1,6 @@
 // kpool serve's Prometheus metrics, rendered in the text format for GET /metrics: requests by
 // route and status, latency by route, requests in flight and waiting for a kernel, 429s, and
-// kernels used; open connections; the gateway's kernels held and replaced.
+// kernels used, spares ready; open connections; the gateway's kernels held and replaced.
 #pragma once
 
 #include <prometheus/counter.h>
@@ -25,6 +25,7 @@ public:
     prometheus::Counter& rejected() { return m_rejected; }
     prometheus::Counter& kernels_used() { return m_kernels_used; }
     prometheus::Gauge& gateway_kernels() { return m_gateway_kernels; }
+    prometheus::Gauge& spare_kernels() { return m_spare_kernels; }
     prometheus::Gauge& connections() { return m_connections; }
     void gateway_replaced(const std::string& why);
 
@@ -39,6 +40,7 @@ private:
     prometheus::Counter& m_rejected;
     prometheus::Counter& m_kernels_used;
     prometheus::Gauge& m_gateway_kernels;
+    prometheus::Gauge& m_spare_kernels;
     prometheus::Gauge& m_connections;
     prometheus::Family<prometheus::Counter>& m_gateway_restarts;
 };

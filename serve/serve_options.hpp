@@ -54,6 +54,8 @@ struct serve_options {
     std::chrono::milliseconds queue_timeout{5000};
     // Requests waiting for a kernel at once; one more is answered 429 at once.
     std::size_t max_queue = 64;
+    // Fresh kernels held connected per pool for the next requests (serve/spare_kernels.hpp).
+    std::size_t spares = 1;
     std::size_t max_body = 16 << 20;
     std::size_t max_header = 64 << 10; // names and values together; more: 431
     std::size_t max_connections = 1024; // open at once; more wait in the listen backlog

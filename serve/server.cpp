@@ -11,6 +11,7 @@
 #include "serve/kernel_call.hpp"
 #include "serve/routing.hpp"
 #include "serve/run_call.hpp"
+#include "serve/spare_kernels.hpp"
 
 #include <arpa/inet.h>
 #include <sodium.h>
@@ -38,6 +39,7 @@ server::server(uv_loop_t* loop, serve_options options)
       m_pace_timer(loop) {}
 
 server::~server() {
+    m_spares.reset();
     m_resolver.reset();
     m_gateway.reset();
     m_http.reset();
@@ -75,6 +77,7 @@ result<std::unique_ptr<server>> server::start(uv_loop_t* loop, serve_options opt
     }
     s->m_http = std::move(*http);
     s->m_gateway = std::make_unique<gateway>(*s);
+    s->m_spares = std::make_unique<spare_kernels>(*s, s->m_options.spares);
     s->m_pace_timer.start(0ms, [self] {
         self->control({{"op", "status"}}, 2000ms, [self](result<json> reply, std::size_t) {
             if (!reply || !reply->value("ok", false)) {
@@ -259,6 +262,9 @@ void server::retire(std::unique_ptr<kernel_session> session) {
 void server::request_finished() {
     --m_active;
     m_metrics.in_flight().Decrement();
+    if (m_active == 0) {
+        m_spares->top_up(); // not while a request runs: its kernel would share the CPU with the handshake
+    }
     finish_shutdown_if_idle();
 }
 
@@ -290,15 +296,21 @@ void server::shut_down(std::chrono::milliseconds grace, std::function<void()> do
     m_on_shut_down = std::move(done);
     m_http->stop_listening();
     m_grace.start(grace, [this] { stop_running_code(); });
+    // Both flags first: either may be done at once, and finish only when both are.
     m_gateway_releasing = true;
+    m_spares_releasing = true;
     m_gateway->release_all([this] {
         m_gateway_releasing = false;
+        finish_shutdown_if_idle();
+    });
+    m_spares->release_all([this] {
+        m_spares_releasing = false;
         finish_shutdown_if_idle();
     });
 }
 
 void server::finish_shutdown_if_idle() {
-    if (!m_on_shut_down || m_active != 0 || m_gateway_releasing || m_closing.active()) {
+    if (!m_on_shut_down || m_active != 0 || m_gateway_releasing || m_spares_releasing || m_closing.active()) {
         return;
     }
     // Every answer is out: the connections close; a client that keeps one open gets two seconds.

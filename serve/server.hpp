@@ -24,6 +24,7 @@ namespace kpool::serve {
 
 class kernel_call;
 class gateway;
+class spare_kernels;
 
 class server {
 public:
@@ -63,6 +64,7 @@ public:
     int retry_after(const std::string& pool) const;
     // A request running code, for shut_down to stop after its grace.
     void track(const std::shared_ptr<kernel_call>& call);
+    spare_kernels& spares() { return *m_spares; }
 
 private:
     server(uv_loop_t* loop, serve_options options);
@@ -90,6 +92,8 @@ private:
     std::size_t m_next_daemon = 0;
     std::unique_ptr<gateway> m_gateway; // reset first in ~server: its websockets need H2O
     bool m_gateway_releasing = false;    // shut_down: until kpoold has the gateway's kernels back
+    std::unique_ptr<spare_kernels> m_spares;
+    bool m_spares_releasing = false;     // shut_down: until kpoold has the spares back
     std::unique_ptr<http_server> m_http;
     std::vector<std::unique_ptr<kernel_session>> m_retired;
     daemon::uv_timer m_reaper;

@@ -326,7 +326,6 @@ void kernel_process::apply_context(const kernel_context& context, const std::str
         done(error{errc::capacity, std::string("cannot connect to the kernel: ") + e.what()});
         return;
     }
-    m_context_on_control = true;
     begin_code(timeout, std::move(done));
     json content = {{"cwd", context.cwd ? json(*context.cwd) : json(nullptr)}, {"env", context.env}};
     m_control.send("kpool_context_request", std::move(content), [this](const protocol::wire_message& reply) {
@@ -361,10 +360,8 @@ void kernel_process::finish_code(const status& outcome) {
     }
     m_code_deadline.stop();
     close_shell(); // not kept for a leased kernel
-    if (m_context_on_control && m_phase != phase::stopping) {
-        m_control.close(); // nor this: the stop sequence opens it again if it needs it
-    }
-    m_context_on_control = false;
+    // The control channel stays: a context is applied to a kernel handed out, which keeps it
+    // open (handed_out()).
     auto done = std::move(m_code_done);
     m_code_done = nullptr;
     done(outcome);
@@ -492,6 +489,14 @@ void kernel_process::stop(urgency how) {
 }
 
 void kernel_process::send_shutdown_request() { send_control("shutdown_request", {{"restart", false}}); }
+
+void kernel_process::handed_out() {
+    try {
+        m_control.open(m_info.endpoint(m_info.control_port), m_info.key, m_session);
+    } catch (const zmq::error_t& e) {
+        logger("kernel")->warn("kernel {}: cannot open its control channel: {}", m_setup.id, e.what());
+    }
+}
 
 void kernel_process::send_control(std::string_view msg_type, json content) {
     try {

@@ -219,6 +219,9 @@ bool daemon::send_acquire_reply(const pending_acquire& pending, const kernel_ent
         return false;
     }
     m_kernels.mark_delivered(kernel.id);
+    if (kernel_process* proc = m_kernels.process(kernel.id)) {
+        proc->handed_out();
+    }
     const double seconds = std::chrono::duration<double>(clock::now() - pending.since).count();
     if (pool* p = m_kernels.pool_of(kernel.id)) {
         p->record_acquire_latency(seconds);

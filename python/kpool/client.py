@@ -308,6 +308,16 @@ class _Operations:
         reply = yield from self._daemons.owner_plan(kernel_id, {"op": "poll", "kernel_id": kernel_id})
         return None if reply["alive"] else reply["exit_code"]
 
+    def context(self, kernel_id: str, cwd: Optional[str] = None, env: Optional[Dict[str, str]] = None) -> None:
+        """Applies a working directory and environment in a kernel this client holds, as
+        acquire's cwd and env do (for a kernel taken before they were known)."""
+        req: Dict[str, Any] = {"op": "context", "kernel_id": kernel_id}
+        if cwd is not None:
+            req["cwd"] = cwd
+        if env:
+            req["env"] = dict(env)
+        yield from self._daemons.owner_plan(kernel_id, req)
+
     def resize(self, pool: str, size: int) -> Dict[str, Any]:
         """Keeps `size` warm kernels in `pool` from now on (until the next config reload)."""
         return (yield from _single({"op": "resize", "pool": pool, "size": int(size)}))
@@ -318,7 +328,7 @@ class _Operations:
 
 
 _OPERATIONS = ("ping", "status", "statuses", "kernelspecs", "acquire", "release", "signal",
-               "poll", "resize", "drain")
+               "poll", "context", "resize", "drain")
 
 
 def _single(req: Dict[str, Any]):

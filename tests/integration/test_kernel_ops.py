@@ -5,6 +5,7 @@ import re
 import signal
 import time
 
+import kpool
 import pytest
 from jupyter_client import BlockingKernelClient
 
@@ -100,9 +101,10 @@ def test_the_context_op_applies_cwd_and_env_to_a_held_kernel(kpoold, tmp_path, w
     d = one_warm_kernel(kpoold, way)
     work = tmp_path / "work dir é"
     work.mkdir()
-    r = d.acquire("python3")
-    assert d.rpc(op="context", kernel_id=r["kernel_id"], cwd=str(work), env=CONTEXT_ENV) == {"ok": True}
-    assert_context_applied_without_a_trace(r["connection_file"], work)
+    client = kpool.Client(d.endpoint)
+    k = client.acquire("python3")
+    client.context(k.kernel_id, cwd=str(work), env=CONTEXT_ENV)  # the Python client's way to say it
+    assert_context_applied_without_a_trace(k.connection_file, work)
     assert re.findall(r"context applied id=\S+ context=(\w+)", d.log_text()) == [CONTEXT_WAYS[way][1]]
 
 

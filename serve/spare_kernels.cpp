@@ -1,0 +1,226 @@
+// spare_kernels: acquire -> handshake -> ready -> taken by a request, or released.
+#include "serve/spare_kernels.hpp"
+
+#include "daemon/loop/logging.hpp"
+#include "protocol/connection_info.hpp"
+#include "serve/deadlines.hpp"
+#include "serve/server.hpp"
+
+#include <algorithm>
+
+namespace kpool::serve {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+namespace {
+constexpr auto check_every = 1000ms;
+// After an acquire found no warm kernel (or no daemon): the pool is busy; ask again later.
+constexpr auto retry_after_refusal = 1000ms;
+} // namespace
+
+spare_kernels::spare_kernels(server& owner, std::size_t per_pool)
+    : m_owner(owner), m_per_pool(per_pool), m_check(owner.loop()) {
+    if (m_per_pool > 0) {
+        m_check.start(check_every, [this] { check(); }, check_every);
+        m_check.unref();
+    }
+}
+
+spare_kernels::~spare_kernels() = default;
+
+std::optional<spare_kernels::spare> spare_kernels::take(const std::string& pool) {
+    auto it = m_pools.find(pool);
+    if (it == m_pools.end() || it->second.ready.empty()) {
+        return std::nullopt;
+    }
+    spare s = std::move(it->second.ready.front().kernel);
+    it->second.ready.erase(it->second.ready.begin());
+    update_gauge();
+    return s;
+}
+
+void spare_kernels::used(const std::string& pool) {
+    if (m_per_pool > 0 && !m_stopping) {
+        m_pools.try_emplace(pool);
+    }
+}
+
+void spare_kernels::top_up() {
+    if (m_stopping) {
+        return;
+    }
+    for (auto& [name, p] : m_pools) {
+        fill(name, p);
+    }
+}
+
+void spare_kernels::fill(const std::string& name, pool_spares& p) {
+    if (p.acquiring || p.ready.size() + p.preparing.size() >= m_per_pool || steady::now() < p.next_try) {
+        return;
+    }
+    p.acquiring = true;
+    ++m_in_flight;
+    const json request = {{"op", "acquire"},
+                          {"pool", name},
+                          {"timeout_ms", 0}, // a warm kernel or nothing: never in a request's way
+                          {"lease_s", static_cast<double>(m_owner.options().gateway.kernel_lease.count())}};
+    m_owner.control(request, control_margin, [this, name](result<json> reply, std::size_t daemon) {
+        --m_in_flight;
+        on_acquired(name, std::move(reply), daemon);
+    });
+}
+
+void spare_kernels::on_acquired(const std::string& name, result<json> reply, std::size_t daemon) {
+    pool_spares& p = m_pools[name];
+    p.acquiring = false;
+    if (!reply || !reply->value("ok", false)) {
+        if (reply && reply->value("error", json::object()).value("code", "") == "unknown_pool") {
+            // Not served (now): spares again once a request has run on it (used()).
+            if (p.ready.empty() && p.preparing.empty()) {
+                m_pools.erase(name);
+            }
+        } else {
+            p.next_try = steady::now() + retry_after_refusal;
+        }
+        return finish_release_if_done();
+    }
+    const std::string id = reply->value("kernel_id", "");
+    auto info = protocol::connection_info_from_json(reply->value("connection", json::object()));
+    if (!info || m_stopping) {
+        release(daemon, id);
+        return finish_release_if_done();
+    }
+    p.preparing.push_back({daemon, id, std::make_unique<kernel_session>(m_owner.loop(), m_owner.zmq(), *info)});
+    p.preparing.back().session->when_subscribed(kernel_ready_timeout, [this, name, id](result<json> subscribed) {
+        on_prepared(name, id, subscribed.ok());
+    });
+}
+
+void spare_kernels::on_prepared(const std::string& name, const std::string& kernel_id, bool ok) {
+    pool_spares& p = m_pools[name];
+    auto it = std::find_if(p.preparing.begin(), p.preparing.end(), [&](const spare& s) { return s.kernel_id == kernel_id; });
+    if (it == p.preparing.end()) {
+        return;
+    }
+    spare s = std::move(*it);
+    p.preparing.erase(it);
+    if (!ok || m_stopping) {
+        if (!ok) {
+            daemon::logger("serve")->warn("spare kernel {} did not answer its handshake: released", kernel_id);
+        }
+        release(s.daemon, s.kernel_id);
+        m_owner.retire(std::move(s.session)); // its callback is on the stack
+        return finish_release_if_done();
+    }
+    p.ready.push_back({std::move(s), steady::now(), 0});
+    update_gauge();
+}
+
+void spare_kernels::check() {
+    if (m_stopping) {
+        return;
+    }
+    const auto now = steady::now();
+    const auto lease = m_owner.options().gateway.kernel_lease;
+    for (auto& [name, p] : m_pools) {
+        for (held& h : p.ready) {
+            const std::string pool = name;
+            const std::string id = h.kernel.kernel_id;
+            if (now - h.renewed >= lease / 3) {
+                h.renewed = now;
+                m_owner.control_at(h.kernel.daemon,
+                                   {{"op", "renew"}, {"kernel_id", id}, {"lease_s", static_cast<double>(lease.count())}},
+                                   control_margin, [](result<json>) {});
+            }
+            m_owner.control_at(h.kernel.daemon, {{"op", "poll"}, {"kernel_id", id}}, control_margin,
+                               [this, pool, id](result<json> reply) {
+                                   auto pit = m_pools.find(pool);
+                                   if (pit == m_pools.end()) {
+                                       return;
+                                   }
+                                   auto& ready = pit->second.ready;
+                                   auto it = std::find_if(ready.begin(), ready.end(),
+                                                          [&](const held& x) { return x.kernel.kernel_id == id; });
+                                   if (it == ready.end()) {
+                                       return; // taken meanwhile
+                                   }
+                                   // Kernels die with their daemon: three polls unanswered in a row
+                                   // took this one with it.
+                                   it->unanswered_polls = reply ? 0 : it->unanswered_polls + 1;
+                                   const bool gone = (reply && !reply->value("ok", false)) ||
+                                                     (reply && !reply->value("alive", true)) || it->unanswered_polls >= 3;
+                                   if (gone) {
+                                       daemon::logger("serve")->info("spare kernel {} is gone: replaced", id);
+                                       drop(pool, id, reply.ok());
+                                   }
+                               });
+        }
+    }
+    top_up();
+}
+
+void spare_kernels::drop(const std::string& name, const std::string& kernel_id, bool release_it) {
+    auto& ready = m_pools[name].ready;
+    auto it = std::find_if(ready.begin(), ready.end(), [&](const held& h) { return h.kernel.kernel_id == kernel_id; });
+    if (it == ready.end()) {
+        return;
+    }
+    if (release_it) {
+        release(it->kernel.daemon, kernel_id);
+    }
+    m_owner.retire(std::move(it->kernel.session));
+    ready.erase(it);
+    update_gauge();
+}
+
+void spare_kernels::release(std::size_t daemon, const std::string& kernel_id) {
+    ++m_in_flight;
+    m_owner.control_at(daemon, {{"op", "release"}, {"kernel_id", kernel_id}}, control_margin, [this](result<json>) {
+        --m_in_flight;
+        finish_release_if_done();
+    });
+}
+
+void spare_kernels::release_all(std::function<void()> done) {
+    m_stopping = true;
+    m_check.stop();
+    m_on_released = std::move(done);
+    for (auto& [name, p] : m_pools) {
+        for (held& h : p.ready) {
+            release(h.kernel.daemon, h.kernel.kernel_id);
+            m_owner.retire(std::move(h.kernel.session));
+        }
+        p.ready.clear();
+        // Those being prepared are released when their handshake ends (on_prepared).
+    }
+    update_gauge();
+    finish_release_if_done();
+}
+
+void spare_kernels::finish_release_if_done() {
+    if (!m_stopping || !m_on_released || m_in_flight > 0) {
+        return;
+    }
+    for (const auto& [name, p] : m_pools) {
+        if (p.acquiring || !p.preparing.empty()) {
+            return;
+        }
+    }
+    auto done = std::move(m_on_released);
+    m_on_released = nullptr;
+    done();
+}
+
+std::size_t spare_kernels::ready() const {
+    std::size_t n = 0;
+    for (const auto& [name, p] : m_pools) {
+        n += p.ready.size();
+    }
+    return n;
+}
+
+void spare_kernels::update_gauge() { m_owner.metrics().spare_kernels().Set(static_cast<double>(ready())); }
+
+} // namespace kpool::serve
