@@ -635,6 +635,9 @@ def test_serve_reads_its_section_of_kpool_toml(daemon, root, tmp_path):
     r = subprocess.run([KPOOL, "serve", "--config", str(cfg)], capture_output=True, text=True, timeout=30)
     assert r.returncode == 2
     assert "kpool.toml:3:10: 'listen' must be HOST:PORT with an IP address" in r.stderr
+    for bad in ("-1", "65", "1.5", "many"):
+        r = subprocess.run([KPOOL, "serve", "--spares", bad], capture_output=True, text=True, timeout=30)
+        assert r.returncode == 2 and "--spares" in r.stderr, (bad, r.stderr)
 
 
 def test_run_refuses_parameters_that_are_not_an_object(serve, root):
