@@ -6,6 +6,7 @@
 #include "serve/http_response.hpp"
 #include "serve/server.hpp"
 #include "serve/spare_kernels.hpp"
+#include "daemon/loop/logging.hpp"
 
 #include <cmath>
 #include <csignal>
@@ -36,33 +37,18 @@ std::optional<double> lease_for(const kernel_wish& wish) {
 } // namespace
 
 void kernel_call::begin(const kernel_wish& wish) {
-    const serve_options& o = m_owner.options();
     m_wish = wish;
     m_owner.track(shared_from_this());
     if (auto spare = m_owner.spares().take(wish.pool)) {
-        m_daemon = spare->daemon;
-        m_kernel_id = std::move(spare->kernel_id);
-        m_exchange->set_kernel_id(m_kernel_id);
-        m_session = std::move(spare->session);
-        m_owner.metrics().kernels_used().Increment();
-        // A spare's lease is kpool serve's short one: the request's own from now on.
-        const auto lease = lease_for(wish);
-        if (!lease) {
-            m_renew_lease = o.gateway.kernel_lease;
-        }
-        m_renewed = steady::now();
-        m_owner.control_at(m_daemon,
-                           {{"op", "renew"},
-                            {"kernel_id", m_kernel_id},
-                            {"lease_s", lease ? *lease : static_cast<double>(o.gateway.kernel_lease.count())}},
-                           control_margin, [](result<json>) {});
-        if (m_exchange->gone()) {
-            return finish(cancelled_response());
-        }
-        return prepare(true);
+        return take_spare(std::move(*spare));
     }
-    json request = {{"op", "acquire"}, {"pool", wish.pool}, {"timeout_ms", o.queue_timeout.count()}};
-    if (const auto lease = lease_for(wish)) {
+    acquire();
+}
+
+void kernel_call::acquire() {
+    const serve_options& o = m_owner.options();
+    json request = {{"op", "acquire"}, {"pool", m_wish.pool}, {"timeout_ms", o.queue_timeout.count()}};
+    if (const auto lease = lease_for(m_wish)) {
         request["lease_s"] = *lease;
     }
     m_owner.metrics().waiting().Increment();
@@ -70,6 +56,46 @@ void kernel_call::begin(const kernel_wish& wish) {
                     [self = shared_from_this()](result<json> reply, std::size_t daemon) {
                         self->on_acquired(std::move(reply), daemon);
                     });
+}
+
+void kernel_call::take_spare(spare_kernels::spare spare) {
+    const serve_options& o = m_owner.options();
+    m_daemon = spare.daemon;
+    m_kernel_id = std::move(spare.kernel_id);
+    m_exchange->set_kernel_id(m_kernel_id);
+    m_session = std::move(spare.session);
+    if (m_exchange->gone()) {
+        return finish(cancelled_response());
+    }
+    // A spare's lease is kpool serve's short one: the request's own from now on. The renew also
+    // proves the spare still lives: it may have died (alone, or with its daemon) since its last
+    // poll. Then the request acquires a fresh kernel instead, as if there had been no spare.
+    const auto lease = lease_for(m_wish);
+    if (!lease) {
+        m_renew_lease = o.gateway.kernel_lease;
+    }
+    m_renewed = steady::now();
+    const unsigned attempt = ++m_attempt;
+    m_owner.control_at(m_daemon,
+                       {{"op", "renew"},
+                        {"kernel_id", m_kernel_id},
+                        {"lease_s", lease ? *lease : static_cast<double>(o.gateway.kernel_lease.count())}},
+                       control_margin, [self = shared_from_this(), attempt](result<json> reply) {
+                           if (self->m_finished || attempt != self->m_attempt) {
+                               return;
+                           }
+                           if (reply && reply->value("ok", false)) {
+                               self->m_owner.metrics().kernels_used().Increment();
+                               return self->prepared(attempt);
+                           }
+                           daemon::logger("serve")->info("spare kernel {} is gone: the request takes a fresh one",
+                                                         self->m_kernel_id);
+                           self->give_back();
+                           ++self->m_attempt; // what is still to come for the spare is ignored
+                           self->m_renew_lease.reset();
+                           self->acquire();
+                       });
+    prepare(true, 1);
 }
 
 void kernel_call::on_acquired(result<json> reply, std::size_t daemon) {
@@ -97,17 +123,19 @@ void kernel_call::on_acquired(result<json> reply, std::size_t daemon) {
         return finish(cancelled_response());
     }
     m_session = std::make_unique<kernel_session>(m_owner.loop(), m_owner.zmq(), *info);
-    prepare(false);
+    ++m_attempt;
+    prepare(false, 0);
 }
 
-void kernel_call::prepare(bool subscribed) {
+void kernel_call::prepare(bool subscribed, int other_steps) {
+    const unsigned attempt = m_attempt;
     const bool context = !m_wish.cwd.empty() || !m_wish.env.empty();
-    m_steps_left = (subscribed ? 0 : 1) + (context ? 1 : 0);
+    m_steps_left = other_steps + (subscribed ? 0 : 1) + (context ? 1 : 0);
     if (m_steps_left == 0) {
         m_steps_left = 1;
-        return prepared();
+        return prepared(attempt);
     }
-    // Both at once: the context goes through kpoold to the kernel's control channel (or a silent
+    // At once: the context goes through kpoold to the kernel's control channel (or a silent
     // cell), the handshake is ours on shell and iopub; the code waits for both.
     if (context) {
         json request = {{"op", "context"}, {"kernel_id", m_kernel_id}};
@@ -118,7 +146,10 @@ void kernel_call::prepare(bool subscribed) {
             request["env"] = m_wish.env;
         }
         m_owner.control_at(m_daemon, request, kernel_ready_timeout + control_margin,
-                           [self = shared_from_this()](result<json> reply) {
+                           [self = shared_from_this(), attempt](result<json> reply) {
+                               if (attempt != self->m_attempt) {
+                                   return; // a spare found gone meanwhile
+                               }
                                if (!reply) {
                                    return self->finish(error_response(
                                        503, "unavailable", "kpoold did not apply cwd/env: " + reply.err().message));
@@ -134,22 +165,25 @@ void kernel_call::prepare(bool subscribed) {
                                                            ? error_response(502, "kernel_died", message)
                                                            : error_response(502, "daemon_error", message));
                                }
-                               self->prepared();
+                               self->prepared(attempt);
                            });
     }
     if (!subscribed) {
-        m_session->when_subscribed(kernel_ready_timeout, [self = shared_from_this()](result<json> ready) {
+        m_session->when_subscribed(kernel_ready_timeout, [self = shared_from_this(), attempt](result<json> ready) {
+            if (attempt != self->m_attempt) {
+                return;
+            }
             if (!ready) {
                 return self->finish(
                     error_response(502, "kernel_died", "the kernel did not answer: " + ready.err().message));
             }
-            self->prepared();
+            self->prepared(attempt);
         });
     }
 }
 
-void kernel_call::prepared() {
-    if (m_finished || --m_steps_left > 0) {
+void kernel_call::prepared(unsigned attempt) {
+    if (m_finished || attempt != m_attempt || --m_steps_left > 0) {
         return;
     }
     if (m_stopped || m_exchange->gone()) {
@@ -230,6 +264,19 @@ void kernel_call::finish(http_response response) {
     m_owner.control_at(m_daemon, {{"op", "release"}, {"kernel_id", m_kernel_id}}, control_margin,
                        [self = shared_from_this()](result<json>) { self->m_owner.request_finished(); });
     m_kernel_id.clear();
+}
+
+void kernel_call::give_back() {
+    if (m_session) {
+        m_owner.retire(std::move(m_session));
+    }
+    if (!m_kernel_id.empty()) {
+        // Gone, most likely (then kpoold answers unknown_kernel); if only its daemon did not
+        // answer in time, this gives the kernel back all the same.
+        m_owner.control_at(m_daemon, {{"op", "release"}, {"kernel_id", m_kernel_id}}, control_margin,
+                           [](result<json>) {});
+        m_kernel_id.clear();
+    }
 }
 
 } // namespace kpool::serve

@@ -9,6 +9,7 @@
 #include "daemon/loop/uv_timer.hpp"
 #include "serve/http_server.hpp"
 #include "serve/kernel_session.hpp"
+#include "serve/spare_kernels.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -54,10 +55,15 @@ protected:
     const exchange_ptr& exchange() const { return m_exchange; }
 
 private:
+    void acquire();
     void on_acquired(result<nlohmann::json> reply, std::size_t daemon);
-    // The kernel is ours: the handshake (unless `subscribed`) and the cwd/env, at once; then run().
-    void prepare(bool subscribed);
-    void prepared(); // one of prepare()'s steps is done
+    void take_spare(spare_kernels::spare spare);
+    // The kernel is ours: the handshake (unless `subscribed`), the cwd/env and `other_steps`
+    // (a spare's renew) at once; then run().
+    void prepare(bool subscribed, int other_steps);
+    void prepared(unsigned attempt); // one of prepare()'s steps is done
+    // Lets go of a kernel before any code ran on it (a spare found gone), without answering.
+    void give_back();
     void poll();
 
     server& m_owner;
@@ -66,6 +72,7 @@ private:
     std::chrono::steady_clock::time_point m_arrived;
     kernel_wish m_wish;
     int m_steps_left = 0; // prepare()'s
+    unsigned m_attempt = 0; // the kernel's (a spare found gone gives way to another): stale replies are ignored
     // A spare's lease, renewed while the call runs; unset: the lease the acquire asked for.
     std::optional<std::chrono::seconds> m_renew_lease;
     std::chrono::steady_clock::time_point m_renewed;

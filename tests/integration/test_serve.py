@@ -348,6 +348,15 @@ def test_a_spare_that_dies_is_replaced_and_never_handed_out(serve, daemon):
     r = exec_(s, "print(1)")
     assert r.status_code == 200 and r.json()["outputs"][0]["text"] == ["1\n"]
     assert not any("kernel=%s" % dead in line for line in s.log)
+    # Killed between two of kpool serve's polls and taken at once: the request finds it gone
+    # (its renew) and runs on a fresh kernel instead, as if there had been no spare.
+    wait_until(lambda: spare_metric(s) == 1 and len(leased_ids(daemon)) == 1, timeout=60, what="a spare")
+    ((dead, kernel),) = leased_ids(daemon).items()
+    os.kill(kernel["pid"], signal.SIGKILL)
+    wait_until(lambda: dead not in leased_ids(daemon), timeout=10, what="kpoold to see the spare's end")
+    r = exec_(s, "print(2)")
+    assert r.status_code == 200 and r.json()["outputs"][0]["text"] == ["2\n"], r.text
+    assert not any("kernel=%s" % dead in line for line in s.log)
 
 
 def test_a_caller_that_goes_away_gets_its_kernel_interrupted_and_released(serve, daemon):
