@@ -527,14 +527,27 @@ void kernel_process::append_output(std::string_view bytes) {
     if (m_output_tail.size() > output_tail_bytes) {
         m_output_tail.erase(0, m_output_tail.size() - output_tail_bytes);
     }
+    // A ZeroMQ kernel that cannot bind a port says so (strerror's EADDRINUSE) but does not always
+    // exit: ipykernel 6 stays up when its iopub or heartbeat port was taken, its other threads
+    // running. Waiting for its kernel_info_reply would take the whole ready timeout (a test's
+    // pool sat 60 s without its kernel); it is stopped now, and started again as one that exits.
+    if (m_phase == phase::probing && !m_bind_failed && m_process &&
+        m_output_tail.find("Address already in use") != std::string::npos) {
+        m_bind_failed = true;
+        logger("kernel")->warn("kernel {} pool={} pid={} could not bind one of its ports (its output says so): "
+                               "stopping it",
+                               m_setup.id, m_setup.pool, pid());
+        m_process->signal_group(SIGKILL);
+    }
 }
 
 void kernel_process::on_exit(const exit_status& status) {
     if ((m_phase == phase::probing || m_phase == phase::preheating) && !m_relaunched &&
-        lost_a_port()) {
+        (m_bind_failed || lost_a_port())) {
         // Another process bound one of our ports between our choice and the kernel's bind:
         // not the kernelspec's fault. Once more, with fresh ports.
         m_relaunched = true;
+        m_bind_failed = false;
         logger("kernel")->warn("kernel {} pool={}: another process took one of its ports before it "
                                "could bind them; starting it again with fresh ports",
                                m_setup.id, m_setup.pool);

@@ -202,6 +202,7 @@ private:
     std::string m_connection_file;
     port_reservation m_ports;
     bool m_relaunched = false; // after losing a port: once per kernel
+    bool m_bind_failed = false; // its output said a bind failed: stopped, to be started again
     bool m_launched_idle = false; // the process started at SCHED_IDLE and has not left it
     std::string m_session; // our wire-protocol session id with this kernel
     std::string m_output_tail;

@@ -48,6 +48,10 @@ EXTRA_SPECS = {
     "fake-port-thief": {"argv": [PYTHON, PORT_THIEF, "{resource_dir}/stolen", PYTHON, FAKE_KERNEL,
                                  "ok", "-f", "{connection_file}"],
                         "display_name": "fake, port stolen once", "language": "fake"},
+    # ipykernel whose iopub port another process takes the first time: it says so, and stays up.
+    "python3-iopub-thief": {"argv": [PYTHON, PORT_THIEF, "{resource_dir}/stolen", "--port", "iopub_port", PYTHON,
+                                     "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                            "display_name": "ipykernel, iopub port stolen once", "language": "python"},
 }
 
 SOURCE_DIR = os.path.abspath(os.path.join(HERE, "..", ".."))

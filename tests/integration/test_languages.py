@@ -246,6 +246,29 @@ def test_a_port_taken_between_choice_and_bind_is_survived(kpoold, kernelspec_pat
                 os.kill(int(f.read()), signal.SIGKILL)
 
 
+def test_a_kernel_that_says_its_port_was_taken_and_stays_up_is_started_again(kpoold, kernelspec_path):
+    """ipykernel 6 whose iopub port was taken prints the bind error and does not exit: kpoold
+    stops it at once and starts it again with fresh ports, instead of waiting out its 60 s ready
+    timeout."""
+    flag = os.path.join(kernelspec_path, "kernels", "python3-iopub-thief", "stolen")
+    d = kpoold("""
+        [pools.thief]
+        kernelspec = "python3-iopub-thief"
+        launcher = "spawn"
+        size = 1
+    """)
+    try:
+        d.wait_warm("thief", 1, timeout=40)  # its ready timeout: 60 s
+        log = d.log_text()
+        assert "could not bind one of its ports (its output says so)" in log
+        assert "another process took one of its ports" in log
+        assert d.pool("thief")["counters"]["spawn_failures"] == 0
+    finally:
+        if os.path.exists(flag):
+            with open(flag) as f:
+                os.kill(int(f.read()), signal.SIGKILL)
+
+
 def test_python_in_argv_means_the_pools_python(kpoold, tmp_path):
     d = kpoold("""
         [pools.bare]
