@@ -447,11 +447,7 @@ void gateway::poll() {
                                    return;
                                }
                                held& k = it->second;
-                               // Kernels die with their daemon: one unreachable for a few polls too.
-                               k.unanswered_polls = reply ? 0 : k.unanswered_polls + 1;
-                               const bool dead = (reply && reply->value("ok", false) && !reply->value("alive", true)) ||
-                                                 (reply && !reply->value("ok", false)) || k.unanswered_polls >= 3;
-                               if (!dead) {
+                               if (!poll_says_gone(reply, k.unanswered_polls)) {
                                    return;
                                }
                                // As Kernel Gateway's restarter: "restarting", then a kernel again.

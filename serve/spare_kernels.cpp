@@ -146,12 +146,7 @@ void spare_kernels::check() {
                                    if (it == ready.end()) {
                                        return; // taken meanwhile
                                    }
-                                   // Kernels die with their daemon: three polls unanswered in a row
-                                   // took this one with it.
-                                   it->unanswered_polls = reply ? 0 : it->unanswered_polls + 1;
-                                   const bool gone = (reply && !reply->value("ok", false)) ||
-                                                     (reply && !reply->value("alive", true)) || it->unanswered_polls >= 3;
-                                   if (gone) {
+                                   if (poll_says_gone(reply, it->unanswered_polls)) {
                                        daemon::logger("serve")->info("spare kernel {} is gone: replaced", id);
                                        drop(pool, id, reply.ok());
                                    }
