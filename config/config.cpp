@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -268,6 +269,36 @@ bool valid_host_port(const std::string& text) {
     return host.empty() || valid_ip(host);
 }
 
+// kernel_ports = "auto" | "ephemeral" | "FIRST-LAST" (room for at least one kernel's five).
+void read_kernel_ports(const toml::table& table, daemon_config& d) {
+    const std::string text = read_string(table, "kernel_ports", "auto");
+    if (text == "auto" || text == "ephemeral") {
+        d.kernel_ports = text == "auto" ? kernel_port_source::automatic : kernel_port_source::ephemeral;
+        return;
+    }
+    unsigned first = 0;
+    unsigned last = 0;
+    const auto dash = text.find('-');
+    const auto number = [](std::string_view digits, unsigned& out) {
+        const char* end = digits.data() + digits.size();
+        const auto [at, ec] = std::from_chars(digits.data(), end, out);
+        return !digits.empty() && ec == std::errc() && at == end;
+    };
+    const bool parsed = dash != std::string::npos &&
+                        number(std::string_view(text).substr(0, dash), first) &&
+                        number(std::string_view(text).substr(dash + 1), last);
+    check_value(table, "kernel_ports", [&] { return parsed; },
+                "'kernel_ports' must be \"auto\", \"ephemeral\" or a range such as "
+                "\"61000-65535\", not '" + text + "'");
+    check_value(table, "kernel_ports",
+                [&] { return first >= 1024 && last <= 65535 && first <= last && last - first >= 4; },
+                "'kernel_ports' must lie within 1024-65535 and hold at least 5 ports (one "
+                "kernel's), not '" + text + "'");
+    d.kernel_ports = kernel_port_source::range;
+    d.kernel_ports_first = static_cast<std::uint16_t>(first);
+    d.kernel_ports_last = static_cast<std::uint16_t>(last);
+}
+
 daemon_config read_daemon(const toml::table& root) {
     daemon_config d;
     const toml::table* t = sub_table(root, "daemon");
@@ -276,7 +307,8 @@ daemon_config read_daemon(const toml::table& root) {
     check_known_keys(table, "[daemon]",
                      {"control", "runtime_dir", "log_level", "max_kernels", "allowed_uids",
                       "allowed_gids", "curve_secret_key_file", "curve_allowed_keys", "metrics",
-                      "background_priority", "background_limit_s", "refill_delay_s", "advertise_host"});
+                      "background_priority", "background_limit_s", "refill_delay_s", "advertise_host",
+                      "kernel_ports"});
 
     d.runtime_dir = read_string(table, "runtime_dir", default_runtime_dir());
     check_value(table, "runtime_dir", [&] { return !d.runtime_dir.empty() && d.runtime_dir[0] == '/'; },
@@ -327,6 +359,7 @@ daemon_config read_daemon(const toml::table& root) {
     check_value(table, "advertise_host",
                 [&] { return d.advertise_host.empty() || valid_host_name(d.advertise_host); },
                 "'advertise_host' must be a host name or an address, not '" + d.advertise_host + "'");
+    read_kernel_ports(table, d);
     d.metrics = read_string(table, "metrics", "");
     check_value(table, "metrics", [&] { return d.metrics.empty() || valid_host_port(d.metrics); },
                 "'metrics' must be HOST:PORT, e.g. \"127.0.0.1:9464\"");

@@ -6,6 +6,7 @@
 
 #include "protocol/result.hpp"
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -67,6 +68,8 @@ struct pool_config {
     bool operator==(const pool_config&) const = default;
 };
 
+enum class kernel_port_source { automatic, ephemeral, range };
+
 struct daemon_config {
     std::string control;     // ZeroMQ endpoint of the control ROUTER socket
     std::string runtime_dir; // connection files, ipc sockets
@@ -95,6 +98,13 @@ struct daemon_config {
     // The host written into the connection info of tcp kernels handed out (clients on other
     // hosts connect there); empty: each pool's ip. "${NAME}": the environment variable NAME.
     std::string advertise_host;
+    // Where tcp kernels' ports come from (daemon/process/port_registry.hpp): "auto" (the
+    // default: above the OS's ephemeral range, which jupyter_client and outgoing connections
+    // draw from, when that leaves room), "ephemeral" (the OS's choice, as jupyter_client) or a
+    // range "FIRST-LAST" of ours.
+    kernel_port_source kernel_ports = kernel_port_source::automatic;
+    std::uint16_t kernel_ports_first = 0; // a range only
+    std::uint16_t kernel_ports_last = 0;
 
     bool is_tcp() const { return control.starts_with("tcp://"); }
     bool restricts_ipc_peers() const { return !allowed_uids.empty() || !allowed_gids.empty(); }

@@ -121,6 +121,16 @@ open_files = 256
         CHECK(parsed("[daemon]\nrefill_delay_s = 0\n[pools.a]\n").daemon.refill_delay_s == 0);
     }
 
+    TEST_CASE("kernel_ports: auto by default, ephemeral, or a range") {
+        CHECK(parsed("[pools.a]\n").daemon.kernel_ports == kernel_port_source::automatic);
+        CHECK(parsed("[daemon]\nkernel_ports = \"ephemeral\"\n[pools.a]\n").daemon.kernel_ports ==
+              kernel_port_source::ephemeral);
+        const config cfg = parsed("[daemon]\nkernel_ports = \"20000-20999\"\n[pools.a]\n");
+        CHECK(cfg.daemon.kernel_ports == kernel_port_source::range);
+        CHECK(cfg.daemon.kernel_ports_first == 20000);
+        CHECK(cfg.daemon.kernel_ports_last == 20999);
+    }
+
     TEST_CASE("[serve]'s limits") {
         const config c = parsed("[pools.a]\n[serve]\nmax_body = 2048\nmax_header = 4096\nmax_connections = 10\n"
                                 "resolve_every_s = 5\n");
@@ -231,6 +241,26 @@ open_files = 256
              "authenticated by 'curve_allowed_keys'"},
             {"[daemon]\nbackground_limit_s = -1\n[pools.a]\n",
              "t.toml:2:22: 'background_limit_s' must be at least 0 and at most 3600 seconds"},
+            {"[daemon]\nkernel_ports = \"high\"\n[pools.a]\n",
+             "t.toml:2:16: 'kernel_ports' must be \"auto\", \"ephemeral\" or a range such as "
+             "\"61000-65535\", not 'high'"},
+            {"[daemon]\nkernel_ports = \"61000-\"\n[pools.a]\n",
+             "t.toml:2:16: 'kernel_ports' must be \"auto\", \"ephemeral\" or a range such as "
+             "\"61000-65535\", not '61000-'"},
+            {"[daemon]\nkernel_ports = \"-5-10\"\n[pools.a]\n",
+             "t.toml:2:16: 'kernel_ports' must be \"auto\", \"ephemeral\" or a range such as "
+             "\"61000-65535\", not '-5-10'"},
+            {"[daemon]\nkernel_ports = \"60000-70000\"\n[pools.a]\n",
+             "t.toml:2:16: 'kernel_ports' must lie within 1024-65535 and hold at least 5 ports "
+             "(one kernel's), not '60000-70000'"},
+            {"[daemon]\nkernel_ports = \"500-2000\"\n[pools.a]\n",
+             "t.toml:2:16: 'kernel_ports' must lie within 1024-65535 and hold at least 5 ports "
+             "(one kernel's), not '500-2000'"},
+            {"[daemon]\nkernel_ports = \"5000-5003\"\n[pools.a]\n",
+             "t.toml:2:16: 'kernel_ports' must lie within 1024-65535 and hold at least 5 ports "
+             "(one kernel's), not '5000-5003'"},
+            {"[daemon]\nkernel_ports = 61000\n[pools.a]\n",
+             "t.toml:2:16: 'kernel_ports' must be a string, not an integer"},
             {"[daemon]\nrefill_delay_s = 11\n[pools.a]\n",
              "t.toml:2:18: 'refill_delay_s' must be at least 0 and at most 10 seconds"},
             {"[pools.a]\n[serve]\nlisten = \"localhost:80\"\n",

@@ -85,6 +85,20 @@ std::string make_kernel_id() {
            hex.substr(16, 4) + "-" + hex.substr(20);
 }
 
+void daemon::use_kernel_ports(const config::daemon_config& cfg) {
+    kernel_port_plan plan = plan_kernel_ports(cfg, ephemeral_port_range());
+    if (plan.why == m_kernel_ports_why) {
+        return;
+    }
+    const auto& range = plan.range;
+    logger("daemon")->info("tcp kernels' ports: {} ({})",
+                           range ? fmt::format("{}-{}", range->first, range->last)
+                                 : std::string("the OS's choice"),
+                           plan.why);
+    m_ports.draw_from(range);
+    m_kernel_ports_why = std::move(plan.why);
+}
+
 std::unique_ptr<pool> daemon::make_pool(const config::pool_config& pc) {
     return std::make_unique<pool>(pc, m_budget, static_cast<kernel_driver&>(*this),
                                   static_cast<waiter_sink&>(*this), make_kernel_id);
@@ -192,6 +206,7 @@ int daemon::run() {
     } else if (m_cfg.daemon.background_priority) {
         log->warn("starting kernels run at normal CPU priority: {}", m_priority.why_not);
     }
+    use_kernel_ports(m_cfg.daemon);
     m_launchers->set_run(m_instance->path(), m_instance->id());
     for (const auto& pc : m_cfg.pools) {
         m_launchers->configure(pc, kernelspec_of(pc));

@@ -155,12 +155,16 @@ private:
     std::set<std::string> resolve_kernelspecs(const config::config& cfg);
     const result<resolved_kernelspec>& kernelspec_of(const config::pool_config& pc) const;
 
+    // Where tcp kernels' ports come from (kernel_ports), at start and on reload.
+    void use_kernel_ports(const config::daemon_config& cfg);
+
     config::config m_cfg;
     std::string m_config_path;
     std::string m_kernels_dir; // runtime_dir/kernels: every run's instance directory
     std::optional<instance_dir> m_instance; // this run's
     std::optional<ipc_socket_dirs> m_ipc_dirs; // inside or beside m_instance
     port_registry m_ports; // tcp ports of live kernels
+    std::string m_kernel_ports_why; // where they come from (status)
     fd_headroom m_fd_headroom = fd_headroom::of_this_process();
     std::map<std::string, result<resolved_kernelspec>> m_specs; // by pool name
     uv_loop_t m_loop{};

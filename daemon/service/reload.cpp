@@ -60,6 +60,7 @@ void daemon::reload() {
     }
     set_log_level(next->daemon.log_level);
     m_budget.max = next->daemon.max_kernels;
+    use_kernel_ports(next->daemon);
     // Kernelspecs are read again too: an edited kernel.json replaces the unleased kernels.
     const std::set<std::string> specs_changed = resolve_kernelspecs(*next);
     const auto now = clock::now();

@@ -446,6 +446,12 @@ std::string daemon::op_status(const envelope&, const protocol::control_request& 
                                                       : json(m_priority.why_not)},
                                       {"limit_s", m_cfg.daemon.background_limit_s},
                                       {"starved_starts", m_starved_starts}}},
+                                    {"kernel_ports",
+                                     {{"range", m_ports.range()
+                                                    ? json(fmt::format("{}-{}", m_ports.range()->first,
+                                                                       m_ports.range()->last))
+                                                    : json(nullptr)},
+                                      {"why", m_kernel_ports_why}}},
                                     {"pools", std::move(pools)},
                                     {"kernels", std::move(kernels)}},
                                    req.req_id);

@@ -32,6 +32,57 @@ def warm_pids(d, pool):
     return {k["pid"] for k in d.status()["kernels"] if k["pool"] == pool and k["state"] == "warm"}
 
 
+PORT_NAMES = ("shell", "iopub", "stdin", "control", "hb")
+
+
+def test_kernel_ports_come_from_above_the_ephemeral_range_and_follow_a_reload(kpoold):
+    """jupyter_client (a notebook server's kernels, a papermill run's) and outgoing connections
+    take their ports from the OS's ephemeral range, so by default kpoold's kernels get theirs from
+    above it: neither side can take a port the other chose before its kernel binds it. A range of
+    the config's own and the OS's choice apply from a reload on, to kernels started after it."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        first, last = map(int, f.read().split())
+    pools = """
+        [pools.fake]
+        kernelspec = "fake"
+        size = 1
+    """
+    d = kpoold(pools)
+    d.wait_warm("fake", 1)
+    ports = d.status()["kernel_ports"]
+    if 65535 - last >= 1000:
+        assert ports["range"] == "%d-65535" % (last + 1)
+        assert "above the OS's ephemeral range %d-%d" % (first, last) in ports["why"]
+        r = d.acquire("fake")
+        assert all(last < r["connection"][n + "_port"] <= 65535 for n in PORT_NAMES)
+        assert d.rpc(op="release", kernel_id=r["kernel_id"])["ok"]
+    else:  # a host whose ephemeral range leaves too little above it: the OS's choice
+        assert ports["range"] is None and ports["why"].startswith("auto: the OS's choice")
+
+    rewrite_config(d, pools, 'kernel_ports = "29200-29239"')
+    d.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: d.status()["kernel_ports"]["range"] == "29200-29239", what="the new range")
+    assert d.status()["kernel_ports"]["why"] == 'kernel_ports = "29200-29239"'
+    d.wait_warm("fake", 1)
+    held = [d.acquire("fake") for _ in range(3)]  # the first may have started before the reload
+    for r in held[1:]:
+        assert all(29200 <= r["connection"][n + "_port"] <= 29239 for n in PORT_NAMES), r
+    assert len({r["connection"][n + "_port"] for r in held[1:] for n in PORT_NAMES}) == 10
+    for r in held:
+        assert d.rpc(op="release", kernel_id=r["kernel_id"])["ok"]
+
+    rewrite_config(d, pools, 'kernel_ports = "ephemeral"')
+    d.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: d.status()["kernel_ports"]["range"] is None, what="the OS's choice")
+    assert d.status()["kernel_ports"]["why"].startswith('kernel_ports = "ephemeral"')
+    d.wait_warm("fake", 1)
+    held = [d.acquire("fake") for _ in range(2)]
+    assert all(first <= held[1]["connection"][n + "_port"] <= last for n in PORT_NAMES)
+    for r in held:
+        assert d.rpc(op="release", kernel_id=r["kernel_id"])["ok"]
+    assert "tcp kernels' ports: 29200-29239" in d.log_text()
+
+
 def test_sighup_applies_a_new_config_without_dropping_kernels(kpoold):
     d = kpoold("""
         [pools.fake]
