@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <set>
 #include <string>
 #include <thread>
 
@@ -18,33 +17,38 @@ namespace {
 // RLIMIT_NICE of 20 lets a process return to nice 0 (ceiling 20 - limit) and so leave SCHED_IDLE.
 constexpr rlim_t nice_limit_for_normal = 20;
 
-// Applies `policy` to every thread of `pid`. Threads started while we walk inherit the policy of
-// the thread that started them, so the walk repeats until it finds no thread it has not set.
+// Applies `policy` to every thread of `pid`. A thread started while we walk inherits the policy
+// its creator had when it called clone(), which may be the old one: so the walk repeats until a
+// whole pass finds every thread already at `policy`.
 int set_policy(int pid, int policy) {
     const sched_param none{};
-    std::set<int> done;
-    for (int round = 0; round < 4; ++round) {
+    bool any = false;
+    for (int round = 0; round < 8; ++round) {
         std::error_code ec;
         std::filesystem::directory_iterator tasks("/proc/" + std::to_string(pid) + "/task", ec);
         if (ec) {
             return -ESRCH;
         }
-        bool found_new = false;
+        bool changed = false;
         for (const auto& entry : tasks) {
             const int tid = std::atoi(entry.path().filename().c_str());
-            if (tid <= 0 || !done.insert(tid).second) {
+            if (tid <= 0) {
                 continue;
             }
-            found_new = true;
+            any = true;
+            if (::sched_getscheduler(tid) == policy) {
+                continue;
+            }
+            changed = true;
             if (::sched_setscheduler(tid, policy, &none) != 0 && errno != ESRCH) {
                 return -errno; // a thread that exited meanwhile is no failure
             }
         }
-        if (!found_new) {
+        if (!changed) {
             break;
         }
     }
-    return done.empty() ? -ESRCH : 0;
+    return any ? 0 : -ESRCH;
 }
 
 } // namespace

@@ -197,6 +197,7 @@ status kernel_process::launch() {
         return st;
     }
     m_launched_idle = wants_idle();
+    m_ever_idle = m_ever_idle || m_launched_idle;
     auto process = m_launcher.launch(make_launch_spec(),
                                      {[this](int pid) { on_started(pid); },
                                       [this](std::string_view out) { append_output(out); },
@@ -433,7 +434,10 @@ void kernel_process::become_ready() {
         return;
     }
     // Before anyone can have it: a kernel left at SCHED_IDLE would run its user's code only
-    // on CPU nobody else wants.
+    // on CPU nobody else wants. Walked again even when a hurry already did, as its threads are
+    // all there now: one that its creator started at SCHED_IDLE just as the hurry walked could
+    // have been missed then.
+    m_launched_idle = m_launched_idle || m_ever_idle;
     if (const int rc = restore_priority(); rc != 0) {
         fail_start(std::string("cannot give the kernel normal CPU priority back: ") +
                    std::strerror(-rc));

@@ -204,6 +204,7 @@ private:
     bool m_relaunched = false; // after losing a port: once per kernel
     bool m_bind_failed = false; // its output said a bind failed: stopped, to be started again
     bool m_launched_idle = false; // the process started at SCHED_IDLE and has not left it
+    bool m_ever_idle = false;     // some launch of this kernel started at SCHED_IDLE
     std::string m_session; // our wire-protocol session id with this kernel
     std::string m_output_tail;
     code_done m_code_done;      // run_code's caller, while its code runs

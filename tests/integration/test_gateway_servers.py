@@ -206,6 +206,9 @@ def test_a_wrong_gateway_token_is_refused(gateway, tmp_path):
     try:
         r = server.api("POST", "/api/kernels", json={"name": "python3"})
         assert r.status_code >= 400
-        assert any(" 401 " in line and "/api/k" in line for line in gateway.log)
+        # The access log line is written after the answer, and read from kpool serve's stderr by
+        # a thread of the fixture: it may arrive just after jupyter_server's own answer.
+        wait_until(lambda: any(" 401 " in line and "/api/k" in line for line in gateway.log),
+                   timeout=10, what="kpool serve's 401 in its access log")
     finally:
         server.stop()
