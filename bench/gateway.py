@@ -10,12 +10,16 @@ jupyter_server, pointing at kpool serve too, has TCP_NODELAY on its websockets
 (bench/jupyter_server_nodelay.py, a diagnostic): what it saves is jupyter_server's own wait for
 the client's delayed ACK, which every server here pays alike. Last, an
 execute round trip over kpool serve's websocket against the same over ZeroMQ to a pooled
-kernel directly (jupyter_client), both from one synchronous client."""
+kernel directly (jupyter_client), both from one synchronous client; and what kpool serve's spare
+kernels take out of a start and a restart, measured without a notebook server in between: a
+plain websocket client against two kpool serves on the same pool, `--spares 1` and
+`--spares 0`, request by request in turn."""
 import asyncio
 import json
 import os
 import re
 import shutil
+import socket
 import statistics
 import subprocess
 import tempfile
@@ -31,12 +35,15 @@ ANCHORS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
                        "shared", "anchors")
 
 
+# Longer than kpool serve's once-a-second check, which replaces a spare a gateway start took.
+SPARE_BACK = 1.1
+
 NODELAY = "gateway: kpool serve, jupyter_server with TCP_NODELAY (diagnostic)"
 
 
-def start_kpool_serve(b, endpoint):
+def start_kpool_serve(b, endpoint, *args):
     proc = subprocess.Popen([os.path.join(b.args.build, "kpool"), "--endpoint", endpoint, "serve",
-                             "--listen", "127.0.0.1:0", "--queue-timeout", "60"],
+                             "--listen", "127.0.0.1:0", "--queue-timeout", "60", *args],
                             stderr=subprocess.PIPE, text=True)
     url = "http://" + re.search(r"://(127\.0\.0\.1:\d+)/", proc.stderr.readline()).group(1)
     threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
@@ -63,6 +70,20 @@ def start_kernel_gateway(work, env):
             time.sleep(0.2)
 
 
+def ws_execute(ws, until):
+    """`1+1` over a kernel websocket (websocket-client), read until its message of type `until`."""
+    msg_id = uuid.uuid4().hex
+    ws.send(json.dumps({"header": {"msg_id": msg_id, "msg_type": "execute_request", "session": "b",
+                                   "username": "b", "version": "5.3", "date": ""},
+                        "parent_header": {}, "metadata": {}, "channel": "shell",
+                        "content": {"code": "1+1", "silent": False, "store_history": True,
+                                    "user_expressions": {}, "allow_stdin": False}}))
+    while True:
+        m = json.loads(ws.recv())
+        if m["msg_type"] == until and m["parent_header"]["msg_id"] == msg_id:
+            return
+
+
 def round_trips(b, d, serve_url, n):
     """Milliseconds per execute round trip (request -> execute_reply): over kpool serve's
     websocket, and over ZeroMQ to a pooled kernel with jupyter_client."""
@@ -74,17 +95,8 @@ def round_trips(b, d, serve_url, n):
     ws = websocket.create_connection(serve_url.replace("http", "ws") + "/api/kernels/%s/channels" % kid, timeout=60)
     over_ws = []
     for i in range(n + 3):
-        msg_id = uuid.uuid4().hex
         t0 = time.perf_counter()
-        ws.send(json.dumps({"header": {"msg_id": msg_id, "msg_type": "execute_request", "session": "b",
-                                       "username": "b", "version": "5.3", "date": ""},
-                            "parent_header": {}, "metadata": {}, "channel": "shell",
-                            "content": {"code": "1+1", "silent": False, "store_history": True,
-                                        "user_expressions": {}, "allow_stdin": False}}))
-        while True:
-            m = json.loads(ws.recv())
-            if m["msg_type"] == "execute_reply" and m["parent_header"]["msg_id"] == msg_id:
-                break
+        ws_execute(ws, "execute_reply")
         if i >= 3:
             over_ws.append((time.perf_counter() - t0) * 1000)
     ws.close()
@@ -106,6 +118,47 @@ def round_trips(b, d, serve_url, n):
     client.stop_channels()
     d.rpc(op="release", kernel_id=lease["kernel_id"])
     return over_ws, over_zmq
+
+
+def direct_first_result(url, work, restart_id=None):
+    """Milliseconds from a start (POST /api/kernels with KERNEL_WORKING_DIR, as jupyter_server
+    sends it) or a restart to the execute_result of `1+1`, over a plain websocket; the kernel id."""
+    import urllib.request
+    import websocket
+    t0 = time.perf_counter()
+    if restart_id:
+        req = urllib.request.Request(url + "/api/kernels/%s/restart" % restart_id, method="POST", data=b"{}")
+    else:
+        body = {"name": "python3", "env": {"KERNEL_WORKING_DIR": work, "KERNEL_USERNAME": "bench"}}
+        req = urllib.request.Request(url + "/api/kernels", method="POST", data=json.dumps(body).encode())
+    kid = json.loads(urllib.request.urlopen(req, timeout=60).read())["id"]
+    ws = websocket.create_connection(url.replace("http", "ws") + "/api/kernels/%s/channels" % kid, timeout=60)
+    ws.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    ws_execute(ws, "execute_result")
+    elapsed = (time.perf_counter() - t0) * 1000
+    ws.close()
+    return elapsed, kid
+
+
+def spares_ab(b, d, urls, work, runs):
+    """{label: {"start": [ms], "restart": [ms]}} for each kpool serve in `urls`, in turn."""
+    import urllib.request
+    out = {label: {"start": [], "restart": []} for label in urls}
+    for i in range(runs + 1):  # the first round unmeasured: first-use costs
+        for label, url in urls.items():
+            d.wait_warm("python3", 4, timeout=300)
+            # A start or restart that takes the spare has it replaced at kpool serve's next
+            # once-a-second check: a person restarts a kernel seconds after starting it.
+            time.sleep(SPARE_BACK)
+            ms, kid = direct_first_result(url, work)
+            d.wait_warm("python3", 4, timeout=300)
+            time.sleep(SPARE_BACK)
+            ms_restart, _ = direct_first_result(url, work, restart_id=kid)
+            urllib.request.urlopen(urllib.request.Request(url + "/api/kernels/" + kid, method="DELETE"), timeout=60)
+            if i > 0:
+                out[label]["start"].append(ms)
+                out[label]["restart"].append(ms_restart)
+    return out
 
 
 def gateway_bench(b):
@@ -140,12 +193,12 @@ def gateway_bench(b):
             for _ in range(runs):
                 for name, server in servers.items():
                     d.wait_warm("python3", 4, timeout=300)
-                    await asyncio.sleep(0.5)
+                    await asyncio.sleep(SPARE_BACK)
                     times, kid, again = await first_result(server, "python3")
                     steps[name]["start"].append(times[3] * 1000)
                     steps[name]["resent"] += again
                     d.wait_warm("python3", 4, timeout=300)
-                    await asyncio.sleep(0.5)
+                    await asyncio.sleep(SPARE_BACK)
                     times, kid, again = await first_result(server, "python3", restart_id=kid)
                     steps[name]["restart"].append(times[3] * 1000)
                     steps[name]["resent"] += again
@@ -153,6 +206,9 @@ def gateway_bench(b):
         asyncio.run(all_runs())
         d.wait_warm("python3", 4, timeout=300)
         over_ws, over_zmq = round_trips(b, d, serve_url, 20 if b.args.quick else 50)
+        bare, bare_url = start_kpool_serve(b, d.endpoint, "--spares", "0")
+        procs.append(bare)
+        ab = spares_ab(b, d, {"--spares 1": serve_url, "--spares 0": bare_url}, work, 10 if b.args.quick else 25)
     finally:
         for server in servers.values():
             server.close()
@@ -183,5 +239,13 @@ def gateway_bench(b):
          "opened)." % (RESEND_AFTER * 1000),
          "", *lines, "; ".join(ratios) + ".", "",
          "Execute round trip (`1+1` to its execute_reply, %d each): over kpool serve's websocket p50 %.2f ms, "
-         "over ZeroMQ to a pooled kernel p50 %.2f ms: **%.2fx**." % (len(over_ws), ws50, zmq50, ws50 / zmq50), "")
-    b.results["gateway"] = {"steps_ms": steps, "ws_round_trip_ms": over_ws, "zmq_round_trip_ms": over_zmq}
+         "over ZeroMQ to a pooled kernel p50 %.2f ms: **%.2fx**." % (len(over_ws), ws50, zmq50, ws50 / zmq50), "",
+         "Spare kernels, without a notebook server: a plain websocket client (TCP_NODELAY) against kpool "
+         "serve `--spares 1` and `--spares 0` on the same pool, in turn; POST /api/kernels (with "
+         "KERNEL_WORKING_DIR, as jupyter_server sends it) or a restart, then the websocket and `1+1` to its "
+         "execute_result. Medians in ms:", "",
+         "| kpool serve | runs | start -> first result | restart -> first result |", "| --- | --- | --- | --- |",
+         *["| %s | %d | **%.1f** | **%.1f** |" % (label, len(v["start"]), p50(v["start"]), p50(v["restart"]))
+           for label, v in ab.items()], "")
+    b.results["gateway"] = {"steps_ms": steps, "ws_round_trip_ms": over_ws, "zmq_round_trip_ms": over_zmq,
+                            "spares_ab_ms": ab}

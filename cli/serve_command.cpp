@@ -41,8 +41,9 @@ options (each overrides its key in --config's [serve]):
   --cert FILE --key FILE  TLS (HTTP/1.1 and HTTP/2): a PEM certificate chain and its key
   --queue-timeout S       no warm kernel within S seconds: 429 + Retry-After (default 5)
   --max-queue N           more than N requests waiting for a kernel: 429 at once (default 64)
-  --spares N              fresh kernels held connected per pool for the next requests, so a
-                          request pays no acquire and no handshake (default 1; 0: none)
+  --spares N              fresh kernels held connected per pool for the next requests and
+                          gateway starts/restarts, so they pay no acquire and no handshake
+                          (default 1; 0: none)
   --max-body BYTES        larger request bodies: 413 (default 16777216)
   --max-header BYTES      larger request headers (names and values): 431 (default 65536)
   --max-connections N     connections open at once (websockets too); more wait in the listen

@@ -7,6 +7,7 @@
 #include "serve/deadlines.hpp"
 #include "serve/routing.hpp"
 #include "serve/server.hpp"
+#include "serve/spare_kernels.hpp"
 
 #include <sys/stat.h>
 
@@ -14,6 +15,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 namespace kpool::serve {
@@ -291,7 +293,7 @@ void gateway::release(const kernel_lease& lease, std::function<void()> done) {
 
 void gateway::start(exchange_ptr ex, const do_gateway& g) {
     const gateway_options& o = m_owner.options().gateway;
-    if (o.max_kernels > 0 && m_kernels.size() + m_starting.size() >= o.max_kernels) {
+    if (o.max_kernels > 0 && m_kernels.size() + m_starts >= o.max_kernels) {
         return answer(ex, error_response(403, "resource_limit",
                                          "kpool serve holds " + std::to_string(o.max_kernels) + " kernels (--max-kernels)"));
     }
@@ -318,40 +320,138 @@ void gateway::start(exchange_ptr ex, const do_gateway& g) {
                                             protocol::echo_safe(it->second));
         }
     }
-    acquire(name, cwd, env, [this, ex, name, cwd, env](result<kernel_lease> lease, http_response refusal) {
-        if (!lease) {
+    ++m_starts;
+    obtain(name, cwd, env, [this, ex, name, cwd, env](result<connected_kernel> kernel, http_response refusal) {
+        --m_starts;
+        if (!kernel) {
             return answer(ex, std::move(refusal));
+        }
+        ex->set_kernel_id(kernel->lease.kernel_id);
+        if (ex->gone()) {
+            // Nobody will know this kernel's id: back it goes.
+            release(kernel->lease);
+            m_owner.retire(std::move(kernel->channels));
+            return answer(ex, error_response(502, "kernel_died", "the client went away"));
+        }
+        const std::string id = random_uuid();
+        auto k = std::make_unique<gateway_kernel>(m_owner.loop(), id, name, std::move(*kernel));
+        const json model = k->model();
+        daemon::logger("gateway")->info("kernel {} started ({} from kpoold, pool {})", id, k->lease().kernel_id, name);
+        m_kernels[id] = held{std::move(k), cwd, env, false, 0};
+        m_owner.metrics().gateway_kernels().Set(static_cast<double>(m_kernels.size()));
+        http_response r = json_response(201, model);
+        r.headers.emplace_back("location", "/api/kernels/" + id);
+        answer(ex, std::move(r));
+    });
+}
+
+void gateway::obtain(const std::string& name, const std::string& cwd, const std::map<std::string, std::string>& env,
+                     obtained_fn done) {
+    if (auto spare = m_owner.spares().take(name)) {
+        return obtain_spare(std::move(*spare), name, cwd, env, std::move(done));
+    }
+    obtain_fresh(name, cwd, env, std::move(done));
+}
+
+void gateway::obtain_spare(connected_kernel spare, const std::string& name, const std::string& cwd,
+                           const std::map<std::string, std::string>& env, obtained_fn done) {
+    // As a /v1 request's spare: the renew makes the lease ours and proves the kernel still lives
+    // (it may have died since its last poll); cwd/env go through kpoold's context op beside it.
+    struct steps {
+        int left = 1;
+        bool gone = false;
+        std::optional<http_response> failed;
+    };
+    auto state = std::make_shared<steps>();
+    const kernel_lease lease = spare.lease;
+    m_starting.emplace(lease.kernel_id, std::move(spare));
+    auto finish = [this, state, lease, name, cwd, env, done] {
+        if (--state->left > 0) {
+            return;
+        }
+        auto node = m_starting.extract(lease.kernel_id);
+        if (node.empty()) {
+            return done(error{errc::unavailable, "stopping"}, error_response(503, "unavailable", "kpool serve is stopping"));
+        }
+        connected_kernel kernel = std::move(node.mapped());
+        if (state->gone || state->failed) {
+            release(kernel.lease);
+            m_owner.retire(std::move(kernel.channels));
+        }
+        if (state->gone) {
+            daemon::logger("gateway")->info("spare kernel {} is gone: a fresh one instead", lease.kernel_id);
+            return obtain_fresh(name, cwd, env, done);
+        }
+        if (state->failed) {
+            return done(error{errc::unavailable, "context"}, std::move(*state->failed));
+        }
+        m_owner.metrics().kernels_used().Increment();
+        done(std::move(kernel), {});
+    };
+    m_owner.control_at(lease.daemon,
+                       {{"op", "renew"},
+                        {"kernel_id", lease.kernel_id},
+                        {"lease_s", static_cast<double>(m_owner.options().gateway.kernel_lease.count())}},
+                       control_margin, [state, finish](result<json> reply) {
+                           state->gone = !reply || !reply->value("ok", false);
+                           finish();
+                       });
+    if (cwd.empty() && env.empty()) {
+        return;
+    }
+    ++state->left;
+    json request = {{"op", "context"}, {"kernel_id", lease.kernel_id}};
+    if (!cwd.empty()) {
+        request["cwd"] = cwd;
+    }
+    if (!env.empty()) {
+        request["env"] = env;
+    }
+    m_owner.control_at(lease.daemon, request, kernel_ready_timeout + control_margin, [state, finish](result<json> reply) {
+        if (!reply) {
+            state->failed = error_response(503, "unavailable", "kpoold did not apply cwd/env: " + reply.err().message);
+        } else if (!reply->value("ok", false)) {
+            const json& err = reply->value("error", json::object());
+            const std::string code = err.value("code", "");
+            const std::string message = err.value("message", "kpoold refused");
+            // A kernel that died since its last poll is the renew's to find: a fresh one then.
+            if (code != "unknown_kernel") {
+                state->failed = code == "bad_request" ? error_response(400, "bad_request", message)
+                                                      : error_response(502, "daemon_error", message);
+            }
+        }
+        finish();
+    });
+}
+
+void gateway::obtain_fresh(const std::string& name, const std::string& cwd, const std::map<std::string, std::string>& env,
+                           obtained_fn done) {
+    acquire(name, cwd, env, [this, name, done](result<kernel_lease> lease, http_response refusal) {
+        if (!lease) {
+            return done(lease.err(), std::move(refusal));
         }
         if (m_stopping) {
             release(*lease);
-            return answer(ex, error_response(503, "unavailable", "kpool serve is stopping"));
+            return done(error{errc::unavailable, "stopping"}, error_response(503, "unavailable", "kpool serve is stopping"));
         }
-        const std::string id = random_uuid();
-        ex->set_kernel_id(lease->kernel_id);
-        auto kernel = std::make_unique<gateway_kernel>(m_owner.loop(), m_owner.zmq(), id, name, *lease);
-        gateway_kernel* k = kernel.get();
-        m_starting[id] = std::move(kernel);
-        k->when_ready(kernel_ready_timeout, [this, ex, id, cwd, env](result<json> ready) {
-            auto node = m_starting.extract(id);
+        m_owner.spares().used(name);
+        const std::string kernel_id = lease->kernel_id;
+        auto channels = std::make_unique<kernel_channels>(m_owner.loop(), m_owner.zmq(), lease->connection, true, nullptr);
+        kernel_channels& c = *channels;
+        m_starting.emplace(kernel_id, connected_kernel{std::move(*lease), std::move(channels)});
+        c.when_subscribed(kernel_ready_timeout, [this, kernel_id, done](result<json> ready) {
+            auto node = m_starting.extract(kernel_id);
             if (node.empty()) {
-                return; // released while it started (kpool serve stopping)
+                return done(error{errc::unavailable, "stopping"},
+                            error_response(503, "unavailable", "kpool serve is stopping"));
             }
-            std::unique_ptr<gateway_kernel> ready_kernel = std::move(node.mapped());
-            if (!ready || ex->gone()) {
-                // Nobody will know this kernel's id: back it goes.
-                release(ready_kernel->lease());
-                retire(std::move(ready_kernel));
-                return answer(ex, error_response(502, "kernel_died", "the kernel did not answer: " +
-                                                                         (ready ? std::string("the client went away") : ready.err().message)));
+            connected_kernel kernel = std::move(node.mapped());
+            if (!ready) {
+                release(kernel.lease);
+                m_owner.retire(std::move(kernel.channels)); // its callback is on the stack
+                return done(ready.err(), error_response(502, "kernel_died", "the kernel did not answer: " + ready.err().message));
             }
-            const json model = ready_kernel->model();
-            daemon::logger("gateway")->info("kernel {} started ({} from kpoold, pool {})", id,
-                                            ready_kernel->lease().kernel_id, ready_kernel->name());
-            m_kernels[id] = held{std::move(ready_kernel), cwd, env, false, 0};
-            m_owner.metrics().gateway_kernels().Set(static_cast<double>(m_kernels.size()));
-            http_response r = json_response(201, model);
-            r.headers.emplace_back("location", "/api/kernels/" + id);
-            answer(ex, std::move(r));
+            done(std::move(kernel), {});
         });
     });
 }
@@ -366,36 +466,26 @@ void gateway::replace(const std::string& id, const std::string& why, std::functi
         return done(error_response(409, "conflict", "the kernel is being restarted already"));
     }
     h.replacing = true;
-    acquire(h.kernel->name(), h.cwd, h.env, [this, id, why, done](result<kernel_lease> lease, http_response refusal) {
+    obtain(h.kernel->name(), h.cwd, h.env, [this, id, why, done](result<connected_kernel> kernel, http_response refusal) {
         auto it = m_kernels.find(id);
         if (it == m_kernels.end()) {
-            if (lease) {
-                release(*lease); // deleted meanwhile
+            if (kernel) {
+                release(kernel->lease); // deleted meanwhile
+                m_owner.retire(std::move(kernel->channels));
             }
             return done(error_response(404, "not_found", "the kernel was shut down during its restart"));
         }
-        if (!lease) {
-            it->second.replacing = false;
+        it->second.replacing = false;
+        if (!kernel) {
             return done(std::move(refusal));
         }
-        const kernel_lease fresh = *lease;
-        it->second.kernel->replace(*lease, kernel_ready_timeout, [this, id, why, fresh, done](result<kernel_lease> old) {
-            auto at = m_kernels.find(id);
-            if (at == m_kernels.end()) {
-                release(fresh);
-                return done(error_response(404, "not_found", "the kernel was shut down during its restart"));
-            }
-            at->second.replacing = false;
-            if (!old) {
-                release(fresh);
-                return done(error_response(502, "kernel_died", "the new kernel did not answer: " + old.err().message));
-            }
-            at->second.unanswered_polls = 0;
-            release(*old);
-            m_owner.metrics().gateway_replaced(why);
-            daemon::logger("gateway")->info("kernel {} restarted on {} (was {})", id, fresh.kernel_id, old->kernel_id);
-            done(json_response(200, at->second.kernel->model()));
-        });
+        const std::string fresh = kernel->lease.kernel_id;
+        const kernel_lease old = it->second.kernel->replace(std::move(*kernel));
+        it->second.unanswered_polls = 0;
+        release(old);
+        m_owner.metrics().gateway_replaced(why);
+        daemon::logger("gateway")->info("kernel {} restarted on {} (was {})", id, fresh, old.kernel_id);
+        done(json_response(200, it->second.kernel->model()));
     });
 }
 
@@ -480,9 +570,9 @@ void gateway::release_all(std::function<void()> done) {
             done();
         }
     };
-    for (auto& [id, kernel] : m_starting) {
-        release(kernel->lease(), one_done);
-        retire(std::move(kernel));
+    for (auto& [kernel_id, kernel] : m_starting) {
+        release(kernel.lease, one_done);
+        m_owner.retire(std::move(kernel.channels));
     }
     m_starting.clear();
     std::vector<std::string> ids;

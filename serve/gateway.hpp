@@ -48,6 +48,7 @@ private:
         int unanswered_polls = 0;
     };
     using acquired_fn = std::function<void(result<kernel_lease>, http_response refusal)>;
+    using obtained_fn = std::function<void(result<connected_kernel>, http_response refusal)>;
 
     void answer(const exchange_ptr& exchange, http_response response);
     // The pools of the kpoold that answers, as jupyter_server's kernelspec models.
@@ -62,6 +63,15 @@ private:
     void start(exchange_ptr exchange, const do_gateway& action);
     void restart(exchange_ptr exchange, const std::string& id);
     void remove(const std::string& id);
+    // A kernel of pool `name` with `cwd`/`env` applied, connected and subscribed: a spare when
+    // one is ready (no acquire, no handshake on the caller's time), else a fresh one. `done`
+    // once, with the kernel or the answer for the caller.
+    void obtain(const std::string& name, const std::string& cwd, const std::map<std::string, std::string>& env,
+                obtained_fn done);
+    void obtain_spare(connected_kernel spare, const std::string& name, const std::string& cwd,
+                      const std::map<std::string, std::string>& env, obtained_fn done);
+    void obtain_fresh(const std::string& name, const std::string& cwd, const std::map<std::string, std::string>& env,
+                      obtained_fn done);
     void acquire(const std::string& name, const std::string& cwd, const std::map<std::string, std::string>& env,
                  acquired_fn done);
     void release(const kernel_lease& lease, std::function<void()> done = [] {});
@@ -75,7 +85,8 @@ private:
 
     server& m_owner;
     std::map<std::string, held> m_kernels;
-    std::map<std::string, std::unique_ptr<gateway_kernel>> m_starting; // until ready
+    std::map<std::string, connected_kernel> m_starting; // by kpoold's kernel id: until obtained
+    std::size_t m_starts = 0;                           // POST /api/kernels not answered yet
     std::vector<std::unique_ptr<gateway_kernel>> m_retired;            // freed on the next loop turn
     daemon::uv_timer m_reaper;
     daemon::uv_timer m_cull_timer;

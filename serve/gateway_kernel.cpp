@@ -33,44 +33,27 @@ std::string random_uuid() {
            hex.substr(20);
 }
 
-gateway_kernel::gateway_kernel(uv_loop_t* loop, zmq::context_t& zmq, std::string id, std::string name,
-                               kernel_lease lease)
-    : m_loop(loop), m_zmq(zmq), m_id(std::move(id)), m_name(std::move(name)), m_lease(std::move(lease)),
-      m_sweeper(loop) {
-    m_channels = std::make_unique<kernel_channels>(
-        loop, zmq, m_lease.connection, true, [this](kernel_port port, message_parts parts) { from_kernel(port, std::move(parts)); });
+gateway_kernel::gateway_kernel(uv_loop_t* loop, std::string id, std::string name, connected_kernel kernel)
+    : m_id(std::move(id)), m_name(std::move(name)), m_lease(std::move(kernel.lease)),
+      m_channels(std::move(kernel.channels)), m_sweeper(loop) {
+    m_channels->set_on_message([this](kernel_port port, message_parts parts) { from_kernel(port, std::move(parts)); });
 }
 
 gateway_kernel::~gateway_kernel() = default;
 
-void gateway_kernel::when_ready(std::chrono::milliseconds timeout, std::function<void(result<json>)> done) {
-    m_channels->when_ready(timeout, std::move(done));
-}
-
-void gateway_kernel::replace(kernel_lease lease, std::chrono::milliseconds timeout,
-                             std::function<void(result<kernel_lease>)> done) {
-    // Nothing of the new kernel reaches a websocket before the swap but the handshake's own
-    // messages, which kernel_channels keeps to itself.
-    m_next = std::make_unique<kernel_channels>(m_loop, m_zmq, lease.connection, true, [](kernel_port, message_parts) {});
-    m_next->when_ready(timeout, [this, lease = std::move(lease), done = std::move(done)](result<json> ready) mutable {
-        if (!ready) {
-            m_retired.push_back(std::move(m_next));
-            m_sweeper.start(0ms, [this] { sweep(); });
-            done(ready.err());
-            return;
-        }
-        m_retired.push_back(std::move(m_channels));
-        m_channels = std::move(m_next);
-        m_channels->set_on_message([this](kernel_port port, message_parts parts) { from_kernel(port, std::move(parts)); });
-        m_sweeper.start(0ms, [this] { sweep(); });
-        kernel_lease old = std::exchange(m_lease, std::move(lease));
-        m_kept.clear();
-        m_origin.clear();
-        m_origin_order.clear();
-        m_execution_state = "idle";
-        m_last_activity = std::chrono::system_clock::now();
-        done(std::move(old));
-    });
+kernel_lease gateway_kernel::replace(connected_kernel kernel) {
+    // The old kernel says nothing more to the websockets; its channels may be on the stack
+    // (this may run in one of their callbacks): freed on the next loop turn.
+    m_channels->set_on_message(nullptr);
+    m_retired.push_back(std::exchange(m_channels, std::move(kernel.channels)));
+    m_channels->set_on_message([this](kernel_port port, message_parts parts) { from_kernel(port, std::move(parts)); });
+    m_sweeper.start(0ms, [this] { sweep(); });
+    m_kept.clear();
+    m_origin.clear();
+    m_origin_order.clear();
+    m_execution_state = "idle";
+    m_last_activity = std::chrono::system_clock::now();
+    return std::exchange(m_lease, std::move(kernel.lease));
 }
 
 status gateway_kernel::connect(http_exchange& exchange, std::size_t max_message) {

@@ -6,8 +6,7 @@
 // follow the kernel's messages, as jupyter_server's kernel model reports them.
 #pragma once
 
-#include "protocol/connection_info.hpp"
-#include "serve/kernel_channels.hpp"
+#include "serve/connected_kernel.hpp"
 #include "serve/websocket.hpp"
 #include "serve/ws_frames.hpp"
 
@@ -24,16 +23,10 @@
 
 namespace kpool::serve {
 
-// A kernel a kpoold handed out: which daemon, its id there, how to reach it.
-struct kernel_lease {
-    std::size_t daemon = 0;
-    std::string kernel_id;
-    protocol::connection_info connection;
-};
-
 class gateway_kernel {
 public:
-    gateway_kernel(uv_loop_t* loop, zmq::context_t& zmq, std::string id, std::string name, kernel_lease lease);
+    // On a kernel whose channels are connected and subscribed.
+    gateway_kernel(uv_loop_t* loop, std::string id, std::string name, connected_kernel kernel);
     ~gateway_kernel();
     gateway_kernel(const gateway_kernel&) = delete;
     gateway_kernel& operator=(const gateway_kernel&) = delete;
@@ -42,13 +35,10 @@ public:
     const std::string& name() const { return m_name; }
     const kernel_lease& lease() const { return m_lease; }
 
-    // Proves the kernel answers and our iopub is subscribed; `done` once.
-    void when_ready(std::chrono::milliseconds timeout, std::function<void(result<nlohmann::json>)> done);
-    // Restart: the websockets stay, the kernel behind them changes to `lease` once that one is
-    // ready (the old one serves until then). `done` once: the old lease, for release (messages
-    // kept for a websocket to come were the old kernel's: dropped), or why the new one failed
-    // (then nothing changed, and the new lease is the caller's to release).
-    void replace(kernel_lease lease, std::chrono::milliseconds timeout, std::function<void(result<kernel_lease>)> done);
+    // Restart: the websockets stay, the kernel behind them is `kernel` from now on. Returns the
+    // old one's lease, for release; messages kept for a websocket to come were the old
+    // kernel's: dropped.
+    kernel_lease replace(connected_kernel kernel);
 
     // Upgrades `exchange` to a websocket on this kernel (the protocol from its offer). An error
     // (nothing answered) when it is not a websocket handshake.
@@ -80,13 +70,10 @@ private:
     void sweep();
     void remember_origin(const std::string& msg_id, std::uint64_t attachment_id);
 
-    uv_loop_t* m_loop;
-    zmq::context_t& m_zmq;
     std::string m_id;
     std::string m_name;
     kernel_lease m_lease;
     std::unique_ptr<kernel_channels> m_channels;
-    std::unique_ptr<kernel_channels> m_next;  // a restart's kernel, until it is ready
     std::vector<std::unique_ptr<kernel_channels>> m_retired; // freed on the next loop turn
     std::map<std::uint64_t, attachment> m_attachments;
     std::uint64_t m_next_attachment = 1;

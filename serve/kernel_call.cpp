@@ -60,10 +60,10 @@ void kernel_call::acquire() {
 
 void kernel_call::take_spare(spare_kernels::spare spare) {
     const serve_options& o = m_owner.options();
-    m_daemon = spare.daemon;
-    m_kernel_id = std::move(spare.kernel_id);
+    m_daemon = spare.lease.daemon;
+    m_kernel_id = std::move(spare.lease.kernel_id);
     m_exchange->set_kernel_id(m_kernel_id);
-    m_session = std::move(spare.session);
+    m_session = std::make_unique<kernel_session>(m_owner.loop(), std::move(spare.channels));
     if (m_exchange->gone()) {
         return finish(cancelled_response());
     }

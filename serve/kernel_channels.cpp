@@ -163,7 +163,9 @@ void kernel_channels::on_readable(kernel_port from) {
             return;
         }
     }
-    m_on_message(from, std::move(parts)); // last: may destroy this object's owner's state
+    if (m_on_message) {
+        m_on_message(from, std::move(parts)); // last: may destroy this object's owner's state
+    }
 }
 
 } // namespace kpool::serve

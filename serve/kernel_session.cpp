@@ -10,20 +10,24 @@ using namespace std::chrono_literals;
 using clock = std::chrono::steady_clock;
 
 kernel_session::kernel_session(uv_loop_t* loop, zmq::context_t& zmq, const protocol::connection_info& info)
-    : m_channels(loop, zmq, info, false, [this](kernel_port from, message_parts parts) { on_message(from, std::move(parts)); }),
-      m_timer(loop) {}
+    : kernel_session(loop, std::make_unique<kernel_channels>(loop, zmq, info, false, nullptr)) {}
+
+kernel_session::kernel_session(uv_loop_t* loop, std::unique_ptr<kernel_channels> channels)
+    : m_channels(std::move(channels)), m_timer(loop) {
+    m_channels->set_on_message([this](kernel_port from, message_parts parts) { on_message(from, std::move(parts)); });
+}
 
 kernel_session::~kernel_session() = default;
 
 void kernel_session::when_subscribed(std::chrono::milliseconds timeout, std::function<void(result<json>)> done) {
-    m_channels.when_subscribed(timeout, std::move(done));
+    m_channels->when_subscribed(timeout, std::move(done));
 }
 
 void kernel_session::execute(const jupyter::execute_request& request, execute_callbacks callbacks) {
     m_callbacks = std::move(callbacks);
     m_cancel = false;
     const std::string id =
-        m_channels.send(kernel_port::shell, "execute_request", jupyter::execute_request_content(request));
+        m_channels->send(kernel_port::shell, "execute_request", jupyter::execute_request_content(request));
     m_tracker.emplace(id, request.timeout, clock::now());
     arm();
 }

@@ -23,6 +23,8 @@ namespace kpool::serve {
 class kernel_session {
 public:
     kernel_session(uv_loop_t* loop, zmq::context_t& zmq, const protocol::connection_info& info);
+    // On channels already connected (a spare's).
+    kernel_session(uv_loop_t* loop, std::unique_ptr<kernel_channels> channels);
     ~kernel_session();
     kernel_session(const kernel_session&) = delete;
     kernel_session& operator=(const kernel_session&) = delete;
@@ -32,7 +34,7 @@ public:
     // kernel_info() holds the kernel_info_reply once it comes, before the reply to the first
     // execute.
     void when_subscribed(std::chrono::milliseconds timeout, std::function<void(result<nlohmann::json>)> done);
-    const nlohmann::json& kernel_info() const { return m_channels.kernel_info(); }
+    const nlohmann::json& kernel_info() const { return m_channels->kernel_info(); }
 
     struct execute_callbacks {
         std::function<void(const protocol::wire_message&)> on_iopub; // the request's messages
@@ -57,7 +59,7 @@ private:
     // Calls `done` when the execution is over: then true, and this session may be gone.
     bool finish_if_done();
 
-    kernel_channels m_channels;
+    std::unique_ptr<kernel_channels> m_channels;
     daemon::uv_timer m_timer;
 
     // execute

@@ -254,8 +254,8 @@ void server::control_at(std::size_t daemon, json request, std::chrono::milliseco
     m_daemons.at(daemon)->request(std::move(request), timeout, std::move(done));
 }
 
-void server::retire(std::unique_ptr<kernel_session> session) {
-    m_retired.push_back(std::move(session));
+void server::retire_later(std::shared_ptr<void> thing) {
+    m_retired.push_back(std::move(thing));
     m_reaper.start(0ms, [this] { m_retired.clear(); });
 }
 

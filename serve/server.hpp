@@ -55,8 +55,9 @@ public:
     // To one daemon, no failover (release, signal, poll of a kernel it handed out).
     void control_at(std::size_t daemon, nlohmann::json request, std::chrono::milliseconds timeout,
                     std::function<void(result<nlohmann::json>)> done);
-    // Destroys `session` on the next loop turn (it may be on the stack now).
-    void retire(std::unique_ptr<kernel_session> session);
+    // Destroys `thing` (a session, a kernel's channels) on the next loop turn: a callback of its
+    // own may be on the stack now.
+    template <class T> void retire(std::unique_ptr<T> thing) { retire_later(std::shared_ptr<void>(std::move(thing))); }
     void request_finished();
     // Seconds a caller refused with 429 should wait: the pool's median time to warm a kernel
     // (from kpoold's status, refreshed every 2 s) times the queue ahead of it per kernel the
@@ -74,6 +75,7 @@ private:
     // requests already wait for a kernel; else it counts as in flight until request_finished.
     bool admit(const std::string& label, const exchange_ptr& ex, std::chrono::steady_clock::time_point arrived);
     void finish_shutdown_if_idle();
+    void retire_later(std::shared_ptr<void> thing);
     // The daemons in `order` from its `at`th on, until one answers.
     void try_daemon(std::shared_ptr<nlohmann::json> request, std::chrono::milliseconds timeout,
                     std::shared_ptr<control_done> done, std::shared_ptr<std::vector<std::size_t>> order,
@@ -95,7 +97,7 @@ private:
     std::unique_ptr<spare_kernels> m_spares;
     bool m_spares_releasing = false;     // shut_down: until kpoold has the spares back
     std::unique_ptr<http_server> m_http;
-    std::vector<std::unique_ptr<kernel_session>> m_retired;
+    std::vector<std::shared_ptr<void>> m_retired;
     daemon::uv_timer m_reaper;
     daemon::uv_timer m_closing; // after shut_down: waits for the connections to close
     daemon::uv_timer m_grace;   // after shut_down: then running code is interrupted

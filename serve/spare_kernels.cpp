@@ -92,15 +92,16 @@ void spare_kernels::on_acquired(const std::string& name, result<json> reply, std
         release(daemon, id);
         return finish_release_if_done();
     }
-    p.preparing.push_back({daemon, id, std::make_unique<kernel_session>(m_owner.loop(), m_owner.zmq(), *info)});
-    p.preparing.back().session->when_subscribed(kernel_ready_timeout, [this, name, id](result<json> subscribed) {
+    p.preparing.push_back(
+        {{daemon, id, *info}, std::make_unique<kernel_channels>(m_owner.loop(), m_owner.zmq(), *info, true, nullptr)});
+    p.preparing.back().channels->when_subscribed(kernel_ready_timeout, [this, name, id](result<json> subscribed) {
         on_prepared(name, id, subscribed.ok());
     });
 }
 
 void spare_kernels::on_prepared(const std::string& name, const std::string& kernel_id, bool ok) {
     pool_spares& p = m_pools[name];
-    auto it = std::find_if(p.preparing.begin(), p.preparing.end(), [&](const spare& s) { return s.kernel_id == kernel_id; });
+    auto it = std::find_if(p.preparing.begin(), p.preparing.end(), [&](const spare& s) { return s.lease.kernel_id == kernel_id; });
     if (it == p.preparing.end()) {
         return;
     }
@@ -110,8 +111,8 @@ void spare_kernels::on_prepared(const std::string& name, const std::string& kern
         if (!ok) {
             daemon::logger("serve")->warn("spare kernel {} did not answer its handshake: released", kernel_id);
         }
-        release(s.daemon, s.kernel_id);
-        m_owner.retire(std::move(s.session)); // its callback is on the stack
+        release(s.lease.daemon, s.lease.kernel_id);
+        m_owner.retire(std::move(s.channels)); // its callback is on the stack
         return finish_release_if_done();
     }
     p.ready.push_back({std::move(s), steady::now(), 0});
@@ -127,14 +128,14 @@ void spare_kernels::check() {
     for (auto& [name, p] : m_pools) {
         for (held& h : p.ready) {
             const std::string pool = name;
-            const std::string id = h.kernel.kernel_id;
+            const std::string id = h.kernel.lease.kernel_id;
             if (now - h.renewed >= lease / 3) {
                 h.renewed = now;
-                m_owner.control_at(h.kernel.daemon,
+                m_owner.control_at(h.kernel.lease.daemon,
                                    {{"op", "renew"}, {"kernel_id", id}, {"lease_s", static_cast<double>(lease.count())}},
                                    control_margin, [](result<json>) {});
             }
-            m_owner.control_at(h.kernel.daemon, {{"op", "poll"}, {"kernel_id", id}}, control_margin,
+            m_owner.control_at(h.kernel.lease.daemon, {{"op", "poll"}, {"kernel_id", id}}, control_margin,
                                [this, pool, id](result<json> reply) {
                                    auto pit = m_pools.find(pool);
                                    if (pit == m_pools.end()) {
@@ -142,7 +143,7 @@ void spare_kernels::check() {
                                    }
                                    auto& ready = pit->second.ready;
                                    auto it = std::find_if(ready.begin(), ready.end(),
-                                                          [&](const held& x) { return x.kernel.kernel_id == id; });
+                                                          [&](const held& x) { return x.kernel.lease.kernel_id == id; });
                                    if (it == ready.end()) {
                                        return; // taken meanwhile
                                    }
@@ -158,14 +159,14 @@ void spare_kernels::check() {
 
 void spare_kernels::drop(const std::string& name, const std::string& kernel_id, bool release_it) {
     auto& ready = m_pools[name].ready;
-    auto it = std::find_if(ready.begin(), ready.end(), [&](const held& h) { return h.kernel.kernel_id == kernel_id; });
+    auto it = std::find_if(ready.begin(), ready.end(), [&](const held& h) { return h.kernel.lease.kernel_id == kernel_id; });
     if (it == ready.end()) {
         return;
     }
     if (release_it) {
-        release(it->kernel.daemon, kernel_id);
+        release(it->kernel.lease.daemon, kernel_id);
     }
-    m_owner.retire(std::move(it->kernel.session));
+    m_owner.retire(std::move(it->kernel.channels));
     ready.erase(it);
     update_gauge();
 }
@@ -184,8 +185,8 @@ void spare_kernels::release_all(std::function<void()> done) {
     m_on_released = std::move(done);
     for (auto& [name, p] : m_pools) {
         for (held& h : p.ready) {
-            release(h.kernel.daemon, h.kernel.kernel_id);
-            m_owner.retire(std::move(h.kernel.session));
+            release(h.kernel.lease.daemon, h.kernel.lease.kernel_id);
+            m_owner.retire(std::move(h.kernel.channels));
         }
         p.ready.clear();
         // Those being prepared are released when their handshake ends (on_prepared).

@@ -4,15 +4,20 @@
 // Each is still a fresh kernel that no request has used; a request that takes one gets its
 // cwd/env applied to it (kpoold's context op) and gives it back when it is over, as always.
 //
-// `per_pool` spares for each pool /v1 requests have run on (none before the first: a kpool serve
-// that only serves the Kernel Gateway API holds none). Topped up when no request runs (never in the middle of one, whose
-// kernel would share the CPU with the handshake), and once a second; only from warm kernels
+// `per_pool` spares for each pool that requests have used (/v1, or the Kernel Gateway API's
+// starts and restarts; none before the first). Each holds all four of the kernel's channels, so
+// that a gateway kernel can be made of it as well as a /v1 request's session. Topped up when no
+// request runs (never in the middle of one, whose kernel would share the CPU with the
+// handshake), and once a second; only from warm kernels
 // (an acquire with timeout 0), so spares never queue in front of a request. Their leases are
 // renewed, their liveness polled; every one is released when kpool serve stops.
 #pragma once
 
 #include "daemon/loop/uv_timer.hpp"
-#include "serve/kernel_session.hpp"
+#include "serve/connected_kernel.hpp"
+#include "protocol/result.hpp"
+
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -29,11 +34,8 @@ class server;
 
 class spare_kernels {
 public:
-    struct spare {
-        std::size_t daemon = 0;
-        std::string kernel_id;
-        std::unique_ptr<kernel_session> session; // subscribed: kernel_info() holds the reply
-    };
+    // Subscribed: its channels' kernel_info() holds the reply, or will before any other.
+    using spare = connected_kernel;
 
     spare_kernels(server& owner, std::size_t per_pool);
     ~spare_kernels();
@@ -42,7 +44,7 @@ public:
 
     // A ready spare of `pool`, if one is there.
     std::optional<spare> take(const std::string& pool);
-    // A request ran on `pool`: it gets spares from now on.
+    // A request used `pool`: it gets spares from now on.
     void used(const std::string& pool);
     // Nothing runs now: a good time to replace the spares taken.
     void top_up();

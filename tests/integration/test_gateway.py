@@ -186,7 +186,8 @@ def test_kernelspecs_are_the_pools_with_their_specs_and_resources(serve):
 
 
 def test_a_kernel_starts_warm_runs_code_over_its_websocket_and_is_deleted(serve, daemon, tmp_path):
-    s = serve()
+    # It counts kpoold's leases: no spare (--spares 0; test_serve_spares.py has the gateway's).
+    s = serve("--spares", "0")
     started = time.monotonic()
     model = start_kernel(s, name="python3",
                          env={"KERNEL_WORKING_DIR": str(tmp_path), "KERNEL_USERNAME": "ada", "SECRET": "x"})
@@ -265,7 +266,8 @@ def test_interrupt_stops_a_running_cell(serve):
 
 
 def test_restart_puts_a_warm_kernel_under_the_same_id(serve, daemon):
-    s = serve()
+    # It counts kpoold's leases: no spare (--spares 0; test_serve_spares.py has the gateway's).
+    s = serve("--spares", "0")
     kid = start_kernel(s)["id"]
     ks = KernelSocket(s, kid)
     ks.execute("x = 1")
@@ -312,7 +314,8 @@ def test_messages_sent_while_no_websocket_is_connected_arrive_on_the_next(serve)
 
 
 def test_many_kernels_at_once_each_their_own(serve, daemon):
-    s = serve()
+    # It counts kpoold's leases: no spare (--spares 0; test_serve_spares.py has the gateway's).
+    s = serve("--spares", "0")
     models = [None] * 5
 
     def one(i):
@@ -404,7 +407,8 @@ def test_bad_gateway_requests_get_a_json_error(serve, request_, status):
 
 
 def test_stopping_releases_every_kernel(serve, daemon):
-    s = serve()
+    # It counts kpoold's leases: no spare (--spares 0; test_serve_spares.py has the gateway's).
+    s = serve("--spares", "0")
     kids = [start_kernel(s)["id"] for _ in range(2)]
     ks = KernelSocket(s, kids[0])
     assert daemon.pool("python3")["leased"] == 2
