@@ -364,29 +364,29 @@ void gateway::obtain_spare(connected_kernel spare, const std::string& name, cons
     };
     auto state = std::make_shared<steps>();
     const kernel_lease lease = spare.lease;
-    m_starting.emplace(lease.kernel_id, std::move(spare));
-    auto finish = [this, state, lease, name, cwd, env, done] {
+    m_starting.emplace(lease.kernel_id, starting{std::move(spare), std::move(done)});
+    auto finish = [this, state, lease, name, cwd, env] {
         if (--state->left > 0) {
             return;
         }
         auto node = m_starting.extract(lease.kernel_id);
         if (node.empty()) {
-            return done(error{errc::unavailable, "stopping"}, error_response(503, "unavailable", "kpool serve is stopping"));
+            return; // kpool serve is stopping: released and answered (release_all)
         }
-        connected_kernel kernel = std::move(node.mapped());
+        starting st = std::move(node.mapped());
         if (state->gone || state->failed) {
-            release(kernel.lease);
-            m_owner.retire(std::move(kernel.channels));
+            release(st.kernel.lease);
+            m_owner.retire(std::move(st.kernel.channels));
         }
         if (state->gone) {
             daemon::logger("gateway")->info("spare kernel {} is gone: a fresh one instead", lease.kernel_id);
-            return obtain_fresh(name, cwd, env, done);
+            return obtain_fresh(name, cwd, env, std::move(st.done));
         }
         if (state->failed) {
-            return done(error{errc::unavailable, "context"}, std::move(*state->failed));
+            return st.done(error{errc::unavailable, "context"}, std::move(*state->failed));
         }
         m_owner.metrics().kernels_used().Increment();
-        done(std::move(kernel), {});
+        st.done(std::move(st.kernel), {});
     };
     m_owner.control_at(lease.daemon,
                        {{"op", "renew"},
@@ -426,7 +426,7 @@ void gateway::obtain_spare(connected_kernel spare, const std::string& name, cons
 
 void gateway::obtain_fresh(const std::string& name, const std::string& cwd, const std::map<std::string, std::string>& env,
                            obtained_fn done) {
-    acquire(name, cwd, env, [this, name, done](result<kernel_lease> lease, http_response refusal) {
+    acquire(name, cwd, env, [this, name, done = std::move(done)](result<kernel_lease> lease, http_response refusal) {
         if (!lease) {
             return done(lease.err(), std::move(refusal));
         }
@@ -438,20 +438,20 @@ void gateway::obtain_fresh(const std::string& name, const std::string& cwd, cons
         const std::string kernel_id = lease->kernel_id;
         auto channels = std::make_unique<kernel_channels>(m_owner.loop(), m_owner.zmq(), lease->connection, true, nullptr);
         kernel_channels& c = *channels;
-        m_starting.emplace(kernel_id, connected_kernel{std::move(*lease), std::move(channels)});
-        c.when_subscribed(kernel_ready_timeout, [this, kernel_id, done](result<json> ready) {
+        m_starting.emplace(kernel_id, starting{connected_kernel{std::move(*lease), std::move(channels)}, done});
+        c.when_subscribed(kernel_ready_timeout, [this, kernel_id](result<json> ready) {
             auto node = m_starting.extract(kernel_id);
             if (node.empty()) {
-                return done(error{errc::unavailable, "stopping"},
-                            error_response(503, "unavailable", "kpool serve is stopping"));
+                return; // kpool serve is stopping: released and answered (release_all)
             }
-            connected_kernel kernel = std::move(node.mapped());
+            starting st = std::move(node.mapped());
             if (!ready) {
-                release(kernel.lease);
-                m_owner.retire(std::move(kernel.channels)); // its callback is on the stack
-                return done(ready.err(), error_response(502, "kernel_died", "the kernel did not answer: " + ready.err().message));
+                release(st.kernel.lease);
+                m_owner.retire(std::move(st.kernel.channels)); // its callback is on the stack
+                return st.done(ready.err(),
+                               error_response(502, "kernel_died", "the kernel did not answer: " + ready.err().message));
             }
-            done(std::move(kernel), {});
+            st.done(std::move(st.kernel), {});
         });
     });
 }
@@ -570,11 +570,17 @@ void gateway::release_all(std::function<void()> done) {
             done();
         }
     };
-    for (auto& [kernel_id, kernel] : m_starting) {
-        release(kernel.lease, one_done);
-        m_owner.retire(std::move(kernel.channels));
-    }
+    // Kernels being obtained go back now, and whoever waits for one is answered (their
+    // handshakes and control replies still to come find nothing).
+    auto obtaining = std::move(m_starting);
     m_starting.clear();
+    for (auto& [kernel_id, st] : obtaining) {
+        release(st.kernel.lease, one_done);
+        m_owner.retire(std::move(st.kernel.channels));
+    }
+    for (auto& [kernel_id, st] : obtaining) {
+        st.done(error{errc::unavailable, "stopping"}, error_response(503, "unavailable", "kpool serve is stopping"));
+    }
     std::vector<std::string> ids;
     for (const auto& [id, h] : m_kernels) {
         ids.push_back(id);

@@ -85,7 +85,11 @@ private:
 
     server& m_owner;
     std::map<std::string, held> m_kernels;
-    std::map<std::string, connected_kernel> m_starting; // by kpoold's kernel id: until obtained
+    struct starting {
+        connected_kernel kernel;
+        obtained_fn done;
+    };
+    std::map<std::string, starting> m_starting; // by kpoold's kernel id: until obtained
     std::size_t m_starts = 0;                           // POST /api/kernels not answered yet
     std::vector<std::unique_ptr<gateway_kernel>> m_retired;            // freed on the next loop turn
     daemon::uv_timer m_reaper;
