@@ -363,6 +363,8 @@ void gateway::obtain_spare(connected_kernel spare, const std::string& name, cons
         std::optional<http_response> failed;
     };
     auto state = std::make_shared<steps>();
+    const bool context = !cwd.empty() || !env.empty();
+    state->left = context ? 2 : 1; // counted before either request goes out
     const kernel_lease lease = spare.lease;
     m_starting.emplace(lease.kernel_id, starting{std::move(spare), std::move(done)});
     auto finish = [this, state, lease, name, cwd, env] {
@@ -396,10 +398,9 @@ void gateway::obtain_spare(connected_kernel spare, const std::string& name, cons
                            state->gone = !reply || !reply->value("ok", false);
                            finish();
                        });
-    if (cwd.empty() && env.empty()) {
+    if (!context) {
         return;
     }
-    ++state->left;
     json request = {{"op", "context"}, {"kernel_id", lease.kernel_id}};
     if (!cwd.empty()) {
         request["cwd"] = cwd;

@@ -42,8 +42,9 @@ gateway_kernel::gateway_kernel(uv_loop_t* loop, std::string id, std::string name
 gateway_kernel::~gateway_kernel() = default;
 
 kernel_lease gateway_kernel::replace(connected_kernel kernel) {
-    // The old kernel says nothing more to the websockets; its channels may be on the stack
-    // (this may run in one of their callbacks): freed on the next loop turn.
+    // The old kernel says nothing more to the websockets (replace never runs inside one of its
+    // message callbacks: a restart's kernel comes from a handshake or a control reply); its
+    // channels are freed on the next loop turn, with whatever the loop still holds of them.
     m_channels->set_on_message(nullptr);
     m_retired.push_back(std::exchange(m_channels, std::move(kernel.channels)));
     m_channels->set_on_message([this](kernel_port port, message_parts parts) { from_kernel(port, std::move(parts)); });

@@ -188,6 +188,8 @@ def test_kernelspecs_are_the_pools_with_their_specs_and_resources(serve):
 def test_a_kernel_starts_warm_runs_code_over_its_websocket_and_is_deleted(serve, daemon, tmp_path):
     # It counts kpoold's leases: no spare (--spares 0; test_serve_spares.py has the gateway's).
     s = serve("--spares", "0")
+    # The bound below is for a warm kernel; a loaded machine may still be refilling the pool.
+    wait_until(lambda: daemon.pool("python3")["warm"] >= 1, timeout=60, what="a warm kernel")
     started = time.monotonic()
     model = start_kernel(s, name="python3",
                          env={"KERNEL_WORKING_DIR": str(tmp_path), "KERNEL_USERNAME": "ada", "SECRET": "x"})
@@ -272,6 +274,7 @@ def test_restart_puts_a_warm_kernel_under_the_same_id(serve, daemon):
     ks = KernelSocket(s, kid)
     ks.execute("x = 1")
     before = {k["id"] for k in daemon.status()["kernels"] if k["state"] == "leased"}
+    wait_until(lambda: daemon.pool("python3")["warm"] >= 1, timeout=60, what="a warm kernel")
     started = time.monotonic()
     r = requests.post(s.url + "/api/kernels/%s/restart" % kid, json={}, timeout=60)
     assert r.status_code == 200 and r.json()["id"] == kid
