@@ -413,12 +413,9 @@ void gateway::obtain_spare(connected_kernel spare, const std::string& name, cons
             state->failed = error_response(503, "unavailable", "kpoold did not apply cwd/env: " + reply.err().message);
         } else if (!reply->value("ok", false)) {
             const json& err = reply->value("error", json::object());
-            const std::string code = err.value("code", "");
-            const std::string message = err.value("message", "kpoold refused");
             // A kernel that died since its last poll is the renew's to find: a fresh one then.
-            if (code != "unknown_kernel") {
-                state->failed = code == "bad_request" ? error_response(400, "bad_request", message)
-                                                      : error_response(502, "daemon_error", message);
+            if (err.value("code", "") != "unknown_kernel") {
+                state->failed = context_refusal(err);
             }
         }
         finish();

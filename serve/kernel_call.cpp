@@ -155,15 +155,7 @@ void kernel_call::prepare(bool subscribed, int other_steps) {
                                        503, "unavailable", "kpoold did not apply cwd/env: " + reply.err().message));
                                }
                                if (!reply->value("ok", false)) {
-                                   // As an acquire's cwd/env: a directory that is not there is the
-                                   // caller's mistake; anything else, the kernel's or kpoold's.
-                                   const json& err = reply->value("error", json::object());
-                                   const std::string code = err.value("code", "");
-                                   const std::string message = err.value("message", "kpoold refused");
-                                   return self->finish(code == "bad_request" ? error_response(400, "bad_request", message)
-                                                       : code == "unknown_kernel"
-                                                           ? error_response(502, "kernel_died", message)
-                                                           : error_response(502, "daemon_error", message));
+                                   return self->finish(context_refusal(reply->value("error", json::object())));
                                }
                                self->prepared(attempt);
                            });

@@ -145,4 +145,13 @@ http_response acquire_refusal(const nlohmann::json& error, int retry_after_s) {
     return error_response(502, "daemon_error", message);
 }
 
+http_response context_refusal(const nlohmann::json& error) {
+    const std::string code = error.value("code", "");
+    const std::string message = error.value("message", "kpoold refused");
+    if (code == "bad_request") {
+        return error_response(400, "bad_request", message);
+    }
+    return error_response(502, code == "unknown_kernel" ? "kernel_died" : "daemon_error", message);
+}
+
 } // namespace kpool::serve

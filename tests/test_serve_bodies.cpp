@@ -1,8 +1,10 @@
 // serve/exec_body: the request bodies and query strings of kpool serve, read and refused with
-// the field named, without a server.
+// the field named, without a server; and kpoold's refusals as the answers kpool serve gives.
 #include "serve/exec_body.hpp"
+#include "serve/http_response.hpp"
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 using namespace kpool::serve;
 using namespace std::chrono_literals;
@@ -64,5 +66,19 @@ TEST_SUITE("serve bodies") {
         CHECK(parse_run_query("=1").err().message == "a query parameter without a name");
         CHECK(parse_run_query("")->parameters.empty());
         CHECK(parse_run_query("a=%zz")->parameters["a"] == "%zz"); // not an escape: kept
+    }
+
+    TEST_CASE("kpoold's refused context op: 400 for the caller's directory, else 502") {
+        using json = nlohmann::json;
+        const auto body = [](const http_response& r) { return json::parse(r.body); };
+        auto r = context_refusal({{"code", "bad_request"}, {"message", "FileNotFoundError: /nope"}});
+        CHECK(r.status == 400);
+        CHECK(body(r) == json{{"error", "bad_request"}, {"message", "FileNotFoundError: /nope"}});
+        r = context_refusal({{"code", "unknown_kernel"}, {"message", "no running kernel"}});
+        CHECK(r.status == 502);
+        CHECK(body(r)["error"] == "kernel_died");
+        r = context_refusal(json::object());
+        CHECK(r.status == 502);
+        CHECK(body(r) == json{{"error", "daemon_error"}, {"message", "kpoold refused"}});
     }
 }
