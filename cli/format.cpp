@@ -150,6 +150,7 @@ std::string format_status(const json& st) {
     std::vector<row> pools = {pool_header(counters)};
     std::vector<std::string> errors;
     std::vector<std::string> launchers;
+    std::vector<std::string> refills;
     for (const json& p : st.value("pools", json::array())) {
         pools.push_back(pool_row(p, counters));
         if (p.contains("last_error") && p["last_error"].is_string()) {
@@ -159,10 +160,17 @@ std::string format_status(const json& st) {
             launchers.push_back(text(p["name"]) + ": " + text(p["launcher"]) + ", " +
                                 text(p["launcher_why"]));
         }
+        if (p.contains("refill_delay_why") && p["refill_delay_why"].is_string()) {
+            refills.push_back(text(p["name"]) + ": " + p.value("refill_delay_s", json()).dump() +
+                              " s after an acquire, " + text(p["refill_delay_why"]));
+        }
     }
     out << table(pools);
     for (const auto& l : launchers) {
         out << "  launcher " << l << '\n';
+    }
+    for (const auto& r : refills) {
+        out << "  refill " << r << '\n';
     }
     for (const auto& e : errors) {
         out << "  last error " << e << '\n';

@@ -137,6 +137,15 @@ double read_seconds(const toml::table& table, std::string_view key, double fallb
     return v;
 }
 
+// A number of seconds with no default of its own: unset when the key is absent.
+std::optional<double> read_optional_seconds(const toml::table& table, std::string_view key,
+                                            double min, double max) {
+    if (table.get(key) == nullptr) {
+        return std::nullopt;
+    }
+    return read_seconds(table, key, 0, min, max, false);
+}
+
 template <class Check>
 void check_value(const toml::table& table, std::string_view key, Check&& is_valid,
                  const std::string& message) {
@@ -354,7 +363,7 @@ daemon_config read_daemon(const toml::table& root) {
     d.background_priority = read_bool(table, "background_priority", d.background_priority);
     d.background_limit_s =
         read_seconds(table, "background_limit_s", d.background_limit_s, 0, 3600, false);
-    d.refill_delay_s = read_seconds(table, "refill_delay_s", d.refill_delay_s, 0, 10, false);
+    d.refill_delay_s = read_optional_seconds(table, "refill_delay_s", 0, 10);
     d.advertise_host = read_host(table, "advertise_host", "");
     check_value(table, "advertise_host",
                 [&] { return d.advertise_host.empty() || valid_host_name(d.advertise_host); },
@@ -370,7 +379,8 @@ pool_config read_pool(const std::string& name, const toml::table& table, const d
     check_known_keys(table, "[pools." + name + "]",
                      {"kernelspec", "size", "min", "max", "max_starting", "ready_timeout_s", "lease_s",
                       "shutdown_grace_s", "transport", "ip", "context_snippet", "heartbeat_s",
-                      "heartbeat_timeout_s", "limits", "startup_code", "prime", "launcher", "python"});
+                      "heartbeat_timeout_s", "limits", "startup_code", "prime", "launcher", "python",
+                      "refill_delay_s"});
     pool_config p;
     p.name = name;
     p.kernelspec = read_string(table, "kernelspec", name);
@@ -425,6 +435,7 @@ pool_config read_pool(const std::string& name, const toml::table& table, const d
                 "'launcher' must be \"auto\", \"spawn\" or \"fork\"");
     p.launcher = kind.value_or(launcher_kind::automatic);
     p.prime = read_bool(table, "prime", p.prime);
+    p.refill_delay_s = read_optional_seconds(table, "refill_delay_s", 0, 10);
     p.heartbeat_s = read_seconds(table, "heartbeat_s", p.heartbeat_s, 0, 86400, false);
     p.heartbeat_timeout_s =
         read_seconds(table, "heartbeat_timeout_s", p.heartbeat_timeout_s, 0, 3600, true);

@@ -60,6 +60,8 @@ struct pool_config {
     // Run the priming executes of the kernel's language (jupyter/kernel_priming.hpp) before it
     // counts as warm, so that a user's first cell is as fast as the next ones.
     bool prime = true;
+    // This pool's own refill_delay_s (see daemon_config's), if set.
+    std::optional<double> refill_delay_s;
     // Idle warm kernels are sent a kernel_info_request every heartbeat_s (0: never); one that
     // does not answer within heartbeat_timeout_s is killed and replaced.
     double heartbeat_s = 10;
@@ -83,8 +85,9 @@ struct daemon_config {
     double background_limit_s = 5;
     // A refill after an acquire starts this long after it (after the first of a burst) while the
     // pool still has a warm kernel, so that its fork and start-up work does not take the CPU
-    // from the code the client runs first. 0: at once.
-    double refill_delay_s = 0.05;
+    // from the code the client runs first. 0: at once. Every pool's unless it sets its own;
+    // unset: a default by launcher (daemon/core/refill_delay.hpp).
+    std::optional<double> refill_delay_s;
     // ipc: peers allowed besides the daemon's own uid (checked with SO_PEERCRED through ZAP).
     // When either list is set the socket file is made connectable by everyone and ZAP decides.
     std::vector<unsigned> allowed_uids;

@@ -116,9 +116,13 @@ open_files = 256
         CHECK(parsed("[pools.a]\n").serve.cull_idle_timeout_s == 0); // never, by default
     }
 
-    TEST_CASE("refill_delay_s: 50 ms by default, 0 for at once") {
-        CHECK(parsed("[pools.a]\n").daemon.refill_delay_s == doctest::Approx(0.05));
-        CHECK(parsed("[daemon]\nrefill_delay_s = 0\n[pools.a]\n").daemon.refill_delay_s == 0);
+    TEST_CASE("refill_delay_s: unset by default, for every pool in [daemon], a pool's own") {
+        const config none = parsed("[pools.a]\n");
+        CHECK(!none.daemon.refill_delay_s);
+        CHECK(!none.pools[0].refill_delay_s);
+        const config both = parsed("[daemon]\nrefill_delay_s = 0\n[pools.a]\nrefill_delay_s = 2.5\n");
+        CHECK(both.daemon.refill_delay_s == 0.0);
+        CHECK(both.pools[0].refill_delay_s == 2.5);
     }
 
     TEST_CASE("kernel_ports: auto by default, ephemeral, or a range") {
@@ -263,6 +267,10 @@ open_files = 256
              "t.toml:2:16: 'kernel_ports' must be a string, not an integer"},
             {"[daemon]\nrefill_delay_s = 11\n[pools.a]\n",
              "t.toml:2:18: 'refill_delay_s' must be at least 0 and at most 10 seconds"},
+            {"[pools.a]\nrefill_delay_s = -1\n",
+             "t.toml:2:18: 'refill_delay_s' must be at least 0 and at most 10 seconds"},
+            {"[pools.a]\nrefill_delay_s = \"1s\"\n",
+             "t.toml:2:18: 'refill_delay_s' must be a number of seconds, not a string"},
             {"[pools.a]\n[serve]\nlisten = \"localhost:80\"\n",
              "t.toml:3:10: 'listen' must be HOST:PORT with an IP address, e.g. \"127.0.0.1:8890\""},
             {"[pools.a]\n[serve]\nroot = \"notebooks\"\n", "t.toml:3:8: 'root' must be an absolute path"},

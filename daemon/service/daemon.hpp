@@ -117,7 +117,8 @@ private:
     // How clients name this daemon: advertise_host, else the host name.
     std::string host_name() const;
     // After an acquire from `pool_name`: its refill, at once when the pool has no warm kernel
-    // left, else refill_delay_s after the first acquire not yet refilled (config.hpp says why).
+    // left or kernels still starting, else the pool's refill delay after the first acquire not
+    // yet refilled (daemon/core/refill_delay.hpp).
     void refill_after_acquire(const std::string& pool_name);
     // The pool clients may ask for by `name`, or nullptr (removed pools included).
     pool* active_pool(const std::string& name);

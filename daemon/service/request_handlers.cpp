@@ -1,6 +1,7 @@
 // The control protocol's ops (protocol/PROTOCOL.md), dispatched through a table by op name.
 #include "daemon/service/daemon.hpp"
 
+#include "daemon/core/refill_delay.hpp"
 #include "daemon/loop/logging.hpp"
 #include "daemon/process/kernel_context.hpp"
 #include "jupyter/kernelspec.hpp"
@@ -177,8 +178,13 @@ void daemon::refill_after_acquire(const std::string& pool_name) {
     if (p == nullptr) {
         return;
     }
-    const auto delay = std::chrono::milliseconds(std::llround(m_cfg.daemon.refill_delay_s * 1000));
-    if (delay.count() == 0 || p->count(kernel_state::warm) == 0) {
+    const auto delay =
+        refill_delay_for(m_cfg.daemon, p->config(), m_launchers->forks(pool_name)).duration();
+    // The delay keeps a refill away from the first cells of a client that came to an idle
+    // pool. Kernels still starting mean a refill is already under way beside those cells; waiting
+    // would only slow the pool's refill under steady load.
+    if (delay.count() == 0 || p->count(kernel_state::warm) == 0 ||
+        p->count(kernel_state::starting) > 0) {
         p->refill(clock::now());
         return;
     }
@@ -416,6 +422,10 @@ std::string daemon::op_status(const envelope&, const protocol::control_request& 
     for_each_pool([&](pool& p) {
         json ps = pool_status_json(p, now);
         m_launchers->describe(p.config(), ps);
+        const refill_delay delay =
+            refill_delay_for(m_cfg.daemon, p.config(), m_launchers->forks(p.config().name));
+        ps["refill_delay_s"] = delay.seconds;
+        ps["refill_delay_why"] = delay.why;
         // What the pool runs, so clients (the provisioner's kernelspec) can show its language;
         // or why it cannot run anything.
         const auto& spec = kernelspec_of(p.config());

@@ -36,6 +36,9 @@ def test_ping_status_kernelspecs(kpoold):
     # Which launcher and why, for every pool.
     assert "  launcher fake: spawn, auto: only kernelspecs that run PYTHON -m ipykernel_launcher " \
            "can be forked" in lines
+    # When the refill after an acquire starts, and why.
+    assert any(l.startswith("  refill fake: 1.0 s after an acquire, default for spawned kernels")
+               for l in lines), lines
     assert any(l.startswith("KERNEL ") for l in lines)
     st = json.loads(kpool(d, "status", "--json").stdout)
     assert st["ok"] and {p["name"] for p in st["pools"]} == {"fake", "hang"}

@@ -244,6 +244,50 @@ def test_a_refill_after_an_acquire_waits_refill_delay_unless_the_pool_is_empty(k
         assert d.rpc(op="release", kernel_id=r["kernel_id"])["ok"]
 
 
+def test_a_spawned_pool_refills_a_second_after_an_acquire_unless_it_sets_its_own_delay(kpoold):
+    d = kpoold("""
+        [pools.default]
+        kernelspec = "fake"
+        size = 2
+        [pools.now]
+        kernelspec = "fake"
+        size = 2
+        refill_delay_s = 0
+    """)
+    d.wait_warm("default", 2)
+    d.wait_warm("now", 2)
+    assert d.pool("default")["refill_delay_s"] == 1 and d.pool("now")["refill_delay_s"] == 0
+    now = d.acquire("now")
+    pool = d.pool("now")
+    assert pool["starting"] + pool["warm"] == 2, pool  # at once
+    taken = d.acquire("default")
+    started = time.monotonic()
+    pool = d.pool("default")
+    assert pool["warm"] == 1 and pool["starting"] == 0, pool
+    wait_until(lambda: d.pool("default")["warm"] == 2, timeout=10, what="the deferred refill")
+    assert time.monotonic() - started > 0.8
+    for r in (now, taken):
+        assert d.rpc(op="release", kernel_id=r["kernel_id"])["ok"]
+
+
+def test_an_acquire_while_the_pool_is_refilling_refills_at_once(kpoold):
+    d = kpoold("""
+        [pools.slow]
+        kernelspec = "fake-slow"
+        size = 4
+        max_starting = 4
+    """)  # spawned: refill 1 s after an acquire to an idle pool; fake-slow warms in 0.7 s
+    d.wait_warm("slow", 4)
+    first = d.acquire("slow")
+    wait_until(lambda: d.pool("slow")["starting"] == 1, timeout=10, what="the deferred refill")
+    second = d.acquire("slow")  # the refill is under way: no reason to wait
+    pool = d.pool("slow")
+    assert pool["starting"] == 2 and pool["warm"] == 2, pool
+    d.wait_warm("slow", 4)
+    for r in (first, second):
+        assert d.rpc(op="release", kernel_id=r["kernel_id"])["ok"]
+
+
 def test_systemd_notifications_ready_status_watchdog_reload_stopping(kpoold, tmp_path):
     notify = NotifySocket(str(tmp_path / "notify"))
     d = kpoold("""

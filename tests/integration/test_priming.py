@@ -127,8 +127,17 @@ def test_launcher_auto_forks_ipykernel_and_spawns_the_rest_and_says_why(kpoold):
         kernelspec = "python3"
         launcher = "spawn"
         size = 0
+        [pools.own]
+        kernelspec = "ir"
+        size = 0
+        refill_delay_s = 0.3
     """)
-    py, r, spawned = d.pool("py"), d.pool("r"), d.pool("spawned")
+    py, r, spawned, own = d.pool("py"), d.pool("r"), d.pool("spawned"), d.pool("own")
+    # The refill after an acquire waits by launcher: a fork is cheap, a spawn's start-up is not.
+    assert py["refill_delay_s"] == 0.05 and "forked" in py["refill_delay_why"], py
+    for p in (r, spawned):
+        assert p["refill_delay_s"] == 1 and "spawned" in p["refill_delay_why"], p
+    assert own["refill_delay_s"] == 0.3 and own["refill_delay_why"] == "[pools.own] refill_delay_s"
     assert py["launcher"] == "fork" and "ipykernel_launcher" in py["launcher_why"], py
     assert r["launcher"] == "spawn" and py["launcher_why"].startswith("auto"), r
     assert "can be forked" in r["launcher_why"], r
