@@ -31,9 +31,10 @@ def prebuilt_kernels(d, n):
     wait_until(lambda: d.pool("py").get("zygote_ready"), timeout=60, what="the zygote")
     assert d.rpc(op="resize", pool="py", size=n)["ok"]
     d.wait_warm("py", n, timeout=60)
-    zygote = d.pool("py")["zygote"]
+    pool = d.pool("py")
+    zygote = pool["zygote"]
     assert zygote["prebuilt"] is True and zygote["why_not"] is None, zygote
-    assert zygote["kernels_prebuilt"] == n and zygote["kernels_not_prebuilt"] == 0, zygote
+    assert zygote["kernels_prebuilt"] == n and zygote["kernels_not_prebuilt"] == 0, pool
     return [d.acquire("py") for _ in range(n)]
 
 
