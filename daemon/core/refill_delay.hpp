@@ -1,6 +1,7 @@
 // How long a pool's refill waits after an acquire while the pool still has a warm kernel and
-// none starting, and why (status shows both). The config's value where there is one ([pools.NAME] refill_delay_s,
-// else [daemon] refill_delay_s); else a default by how the pool's kernels start:
+// none starting, and why (status shows both). The config's value where there is one
+// ([pools.NAME] refill_delay_s, else [daemon] refill_delay_s); else a default by how the pool's
+// kernels start:
 //
 // - forked: 50 ms. A fork from the zygote costs little CPU, and starting it at once beside the
 //   client's first code still slowed that code down on 2 cores (a first `print(1)` 15.0 ms with
