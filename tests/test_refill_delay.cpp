@@ -14,10 +14,10 @@ TEST_SUITE("refill delay") {
         p.name = "py";
         const auto forked = refill_delay_for(d, p, true);
         CHECK(forked.duration() == std::chrono::milliseconds(50));
-        CHECK(forked.why.find("forked") != std::string::npos);
+        CHECK(forked.why("py").find("forked") != std::string::npos);
         const auto spawned = refill_delay_for(d, p, false);
         CHECK(spawned.duration() == std::chrono::milliseconds(1000));
-        CHECK(spawned.why.find("spawned") != std::string::npos);
+        CHECK(spawned.why("py").find("spawned") != std::string::npos);
     }
 
     TEST_CASE("[daemon] refill_delay_s applies to every pool, whatever its launcher") {
@@ -28,7 +28,7 @@ TEST_SUITE("refill delay") {
         for (bool forks : {true, false}) {
             const auto delay = refill_delay_for(d, p, forks);
             CHECK(delay.duration() == std::chrono::milliseconds(200));
-            CHECK(delay.why == "[daemon] refill_delay_s");
+            CHECK(delay.why("py") == "[daemon] refill_delay_s");
         }
         d.refill_delay_s = 0.0; // at once
         CHECK(refill_delay_for(d, p, false).duration().count() == 0);
@@ -42,7 +42,7 @@ TEST_SUITE("refill delay") {
         p.refill_delay_s = 3.0;
         const auto delay = refill_delay_for(d, p, false);
         CHECK(delay.duration() == std::chrono::milliseconds(3000));
-        CHECK(delay.why == "[pools.py] refill_delay_s");
+        CHECK(delay.why("py") == "[pools.py] refill_delay_s");
         p.refill_delay_s = 0.0004; // rounds to whole milliseconds
         CHECK(refill_delay_for(d, p, true).duration().count() == 0);
     }

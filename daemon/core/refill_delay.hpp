@@ -21,10 +21,13 @@
 namespace kpool::daemon {
 
 struct refill_delay {
+    enum class source { pool, daemon, forked_default, spawned_default };
     double seconds = 0;
-    std::string why;
+    source from = source::spawned_default;
 
     std::chrono::milliseconds duration() const;
+    // For status: where the delay comes from (formatted only there, not on the acquire path).
+    std::string why(const std::string& pool_name) const;
 };
 
 refill_delay refill_delay_for(const config::daemon_config& d, const config::pool_config& p,

@@ -425,7 +425,7 @@ std::string daemon::op_status(const envelope&, const protocol::control_request& 
         const refill_delay delay =
             refill_delay_for(m_cfg.daemon, p.config(), m_launchers->forks(p.config().name));
         ps["refill_delay_s"] = delay.seconds;
-        ps["refill_delay_why"] = delay.why;
+        ps["refill_delay_why"] = delay.why(p.config().name);
         // What the pool runs, so clients (the provisioner's kernelspec) can show its language;
         // or why it cannot run anything.
         const auto& spec = kernelspec_of(p.config());
