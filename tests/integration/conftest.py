@@ -96,7 +96,9 @@ def alive(pid):
     try:
         with open("/proc/%d/stat" % pid) as f:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
+        # open() fails once the pid is reaped; read() fails with ESRCH when the process is
+        # reaped between the two.
         return False
 
 
