@@ -59,6 +59,7 @@ kernel_process::kernel_process(uv_loop_t* loop, zmq::context_t& zmq, launcher& l
                    }}),
       m_stopping(loop, m_setup.shutdown_grace,
                  {[this] { send_shutdown_request(); },
+                  [this] { return hurry_teardown(); },
                   [this](int signum) { m_process->signal_group(signum); },
                   [this] { logger("kernel")->warn("kernel {} ignored SIGTERM; sending SIGKILL", m_setup.id); }}) {}
 
@@ -466,6 +467,7 @@ void kernel_process::stop(urgency how) {
         m_setup.awaited = true;
         if (pid() > 0) {
             m_launched_idle = false;
+            m_teardown_idle = false;
             cpu_priority::make_normal(pid());
         } else if (m_process) {
             m_process->hurry(); // a fork still in progress at SCHED_IDLE
@@ -487,9 +489,23 @@ void kernel_process::stop(urgency how) {
     // Its teardown (atexit, interpreter finalisation) is background work too, unless awaited.
     if (m_setup.background_priority && how == urgency::background && pid() > 0) {
         m_launched_idle = false;
-        cpu_priority::make_idle(pid());
+        m_teardown_idle = cpu_priority::make_idle(pid()) == 0;
     }
     m_stopping.begin(channels_known);
+}
+
+bool kernel_process::hurry_teardown() {
+    if (!m_teardown_idle || pid() <= 0) {
+        return false;
+    }
+    m_teardown_idle = false;
+    const double grace = std::chrono::duration<double>(m_setup.shutdown_grace).count();
+    logger("kernel")->info("kernel {} pool={} pid={}: still shutting down after {:.1f} s at idle "
+                           "CPU priority (the host had no idle CPU); normal priority and {:.1f} s "
+                           "more before SIGTERM",
+                           m_setup.id, m_setup.pool, pid(), grace, grace);
+    cpu_priority::make_normal(pid());
+    return true;
 }
 
 void kernel_process::send_shutdown_request() { send_control("shutdown_request", {{"restart", false}}); }

@@ -102,9 +102,12 @@ public:
     status start();
 
     // Begins the graceful shutdown sequence; idempotent. kernel_exited follows. A background
-    // stop (a released or surplus kernel) runs at SCHED_IDLE; one that someone waits for (the
-    // daemon shutting down) at normal priority, also when it began as a background stop: at
-    // SCHED_IDLE on a busy host, even a killed kernel could take minutes to go.
+    // stop (a released or surplus kernel) runs at SCHED_IDLE, and at normal priority if the
+    // kernel is still there when the shutdown grace ends (it then gets another grace before
+    // SIGTERM, so that a busy host does not turn its clean exit, atexit included, into a kill);
+    // one that someone waits for (the daemon shutting down) at normal priority, also when it
+    // began as a background stop: at SCHED_IDLE on a busy host, even a killed kernel could take
+    // minutes to go.
     enum class urgency { background, awaited };
     void stop(urgency how = urgency::background);
 
@@ -180,6 +183,7 @@ private:
     void become_ready();
     void fail_start(const std::string& reason);
     void send_shutdown_request();
+    bool hurry_teardown(); // stop_escalation's hurry: the shutdown grace ended at SCHED_IDLE
     // Sends on the control channel, opening it first; its replies are dropped.
     void send_control(std::string_view msg_type, nlohmann::json content);
     void on_exit(const exit_status& status);
@@ -205,6 +209,7 @@ private:
     bool m_bind_failed = false; // its output said a bind failed: stopped, to be started again
     bool m_launched_idle = false; // the process started at SCHED_IDLE and has not left it
     bool m_ever_idle = false;     // some launch of this kernel started at SCHED_IDLE
+    bool m_teardown_idle = false; // a background stop put it at SCHED_IDLE
     std::string m_session; // our wire-protocol session id with this kernel
     std::string m_output_tail;
     code_done m_code_done;      // run_code's caller, while its code runs

@@ -1,4 +1,4 @@
-// stop_escalation: ask, then SIGTERM, then SIGKILL, a grace apart.
+// stop_escalation: ask, (hurry,) then SIGTERM, then SIGKILL, a grace apart.
 #include "daemon/process/stop_escalation.hpp"
 
 #include <csignal>
@@ -14,7 +14,15 @@ void stop_escalation::begin(bool ask_first) {
         return;
     }
     m_steps.ask();
-    m_timer.start(m_grace, [this] { terminate(); });
+    m_timer.start(m_grace, [this] { asked_grace_over(); });
+}
+
+void stop_escalation::asked_grace_over() {
+    if (m_steps.hurry && m_steps.hurry()) {
+        m_timer.start(m_grace, [this] { terminate(); });
+        return;
+    }
+    terminate();
 }
 
 void stop_escalation::terminate() {

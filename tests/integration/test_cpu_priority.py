@@ -3,6 +3,7 @@
 start that an acquire waits for runs at normal priority from the first moment, and an acquire
 arriving during a background start hurries it. As an unprivileged user this needs RLIMIT_NICE
 20 (LimitNICE=20 in the unit); without it kernels start at normal priority and status says why."""
+import contextlib
 import os
 import shutil
 import subprocess
@@ -13,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import Daemon, wait_until
+from conftest import Daemon, alive, run_code, wait_until
 
 SCHED_OTHER, SCHED_IDLE = os.SCHED_OTHER, os.SCHED_IDLE
 
@@ -128,24 +129,50 @@ def test_without_a_limit_a_start_stays_at_idle_priority(kpoold):
     assert d.status()["background_priority"]["starved_starts"] == 0
 
 
-@pytest.mark.parametrize("launcher", ["spawn", "fork"])
-def test_a_host_that_is_never_idle_still_refills(kpoold, launcher):
-    """Busy loops at normal priority on every CPU: a refill at SCHED_IDLE alone would never
-    finish; after background_limit_s it goes on at normal priority."""
-    d = kpoold('[pools.py]\nkernelspec = "python3"\nlauncher = "%s"\nsize = 0\n' % launcher,
-               "background_limit_s = 1")
-    if launcher == "fork":
-        wait_until(lambda: d.pool("py").get("zygote_ready"), timeout=60, what="the zygote")
+@contextlib.contextmanager
+def no_idle_cpu():
+    """Busy loops at normal priority on every CPU (and one more), for at most 60 s."""
     spin = "import time\nend = time.monotonic() + 60\nwhile time.monotonic() < end: pass"
     hogs = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(os.cpu_count() + 1)]
     try:
-        assert d.rpc(op="resize", pool="py", size=1)["ok"]
-        d.wait_warm("py", 1, timeout=40)
+        yield
     finally:
         for h in hogs:
             h.kill()
             h.wait()
+
+
+@pytest.mark.parametrize("launcher", ["spawn", "fork"])
+def test_a_host_that_is_never_idle_still_refills(kpoold, launcher):
+    """A refill at SCHED_IDLE alone would never finish; after background_limit_s it goes on at
+    normal priority."""
+    d = kpoold('[pools.py]\nkernelspec = "python3"\nlauncher = "%s"\nsize = 0\n' % launcher,
+               "background_limit_s = 1")
+    if launcher == "fork":
+        wait_until(lambda: d.pool("py").get("zygote_ready"), timeout=60, what="the zygote")
+    with no_idle_cpu():
+        assert d.rpc(op="resize", pool="py", size=1)["ok"]
+        d.wait_warm("py", 1, timeout=40)
     assert d.status()["background_priority"]["starved_starts"] >= 1
+
+
+@pytest.mark.parametrize("launcher", ["spawn", "fork"])
+def test_a_released_kernel_on_a_host_that_is_never_idle_still_exits_cleanly(kpoold, tmp_path,
+                                                                             launcher):
+    """A released kernel's teardown is background work (SCHED_IDLE), which a host with no idle
+    CPU leaves no time for: when the shutdown grace ends it gets normal priority and one more
+    grace, so its atexit functions run instead of a SIGTERM cutting them off."""
+    d = kpoold('[pools.py]\nkernelspec = "python3"\nlauncher = "%s"\nsize = 1\n' % launcher)
+    d.wait_warm("py", 1, timeout=60)
+    k = d.acquire("py")
+    marker = tmp_path / "atexit-ran"
+    run_code(k["connection_file"],
+             "import atexit; atexit.register(lambda: open(%r, 'w').write('yes'))" % str(marker))
+    with no_idle_cpu():
+        assert d.rpc(op="release", kernel_id=k["kernel_id"])["ok"]
+        wait_until(lambda: not alive(k["pid"]), timeout=30, what="the released kernel to exit")
+    assert marker.read_text() == "yes"
+    assert "pid=%d: still shutting down after 2.0 s at idle CPU priority" % k["pid"] in d.log_text()
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
