@@ -500,9 +500,9 @@ bool kernel_process::hurry_teardown() {
     }
     m_teardown_idle = false;
     const double grace = std::chrono::duration<double>(m_setup.shutdown_grace).count();
+    // Most likely the host had no idle CPU to give it; or its atexit work is slow.
     logger("kernel")->info("kernel {} pool={} pid={}: still shutting down after {:.1f} s at idle "
-                           "CPU priority (the host had no idle CPU); normal priority and {:.1f} s "
-                           "more before SIGTERM",
+                           "CPU priority; normal priority and {:.1f} s more before SIGTERM",
                            m_setup.id, m_setup.pool, pid(), grace, grace);
     cpu_priority::make_normal(pid());
     return true;
