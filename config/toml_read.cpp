@@ -162,22 +162,34 @@ bool valid_ip(const std::string& ip) {
     return inet_pton(AF_INET, ip.c_str(), buf) == 1 || inet_pton(AF_INET6, ip.c_str(), buf) == 1;
 }
 
-std::vector<unsigned> read_ids(const toml::table& table, std::string_view key) {
-    std::vector<unsigned> ids;
+namespace {
+
+// The array `key` holds (nothing if it is absent); fails at the value unless it is an array.
+// `of` names what its items must be, for the message.
+const toml::array* read_array(const toml::table& table, std::string_view key, std::string_view of) {
     const toml::node* node = table.get(key);
     if (node == nullptr) {
-        return ids;
+        return nullptr;
     }
     if (!node->is_array()) {
-        fail(node->source(), "'" + std::string(key) + "' must be an array of integers, not " +
-                                 type_name(*node));
+        fail(node->source(), "'" + std::string(key) + "' must be an array of " + std::string(of) +
+                                 ", not " + type_name(*node));
     }
-    for (const toml::node& item : *node->as_array()) {
-        const auto* v = item.as_integer();
-        if (v == nullptr || v->get() < 0 || v->get() > 4294967294) {
-            fail(item.source(), "'" + std::string(key) + "' holds numeric ids from 0 to 4294967294");
+    return node->as_array();
+}
+
+} // namespace
+
+std::vector<unsigned> read_ids(const toml::table& table, std::string_view key) {
+    std::vector<unsigned> ids;
+    if (const toml::array* items = read_array(table, key, "integers")) {
+        for (const toml::node& item : *items) {
+            const auto* v = item.as_integer();
+            if (v == nullptr || v->get() < 0 || v->get() > 4294967294) {
+                fail(item.source(), "'" + std::string(key) + "' holds numeric ids from 0 to 4294967294");
+            }
+            ids.push_back(static_cast<unsigned>(v->get()));
         }
-        ids.push_back(static_cast<unsigned>(v->get()));
     }
     return ids;
 }
@@ -192,41 +204,30 @@ bool valid_z85_key(std::string_view key) {
 
 std::vector<std::string> read_names(const toml::table& table, std::string_view key) {
     std::vector<std::string> names;
-    const toml::node* node = table.get(key);
-    if (node == nullptr) {
-        return names;
-    }
-    if (!node->is_array()) {
-        fail(node->source(), "'" + std::string(key) + "' must be an array of strings, not " + type_name(*node));
-    }
-    for (const toml::node& item : *node->as_array()) {
-        const auto* v = item.as_string();
-        if (v == nullptr || v->get().empty()) {
-            fail(item.source(), "'" + std::string(key) + "' must be an array of non-empty strings");
+    if (const toml::array* items = read_array(table, key, "strings")) {
+        for (const toml::node& item : *items) {
+            const auto* v = item.as_string();
+            if (v == nullptr || v->get().empty()) {
+                fail(item.source(), "'" + std::string(key) + "' must be an array of non-empty strings");
+            }
+            names.push_back(v->get());
         }
-        names.push_back(v->get());
     }
     return names;
 }
 
 std::vector<std::string> read_keys(const toml::table& table, std::string_view key) {
     std::vector<std::string> keys;
-    const toml::node* node = table.get(key);
-    if (node == nullptr) {
-        return keys;
-    }
-    if (!node->is_array()) {
-        fail(node->source(), "'" + std::string(key) + "' must be an array of strings, not " +
-                                 type_name(*node));
-    }
-    for (const toml::node& item : *node->as_array()) {
-        const auto* v = item.as_string();
-        if (v == nullptr || !valid_z85_key(v->get())) {
-            fail(item.source(), "'" + std::string(key) +
-                                    "' holds CURVE public keys: 40 characters of Z85 text "
-                                    "(`kpool keygen` makes them)");
+    if (const toml::array* items = read_array(table, key, "strings")) {
+        for (const toml::node& item : *items) {
+            const auto* v = item.as_string();
+            if (v == nullptr || !valid_z85_key(v->get())) {
+                fail(item.source(), "'" + std::string(key) +
+                                        "' holds CURVE public keys: 40 characters of Z85 text "
+                                        "(`kpool keygen` makes them)");
+            }
+            keys.push_back(v->get());
         }
-        keys.push_back(v->get());
     }
     return keys;
 }

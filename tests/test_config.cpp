@@ -282,6 +282,8 @@ open_files = 256
             {"[pools.a]\n[serve]\nport = 1\n", "t.toml:3:1: unknown key 'port' in [serve]"},
             {"[pools.a]\n[serve]\nenv_whitelist = \"PATH\"\n",
              "t.toml:3:17: 'env_whitelist' must be an array of strings, not a string"},
+            {"[pools.a]\n[serve]\nenv_whitelist = [\"PATH\", \"\"]\n",
+             "t.toml:3:26: 'env_whitelist' must be an array of non-empty strings"},
             {"[pools.a]\n[serve]\nkernel_lease_s = 1\n",
              "t.toml:3:18: 'kernel_lease_s' must be at least 3 and at most 86400 seconds"},
             {"[pools.a]\nheartbeat_timeout_s = 0\n",
