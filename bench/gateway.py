@@ -43,7 +43,7 @@ NODELAY = "gateway: kpool serve, jupyter_server with TCP_NODELAY (diagnostic)"
 
 def start_kpool_serve(b, endpoint, *args):
     proc = subprocess.Popen([os.path.join(b.args.build, "kpool"), "--endpoint", endpoint, "serve",
-                             "--listen", "127.0.0.1:0", "--queue-timeout", "60", *args],
+                             "--no-token", "--listen", "127.0.0.1:0", "--queue-timeout", "60", *args],
                             stderr=subprocess.PIPE, text=True)
     url = "http://" + re.search(r"://(127\.0\.0\.1:\d+)/", proc.stderr.readline()).group(1)
     threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()

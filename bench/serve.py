@@ -230,7 +230,7 @@ def serve_bench(b):
     one_cell_notebook(os.path.join(root, "one_cell.ipynb"))
     def start_serve(*extra):
         proc = subprocess.Popen([os.path.join(b.args.build, "kpool"), "--endpoint", d.endpoint, "serve",
-                                 "--listen", "127.0.0.1:0", "--root", root, "--queue-timeout", "30",
+                                 "--no-token", "--listen", "127.0.0.1:0", "--root", root, "--queue-timeout", "30",
                                  "--max-queue", "200", *extra],
                                 stderr=subprocess.PIPE, text=True)
         address = "http://" + re.search(r"://(127\.0\.0\.1:\d+)/", proc.stderr.readline()).group(1)
@@ -244,7 +244,8 @@ def serve_bench(b):
         d.wait_warm("python3", size, timeout=600)
 
         def exec_one(s):
-            return s.post(url + "/v1/exec", data='{"code": "print(1)"}', timeout=120).status_code
+            return s.post(url + "/v1/exec", data='{"code": "print(1)"}', headers={"Content-Type": "application/json"},
+                          timeout=120).status_code
 
         def run_one(s):
             r = s.get(url + "/v1/run/hello.ipynb?name=x", timeout=120)

@@ -3,6 +3,7 @@
 #include "cli/exit_status.hpp"
 #include "client/daemon_set.hpp"
 #include "config/config.hpp"
+#include "config/paths.hpp"
 #include "serve/run_server.hpp"
 
 #include <algorithm>
@@ -37,7 +38,15 @@ options (each overrides its key in --config's [serve]):
   --save-dir DIR          keep every executed notebook as DIR/REQUEST_ID.ipynb (X-Request-Id)
   --kernel POOL           the pool a request without "kernel" runs on (default python3)
   --token-file FILE       callers must send `Authorization: token TOKEN` with the file's first
-                          line ($KPOOL_SERVE_TOKEN works too); required off loopback
+                          line ($KPOOL_SERVE_TOKEN works too). Without it, kpool serve makes
+                          a token and writes it to $XDG_RUNTIME_DIR/kpool/serve-PORT.token
+                          (0600; /run/kpool as root), removed when it stops
+  --no-token              no token (loopback only): then any local user, and any web page
+                          that gets past the Host and Origin checks, may run code as you
+  --allow-origin O[,O..]  web page origins that may call (CORS; the server's own always may):
+                          e.g. https://lab.example:8443; * for any (needs a token). Others: 403
+  --allow-host H[,H..]    Host names accepted besides localhost and loopback addresses while
+                          there is no token (DNS rebinding); * for any
   --cert FILE --key FILE  TLS (HTTP/1.1 and HTTP/2): a PEM certificate chain and its key
   --queue-timeout S       no warm kernel within S seconds: 429 + Retry-After (default 5)
   --max-queue N           more than N requests waiting for a kernel: 429 at once (default 64)
@@ -53,7 +62,7 @@ options (each overrides its key in --config's [serve]):
   --stop-grace S          on SIGTERM, requests in flight get S seconds to finish, then their
                           code is interrupted and they are answered 503 (default 30)
 gateway options (as Kernel Gateway's flags; in [serve]: cull_idle_timeout_s, cull_interval_s,
-cull_connected, cull_busy, kernel_lease_s, env_whitelist, max_kernels, allow_origin, ...):
+cull_connected, cull_busy, kernel_lease_s, env_whitelist, max_kernels, allow_credentials, ...):
   --cull-idle-timeout S   shut down gateway kernels idle for S seconds (default 0: never)
   --cull-interval S       how often to look for idle kernels (default 300)
   --cull-connected        cull idle kernels with a websocket connected too
@@ -63,7 +72,6 @@ cull_connected, cull_busy, kernel_lease_s, env_whitelist, max_kernels, allow_ori
                           much at most
   --env-whitelist A,B     variables a start request may set besides KERNEL_*
   --max-kernels N         gateway kernels held at once (403 beyond; default: no limit)
-  --allow-origin O        CORS Access-Control-Allow-Origin (and websocket origins; * for any)
   --allow-credentials V --allow-headers V --allow-methods V --expose-headers V --max-age V
                           the other CORS headers, sent when set
 )usage";
@@ -111,6 +119,8 @@ void apply_config(const config::serve_config& c, serve::serve_options& o) {
     if (!c.token_file.empty()) {
         o.token = first_line_of(c.token_file);
     }
+    o.no_token = !c.require_token;
+    o.allow_hosts = c.allow_hosts;
     o.cert_file = c.cert_file;
     o.key_file = c.key_file;
     o.queue_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(c.queue_timeout_s * 1000));
@@ -129,17 +139,15 @@ void apply_config(const config::serve_config& c, serve::serve_options& o) {
     g.kernel_lease = std::chrono::seconds(static_cast<std::int64_t>(c.kernel_lease_s));
     g.env_whitelist = c.env_whitelist;
     g.max_kernels = static_cast<std::size_t>(c.max_kernels);
-    g.allow_origin = c.allow_origin;
-    g.allow_credentials = c.allow_credentials;
-    g.allow_headers = c.allow_headers;
-    g.allow_methods = c.allow_methods;
-    g.expose_headers = c.expose_headers;
-    g.max_age = c.max_age;
+    o.allow_origins = serve::split_list(c.allow_origin);
+    o.cors = {.allow_credentials = c.allow_credentials, .allow_headers = c.allow_headers,
+              .allow_methods = c.allow_methods, .expose_headers = c.expose_headers, .max_age = c.max_age};
 }
 
 // `control` is the config's [daemon] control when --config names one.
 serve::serve_options parse(const std::vector<std::string>& args, std::string& control) {
     serve::serve_options o;
+    bool token_file_given = false, no_token_given = false, origins_given = false, hosts_given = false;
     if (const char* token = std::getenv("KPOOL_SERVE_TOKEN"); token != nullptr) {
         o.token = token;
     }
@@ -151,6 +159,9 @@ serve::serve_options parse(const std::vector<std::string>& args, std::string& co
             }
             apply_config(cfg->serve, o);
             control = cfg->daemon.control;
+            if (!cfg->daemon.runtime_dir.empty()) {
+                o.token_dir = cfg->daemon.runtime_dir;
+            }
         }
     }
     for (std::size_t i = 0; i < args.size(); ++i) {
@@ -186,6 +197,9 @@ serve::serve_options parse(const std::vector<std::string>& args, std::string& co
             o.default_kernel = value();
         } else if (a == "--token-file") {
             o.token = first_line_of(value());
+            token_file_given = true;
+        } else if (a == "--no-token") {
+            no_token_given = true;
         } else if (a == "--queue-timeout") {
             o.queue_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(positive(value(), a) * 1000));
         } else if (a == "--max-queue") {
@@ -232,20 +246,43 @@ serve::serve_options parse(const std::vector<std::string>& args, std::string& co
         } else if (a == "--max-kernels") {
             o.gateway.max_kernels = static_cast<std::size_t>(positive(value(), a));
         } else if (a == "--allow-origin") {
-            o.gateway.allow_origin = value();
+            if (!origins_given) { // the flags replace the config's list
+                o.allow_origins.clear();
+                origins_given = true;
+            }
+            for (std::string& origin : serve::split_list(value())) {
+                o.allow_origins.push_back(std::move(origin));
+            }
+        } else if (a == "--allow-host") {
+            if (!hosts_given) {
+                o.allow_hosts.clear();
+                hosts_given = true;
+            }
+            for (std::string& host : serve::split_list(value())) {
+                o.allow_hosts.push_back(std::move(host));
+            }
         } else if (a == "--allow-credentials") {
-            o.gateway.allow_credentials = value();
+            o.cors.allow_credentials = value();
         } else if (a == "--allow-headers") {
-            o.gateway.allow_headers = value();
+            o.cors.allow_headers = value();
         } else if (a == "--allow-methods") {
-            o.gateway.allow_methods = value();
+            o.cors.allow_methods = value();
         } else if (a == "--expose-headers") {
-            o.gateway.expose_headers = value();
+            o.cors.expose_headers = value();
         } else if (a == "--max-age") {
-            o.gateway.max_age = value();
+            o.cors.max_age = value();
         } else {
             throw bad_usage("unknown option '" + a + "'");
         }
+    }
+    if (no_token_given && (token_file_given || std::getenv("KPOOL_SERVE_TOKEN") != nullptr)) {
+        throw bad_usage("--no-token and a token (--token-file, $KPOOL_SERVE_TOKEN) contradict each other");
+    }
+    if (no_token_given) {
+        o.token.clear(); // over a config's token_file
+        o.no_token = true;
+    } else if (!o.token.empty()) {
+        o.no_token = false; // a token given anywhere wins over a config's require_token = false
     }
     return o;
 }
@@ -266,6 +303,9 @@ int serve_command_line(const invocation& inv) {
     } catch (const bad_usage& e) {
         std::fprintf(stderr, "kpool serve: %s\n\n%s", e.what(), serve_usage);
         return exit_status::usage;
+    }
+    if (options.token_dir.empty()) {
+        options.token_dir = config::default_runtime_dir();
     }
     options.endpoint_setting = !inv.endpoint_given && !control.empty() ? control : inv.endpoint;
     auto endpoints = client::parse_endpoints(options.endpoint_setting);

@@ -200,7 +200,8 @@ serve_config read_serve(const toml::table& root) {
     }
     const toml::table& table = *t;
     check_known_keys(table, "[serve]",
-                     {"listen", "root", "save_dir", "kernel", "token_file", "cert_file", "key_file",
+                     {"listen", "root", "save_dir", "kernel", "token_file", "require_token", "allow_hosts",
+                      "cert_file", "key_file",
                       "queue_timeout_s", "max_queue", "spares", "max_body", "max_header", "max_connections", "resolve_every_s", "stop_grace_s", "cull_idle_timeout_s",
                       "cull_interval_s", "cull_connected", "cull_busy", "kernel_lease_s", "env_whitelist",
                       "max_kernels", "allow_origin", "allow_credentials", "allow_headers", "allow_methods",
@@ -215,6 +216,8 @@ serve_config read_serve(const toml::table& root) {
         check_value(table, key, [&] { return field->empty() || field->starts_with("/"); },
                     "'" + std::string(key) + "' must be an absolute path");
     }
+    s.require_token = read_bool(table, "require_token", s.require_token);
+    s.allow_hosts = read_names(table, "allow_hosts");
     s.kernel = read_string(table, "kernel", s.kernel);
     check_value(table, "kernel", [&] { return valid_pool_name(s.kernel); },
                 "'kernel' must be a pool name (letters, digits, '-', '_', '.')");

@@ -119,7 +119,9 @@ struct serve_config {
     std::string root;       // absolute; the notebooks /v1/run may run
     std::string save_dir;   // absolute; every executed notebook kept there
     std::string kernel = "python3";
-    std::string token_file; // absolute; required off loopback
+    std::string token_file; // absolute; without one kpool serve makes a token
+    bool require_token = true; // false: no token on loopback (--no-token)
+    std::vector<std::string> allow_hosts; // Host names besides loopback's without a token
     std::string cert_file;  // absolute; with key_file: TLS
     std::string key_file;
     double queue_timeout_s = 5;
@@ -138,7 +140,8 @@ struct serve_config {
     double kernel_lease_s = 120;
     std::vector<std::string> env_whitelist;
     int max_kernels = 0; // 0: no limit
-    std::string allow_origin, allow_credentials, allow_headers, allow_methods, expose_headers, max_age;
+    std::string allow_origin; // web page origins that may call, comma-separated; "*": any
+    std::string allow_credentials, allow_headers, allow_methods, expose_headers, max_age;
 };
 
 struct config {

@@ -86,22 +86,9 @@ gateway::gateway(server& owner)
 gateway::~gateway() = default;
 
 void gateway::answer(const exchange_ptr& ex, http_response response) {
-    const gateway_options& o = m_owner.options().gateway;
-    for (const auto& [name, value] : {std::pair{"access-control-allow-origin", &o.allow_origin},
-                                      std::pair{"access-control-allow-credentials", &o.allow_credentials},
-                                      std::pair{"access-control-allow-headers", &o.allow_headers},
-                                      std::pair{"access-control-allow-methods", &o.allow_methods},
-                                      std::pair{"access-control-expose-headers", &o.expose_headers},
-                                      std::pair{"access-control-max-age", &o.max_age}}) {
-        if (!value->empty()) {
-            response.headers.emplace_back(name, *value);
-        }
-    }
     m_owner.metrics().answered(route_label(ex->path()), response.status, ex->seconds());
     ex->respond(std::move(response));
 }
-
-void gateway::preflight(exchange_ptr ex) { answer(ex, {204, "text/plain", "", {}}); }
 
 void gateway::handle(exchange_ptr ex, const do_gateway& g) {
     switch (g.action) {
@@ -149,17 +136,7 @@ void gateway::handle(exchange_ptr ex, const do_gateway& g) {
     case gateway_action::restart_kernel:
         return restart(std::move(ex), g.kernel_id);
     case gateway_action::channels: {
-        const auto origin = ex->header("origin");
-        const std::string& allowed = m_owner.options().gateway.allow_origin;
-        if (origin && allowed != "*" && *origin != allowed) {
-            // As jupyter_server: without an allowed origin, only pages of this very host.
-            const auto scheme_end = origin->find("://");
-            const std::string origin_host = scheme_end == std::string::npos ? *origin : origin->substr(scheme_end + 3);
-            if (origin_host != ex->authority()) {
-                return answer(ex, error_response(403, "forbidden", "websocket from origin " + protocol::echo_safe(*origin) +
-                                                                        " refused (see --allow-origin)"));
-            }
-        }
+        // The websocket's Origin passed the front door (serve/front_door.hpp) with the request.
         if (auto st = k.connect(*ex, m_owner.options().max_body); !st) {
             return answer(ex, error_response(400, "bad_request", st.err().message));
         }

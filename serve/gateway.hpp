@@ -33,8 +33,6 @@ public:
     gateway& operator=(const gateway&) = delete;
 
     void handle(exchange_ptr exchange, const do_gateway& action);
-    // A CORS preflight: the configured CORS headers, 204.
-    void preflight(exchange_ptr exchange);
     // Stops every kernel's websockets and releases every kernel; `done` once kpoold answered.
     void release_all(std::function<void()> done);
     std::size_t kernels() const { return m_kernels.size(); }

@@ -65,7 +65,7 @@ http_exchange::http_exchange(h2o_req_t* req, int fd) : m_req(req), m_fd(fd) {
         }
         m_body = as_string(req->entity);
     }
-    m_authority = as_string(req->authority);
+    m_authority = as_string(req->input.authority); // as sent: H2O's 413 redirect rewrites req->authority
     m_upgrade = as_string(req->upgrade);
     m_header_bytes = m_authority.size() + m_upgrade.size();
     for (std::size_t i = 0; i != req->headers.size; ++i) {
@@ -136,6 +136,7 @@ void http_exchange::respond(http_response response) {
     if (m_req == nullptr) {
         return; // the client went away
     }
+    response.headers.insert(response.headers.end(), m_extra_headers.begin(), m_extra_headers.end());
     response.headers.emplace_back("x-request-id", m_request_id);
     h2o_req_t* req = m_req;
     req->res.status = response.status;
@@ -327,7 +328,9 @@ result<std::unique_ptr<http_server>> http_server::start(uv_loop_t* loop, const h
     h2o_config_init(&s.config);
     s.config.max_request_entity_size = options.max_body;
     s.max_connections = std::max<std::size_t>(1, options.max_connections);
-    h2o_hostconf_t* host = h2o_config_register_host(&s.config, h2o_iovec_init(H2O_STRLIT("default")), 65535);
+    // H2O gives a request without a Host header (HTTP/1.0; never a browser's) this host's name
+    // as its authority: localhost, the only host such a request can mean.
+    h2o_hostconf_t* host = h2o_config_register_host(&s.config, h2o_iovec_init(H2O_STRLIT("localhost")), 65535);
     // H2O answers a body over the limit itself, before any handler, in plain text; its errordoc
     // filter turns that answer into an internal request for too_large_path, which reaches the
     // handler as the original request with body_too_large() (the filter keeps the status 413).
@@ -422,6 +425,7 @@ const char* reason_phrase(int status) {
     case 409: return "Conflict";
     case 405: return "Method Not Allowed";
     case 413: return "Payload Too Large";
+    case 415: return "Unsupported Media Type";
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";

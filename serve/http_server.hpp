@@ -52,6 +52,8 @@ public:
     // Answers; every answer carries X-Request-Id (the caller's, else a fresh one) and is
     // logged as one access line: method, path, status, milliseconds, kernel id, request id.
     void respond(http_response response);
+    // A header every answer to this request carries (CORS), besides the response's own.
+    void add_header(std::string name, std::string value) { m_extra_headers.emplace_back(std::move(name), std::move(value)); }
     const std::string& request_id() const { return m_request_id; }
     // The kernel the request ran on, for the access line.
     void set_kernel_id(std::string id) { m_kernel_id = std::move(id); }
@@ -80,6 +82,7 @@ private:
     std::string m_body;
     std::string m_request_id;
     std::string m_kernel_id;
+    std::vector<std::pair<std::string, std::string>> m_extra_headers;
     std::chrono::steady_clock::time_point m_arrived = std::chrono::steady_clock::now();
     bool m_answered = false;
     bool m_http1 = true;

@@ -65,12 +65,15 @@ route decide(const request_view& r, const std::string& token, bool stopping) {
     if (r.path == "/v1/health") {
         return r.method == "GET" ? route{do_health{}} : route{wrong_method(r.method, "/v1/health", "GET")};
     }
-    const bool gateway = is_gateway_path(r.path);
-    if (gateway && r.method == "OPTIONS") {
+    if (r.method == "OPTIONS") {
         return do_preflight{}; // browsers send preflights without credentials
     }
+    const bool gateway = is_gateway_path(r.path);
+    // ?token= only where a browser cannot send a header: its websocket. Elsewhere a token in a
+    // URL would end up in histories, proxies' logs and Referer headers.
+    const bool websocket = gateway && r.path.ends_with("/channels");
     if (!token.empty() && !token_matches(r.authorization, token) &&
-        !(gateway && query_token_matches(r.query, token))) {
+        !(websocket && query_token_matches(r.query, token))) {
         http_response denied = error_response(401, "unauthorized", "a valid token is required: Authorization: token TOKEN");
         denied.headers.emplace_back("www-authenticate", "token");
         return denied;

@@ -35,9 +35,11 @@ struct do_metrics {};
 
 using route = std::variant<http_response, do_exec, do_run, do_health, do_metrics, do_gateway, do_preflight>;
 
-// `token` empty: none required; else `Authorization: token T` (or `Bearer T`), and on the
-// gateway's paths also `?token=T` (a browser's websocket cannot send headers), as Kernel
-// Gateway takes it. `stopping`: requests that would run code or start a kernel get 503.
+// After the front door (serve/front_door.hpp). `token` empty: none required; else
+// `Authorization: token T` (or `Bearer T`), and on a kernel's websocket (.../channels) also
+// `?token=T` (a browser's websocket cannot send headers). OPTIONS on any path is a CORS
+// preflight, which needs no token. `stopping`: requests that would run code or start a kernel
+// get 503.
 route decide(const request_view& request, const std::string& token, bool stopping);
 
 // The metrics label of a path: the route it belongs to, or "other".

@@ -3,25 +3,44 @@
 
 #include "daemon/loop/uv_signal.hpp"
 #include "serve/server.hpp"
+#include "serve/token_file.hpp"
 
 #include <csignal>
 
 namespace kpool::serve {
 
-int run_server(const serve_options& options, std::FILE* log) {
+int run_server(const serve_options& given, std::FILE* log) {
+    serve_options options = given;
+    const bool generate = options.token.empty() && !options.no_token;
+    if (generate) {
+        options.token = new_token();
+    }
     uv_loop_t loop;
     uv_loop_init(&loop);
     int code = 0;
     {
         auto started = server::start(&loop, options);
+        std::unique_ptr<token_file> written;
+        if (started && generate) {
+            auto file = token_file::write(options.token_dir, (*started)->port(), options.token);
+            if (!file) {
+                started = error{file.err().code, "a token is required (--no-token turns it off on loopback) and " +
+                                                     file.err().message + " (--token-file FILE gives one)"};
+            } else {
+                written = std::move(*file);
+            }
+        }
         if (!started) {
             std::fprintf(log, "kpool serve: %s\n", started.err().message.c_str());
             code = 1;
         } else {
             std::unique_ptr<server> s = std::move(*started);
-            std::fprintf(log, "kpool serve: listening on %s://%s:%d/ (kpoold: %zu endpoint%s)\n",
+            const std::string access = written ? "token in " + written->path()
+                                       : options.token.empty() ? std::string("no token")
+                                                               : std::string("token required");
+            std::fprintf(log, "kpool serve: listening on %s://%s:%d/ (kpoold: %zu endpoint%s; %s)\n",
                          options.cert_file.empty() ? "http" : "https", options.host.c_str(), s->port(), options.endpoints.size(),
-                         options.endpoints.size() == 1 ? "" : "s");
+                         options.endpoints.size() == 1 ? "" : "s", access.c_str());
             std::fflush(log);
             bool stopping = false;
             auto on_signal = [&](int) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "client/control_client.hpp"
+#include "serve/front_door.hpp"
 
 #include <chrono>
 #include <cstddef>
@@ -24,15 +25,6 @@ struct gateway_options {
     // Variables of a start request's env passed to the kernel besides KERNEL_*.
     std::vector<std::string> env_whitelist;
     std::size_t max_kernels = 0; // held at once; 0: no limit beyond the pools'
-    // CORS: sent on every gateway answer when set (Access-Control-Allow-Origin, ...). An origin
-    // of "*" also lets any page open a websocket; otherwise a websocket's Origin must be this
-    // origin, or the same host as the request's.
-    std::string allow_origin;
-    std::string allow_credentials;
-    std::string allow_headers;
-    std::string allow_methods;
-    std::string expose_headers;
-    std::string max_age;
 };
 
 struct serve_options {
@@ -47,9 +39,18 @@ struct serve_options {
     std::string default_kernel = "python3"; // the pool a request without "kernel" runs on
     std::string root; // notebooks POST/GET /v1/run/{path} may run; empty: none
     std::string save_dir; // each executed notebook kept as SAVE_DIR/REQUEST_ID.ipynb; empty: none
-    // Callers must send `Authorization: token TOKEN` (or `Bearer TOKEN`); empty: no token, which
-    // is refused off loopback.
+    // Callers must send `Authorization: token TOKEN` (or `Bearer TOKEN`). Empty: kpool serve
+    // makes one and writes it to token_dir/serve-PORT.token (0600), unless no_token.
     std::string token;
+    // No token at all (--no-token): loopback only, and then the Host must be a loopback name.
+    bool no_token = false;
+    // Where a token kpool serve made is written for the same user's clients (a 0700 directory).
+    std::string token_dir;
+    // Web page origins that may call (CORS) besides the server's own: exact origins, or "*".
+    std::vector<std::string> allow_origins;
+    // Host names accepted besides loopback's while no token is required (DNS rebinding), or "*".
+    std::vector<std::string> allow_hosts;
+    cors_settings cors; // the other CORS headers an allowed origin's answers get
     // A request that gets no warm kernel within this long is answered 429 (Retry-After).
     std::chrono::milliseconds queue_timeout{5000};
     // Requests waiting for a kernel at once; one more is answered 429 at once.

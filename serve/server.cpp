@@ -35,7 +35,10 @@ bool is_loopback(const std::string& host) {
 }
 
 server::server(uv_loop_t* loop, serve_options options)
-    : m_loop(loop), m_options(std::move(options)), m_zmq(1), m_reaper(loop), m_closing(loop), m_grace(loop),
+    : m_loop(loop), m_options(std::move(options)),
+      m_door{.token_required = !m_options.token.empty(), .tls = !m_options.cert_file.empty(),
+             .allow_origins = m_options.allow_origins, .allow_hosts = m_options.allow_hosts},
+      m_zmq(1), m_reaper(loop), m_closing(loop), m_grace(loop),
       m_pace_timer(loop) {}
 
 server::~server() {
@@ -51,6 +54,11 @@ result<std::unique_ptr<server>> server::start(uv_loop_t* loop, serve_options opt
         return error{errc::bad_request, "listening on " + options.host +
                                             " (not loopback) needs a token: anyone who reaches "
                                             "the port could run code otherwise"};
+    }
+    if (options.token.empty() &&
+        std::find(options.allow_origins.begin(), options.allow_origins.end(), "*") != options.allow_origins.end()) {
+        return error{errc::bad_request, "--allow-origin '*' needs a token: without one, every web page the user "
+                                        "opens could run code through kpool serve"};
     }
     if (options.endpoints.empty()) {
         return error{errc::bad_request, "no kpoold endpoint to front"};
@@ -98,13 +106,12 @@ result<std::unique_ptr<server>> server::start(uv_loop_t* loop, serve_options opt
 void server::on_request(exchange_ptr ex) {
     const auto arrived = std::chrono::steady_clock::now();
     const std::string label = route_label(ex->path());
-    route decision = decide({.method = ex->method(), .path = ex->path(), .query = ex->query(),
-                             .body = ex->body(), .authorization = ex->header("authorization")},
-                            m_options.token, static_cast<bool>(m_on_shut_down));
     auto answer = [&](http_response r) {
         m_metrics.answered(label, r.status, std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
         ex->respond(std::move(r));
     };
+    // Nothing was read of a body over the limit, and nothing will run: 413 first (H2O's
+    // internal redirect for it keeps none of the request's headers).
     if (ex->body_too_large()) {
         return answer(error_response(413, "too_large", "the request body is over the limit of " +
                                                            std::to_string(m_options.max_body) + " bytes (--max-body)"));
@@ -114,6 +121,19 @@ void server::on_request(exchange_ptr ex) {
                                      "the request's headers are over the limit of " +
                                          std::to_string(m_options.max_header) + " bytes (--max-header)"));
     }
+    const door_request door{.method = ex->method(), .host = ex->authority(), .origin = ex->header("origin"),
+                            .content_type = ex->header("content-type"),
+                            .sec_fetch_site = ex->header("sec-fetch-site")};
+    for (auto& [name, value] : cors_headers(door, m_door, m_options.cors, ex->method() == "OPTIONS",
+                                            ex->header("access-control-request-headers"))) {
+        ex->add_header(std::move(name), std::move(value));
+    }
+    if (auto refused = check_front_door(door, m_door)) {
+        return answer(std::move(*refused));
+    }
+    route decision = decide({.method = ex->method(), .path = ex->path(), .query = ex->query(),
+                             .body = ex->body(), .authorization = ex->header("authorization")},
+                            m_options.token, static_cast<bool>(m_on_shut_down));
     if (auto* now = std::get_if<http_response>(&decision)) {
         return answer(std::move(*now));
     }
@@ -124,7 +144,7 @@ void server::on_request(exchange_ptr ex) {
         return m_gateway->handle(std::move(ex), *g);
     }
     if (std::holds_alternative<do_preflight>(decision)) {
-        return m_gateway->preflight(std::move(ex));
+        return answer({204, "text/plain", "", {}}); // its CORS headers, if any, are on the exchange
     }
     if (std::holds_alternative<do_metrics>(decision)) {
         m_metrics.connections().Set(static_cast<double>(m_http->open_connections()));

@@ -1,4 +1,5 @@
-// kpool serve: the HTTP front door. Routes each request, checks the caller's token, and runs
+// kpool serve: the HTTP front door. Checks each request at the door (serve/front_door.hpp: Host,
+// Origin, body type), routes it, checks the caller's token, and runs
 // POST /v1/exec and POST/GET /v1/run/{path} on a fresh warm kernel from the kpoolds it fronts
 // (released after), answering 429 with Retry-After when no kernel comes within the queue
 // timeout or too many wait. Also GET /v1/health and GET /metrics. Everything runs on one libuv loop: no thread per request.
@@ -86,6 +87,7 @@ private:
 
     uv_loop_t* m_loop;
     serve_options m_options;
+    door_policy m_door;
     zmq::context_t m_zmq;
     serve_metrics m_metrics;
     std::vector<std::unique_ptr<control_channel>> m_daemons; // only ever appended to: indices stay

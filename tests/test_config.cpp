@@ -116,6 +116,22 @@ open_files = 256
         CHECK(parsed("[pools.a]\n").serve.cull_idle_timeout_s == 0); // never, by default
     }
 
+    TEST_CASE("[serve]'s front door: a token by default, allowed hosts and origins") {
+        const config none = parsed("[pools.a]\n");
+        CHECK(none.serve.require_token);
+        CHECK(none.serve.allow_hosts.empty());
+        CHECK(none.serve.allow_origin.empty());
+        const config c = parsed("[pools.a]\n[serve]\nrequire_token = false\nallow_hosts = [\"devbox.test\"]\n"
+                                "allow_origin = \"https://a.example, https://b.example\"\n");
+        CHECK(!c.serve.require_token);
+        CHECK(c.serve.allow_hosts == std::vector<std::string>{"devbox.test"});
+        CHECK(c.serve.allow_origin == "https://a.example, https://b.example");
+        CHECK(diagnostic_of("[pools.a]\n[serve]\nrequire_token = \"no\"\n") ==
+              "t.toml:3:17: 'require_token' must be true or false, not a string");
+        CHECK(diagnostic_of("[pools.a]\n[serve]\nallow_hosts = \"x\"\n") ==
+              "t.toml:3:15: 'allow_hosts' must be an array of strings, not a string");
+    }
+
     TEST_CASE("refill_delay_s: unset by default, for every pool in [daemon], a pool's own") {
         const config none = parsed("[pools.a]\n");
         CHECK(!none.daemon.refill_delay_s);

@@ -75,9 +75,12 @@ TEST_SUITE("gateway") {
         CHECK(status_of("POST", "/api/kernels", R"({"name":"../x"})") == 400);
     }
 
-    TEST_CASE("decide: a gateway path takes the token as ?token= too; preflights need none") {
-        request_view r{.method = "GET", .path = "/api/kernels", .query = "token=s3cret", .body = "", .authorization = {}};
+    TEST_CASE("decide: a kernel's websocket takes the token as ?token= too; preflights need none") {
+        request_view r{.method = "GET", .path = "/api/kernels/k1/channels", .query = "token=s3cret", .body = "",
+                       .authorization = {}};
         CHECK(std::holds_alternative<do_gateway>(decide(r, "s3cret", false)));
+        request_view rest{.method = "GET", .path = "/api/kernels", .query = "token=s3cret", .body = "", .authorization = {}};
+        CHECK(std::get<http_response>(decide(rest, "s3cret", false)).status == 401); // a header there
         r.query = "token=wrong";
         CHECK(std::get<http_response>(decide(r, "s3cret", false)).status == 401);
         r.authorization = "token s3cret";
@@ -85,6 +88,8 @@ TEST_SUITE("gateway") {
         request_view v1{.method = "POST", .path = "/v1/exec", .query = "token=s3cret", .body = "{}", .authorization = {}};
         CHECK(std::get<http_response>(decide(v1, "s3cret", false)).status == 401); // header only there
         request_view pre{.method = "OPTIONS", .path = "/api/kernels", .query = "", .body = "", .authorization = {}};
+        CHECK(std::holds_alternative<do_preflight>(decide(pre, "s3cret", false)));
+        pre.path = "/v1/exec";
         CHECK(std::holds_alternative<do_preflight>(decide(pre, "s3cret", false)));
         request_view start{.method = "POST", .path = "/api/kernels", .query = "", .body = "", .authorization = {}};
         CHECK(std::get<http_response>(decide(start, "", true)).status == 503);

@@ -1,14 +1,19 @@
 // libFuzzer target: kpool serve's decisions on arbitrary requests. The bytes are a request as
-// the HTTP layer hands it over: "METHOD PATH[?QUERY]\n" then an optional "AUTH\n" line, then the
-// body. Checked besides crashes and sanitizer reports: every immediate answer is a JSON error
-// object with a status kpool serve documents, and what is routed to work is well formed. The
+// the HTTP layer hands it over: "METHOD PATH[?QUERY]\n", then optional header lines "Host: ",
+// "Origin: ", "Content-Type: ", "Sec-Fetch-Site: " (any order), an optional "AUTH\n" line, then
+// the body. Checked besides crashes and sanitizer reports: the front door (serve/front_door.hpp)
+// lets through no foreign origin, no non-loopback Host without a token and no POST body not
+// declared JSON; every immediate answer is a JSON error object with a status kpool serve
+// documents, and what is routed to work is well formed. The
 // body also goes through the kernel websocket's decoders (ws_frames): whatever decodes encodes
 // again, and the v1 format gives back exactly what it was given.
+#include "serve/front_door.hpp"
 #include "serve/routing.hpp"
 #include "serve/ws_frames.hpp"
 
 #include <nlohmann/json.hpp>
 
+#include <cctype>
 #include <cstdint>
 #include <cstdlib>
 #include <set>
@@ -21,6 +26,14 @@ void check(bool ok) {
     if (!ok) {
         std::abort();
     }
+}
+
+std::string lower(std::string_view s) {
+    std::string out(s);
+    for (char& c : out) {
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+    return out;
 }
 
 std::string_view next_line(std::string_view& rest) {
@@ -40,6 +53,47 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::string_view method = request_line.substr(0, space);
     const std::string_view target = space == std::string_view::npos ? "" : request_line.substr(space + 1);
     const auto q = target.find('?');
+    door_request door{.method = method, .host = "", .origin = {}, .content_type = {}, .sec_fetch_site = {}};
+    for (bool more = true; more;) {
+        more = false;
+        for (const auto& [prefix, field] : {std::pair{std::string_view("Origin: "), &door.origin},
+                                            std::pair{std::string_view("Content-Type: "), &door.content_type},
+                                            std::pair{std::string_view("Sec-Fetch-Site: "), &door.sec_fetch_site}}) {
+            if (rest.starts_with(prefix)) {
+                *field = std::string(next_line(rest).substr(prefix.size()));
+                more = true;
+            }
+        }
+        if (rest.starts_with("Host: ")) {
+            door.host = next_line(rest).substr(6);
+            more = true;
+        }
+    }
+    for (const bool token_required : {false, true}) {
+        const door_policy policy{.token_required = token_required, .tls = false, .allow_origins = {"https://ok.example"},
+                                 .allow_hosts = {"devbox.test"}};
+        const auto refused = check_front_door(door, policy);
+        if (refused) {
+            check(refused->status == 403 || refused->status == 415);
+            const auto body = nlohmann::json::parse(refused->body, nullptr, false);
+            check(body.is_object() && body["error"].is_string() && body["message"].is_string());
+            continue;
+        }
+        // What passed: an allowed origin or the server's own; without a token a loopback Host or
+        // the allowed name; a POST body declared JSON.
+        check(!door.origin || lower(*door.origin) == "https://ok.example" ||
+              (!door.host.empty() && lower(*door.origin) == "http://" + lower(door.host)));
+        check(token_required || door.host.empty() || is_loopback_host(door.host) ||
+              lower(door.host).find("devbox.test") != std::string::npos);
+        if (method == "POST" || method == "PUT" || method == "PATCH") {
+            check(door.content_type && lower(*door.content_type).find("application/json") != std::string::npos);
+        }
+        const auto headers = cors_headers(door, policy, {}, method == "OPTIONS", door.content_type);
+        check(headers.empty() || (door.origin && headers.front().second == *door.origin));
+        for (const auto& [name, value] : headers) {
+            check(value.find('\n') == std::string::npos && value.find('\r') == std::string::npos);
+        }
+    }
     std::optional<std::string> auth;
     if (rest.starts_with("token ") || rest.starts_with("Bearer ")) {
         auth = std::string(next_line(rest));

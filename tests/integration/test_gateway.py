@@ -18,7 +18,7 @@ import requests
 import websocket
 
 from conftest import module_daemon, wait_until
-from test_serve import serve_processes
+from test_serve import JSON, serve_processes
 
 POOLS = """
 [pools.python3]
@@ -260,7 +260,7 @@ def test_interrupt_stops_a_running_cell(serve):
     ks.until(lambda m: m["msg_type"] == "stream")
     assert requests.get(s.url + "/api/kernels/" + kid, timeout=30).json()["execution_state"] == "busy"
     started = time.monotonic()
-    assert requests.post(s.url + "/api/kernels/%s/interrupt" % kid, timeout=30).status_code == 204
+    assert requests.post(s.url + "/api/kernels/%s/interrupt" % kid, json={}, timeout=30).status_code == 204
     reply = ks.until(lambda m: m["msg_type"] == "execute_reply" and m["parent_header"]["msg_id"] == msg_id)[-1]
     assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "KeyboardInterrupt"
     assert time.monotonic() - started < 10
@@ -286,7 +286,7 @@ def test_restart_puts_a_warm_kernel_under_the_same_id(serve, daemon):
     # The same websocket now talks to the new kernel: x is gone, counts start over.
     iopub, reply = ks.execute("x")
     assert reply["status"] == "error" and reply["ename"] == "NameError" and reply["execution_count"] == 1
-    assert requests.post(s.url + "/api/kernels/nope-nope/restart", timeout=30).status_code == 404
+    assert requests.post(s.url + "/api/kernels/nope-nope/restart", json={}, timeout=30).status_code == 404
     metrics = requests.get(s.url + "/metrics", timeout=30).text
     assert 'kpool_serve_gateway_replacements_total{why="restart"} 1' in metrics
     assert "kpool_serve_gateway_kernels 1" in metrics
@@ -381,14 +381,23 @@ def test_the_token_is_required_by_header_or_query(serve, tmp_path):
     ks = KernelSocket(s, kid, query="?token=s3cret")  # as a browser's websocket must
     assert ks.execute("1")[1]["status"] == "ok"
     ks.close()
-    assert requests.get(s.url + "/api/kernels?token=s3cret", timeout=30).status_code == 200
+    # Only a websocket takes it from the URL: elsewhere it would end up in logs and histories.
+    assert requests.get(s.url + "/api/kernels?token=s3cret", timeout=30).status_code == 401
+    # Nor is it ever written to the access log, from the URL or a header.
+    wait_until(lambda: any("/api/kernels 401 " in line for line in s.log), what="the 401's access line")
+    assert not any("s3cret" in line for line in s.log), "".join(s.log)
 
 
 def test_cors_headers_and_websocket_origins(serve):
     s = serve("--allow-origin", "https://lab.example", "--allow-methods", "GET, POST, DELETE")
-    r = requests.options(s.url + "/api/kernels", timeout=30)
+    r = requests.options(s.url + "/api/kernels", headers={"Origin": "https://lab.example"}, timeout=30)
     assert r.status_code == 204 and r.headers["access-control-allow-origin"] == "https://lab.example"
     assert r.headers["access-control-allow-methods"] == "GET, POST, DELETE"
+    assert r.headers["vary"] == "Origin"
+    # No CORS headers for a request without Origin, nor for a refused origin.
+    assert "access-control-allow-origin" not in requests.options(s.url + "/api/kernels", timeout=30).headers
+    refused = requests.options(s.url + "/api/kernels", headers={"Origin": "https://evil.example"}, timeout=30)
+    assert refused.status_code == 403 and "access-control-allow-origin" not in refused.headers
     kid = start_kernel(s)["id"]
     KernelSocket(s, kid, origin="https://lab.example").close()
     with pytest.raises(websocket.WebSocketBadStatusException) as refused:
@@ -405,7 +414,7 @@ def test_cors_headers_and_websocket_origins(serve):
 ])
 def test_bad_gateway_requests_get_a_json_error(serve, request_, status):
     method, path, data = request_
-    r = requests.request(method, serve().url + path, data=data, timeout=30)
+    r = requests.request(method, serve().url + path, data=data, headers=JSON, timeout=30)
     assert r.status_code == status and r.json()["message"], r.text
 
 

@@ -34,23 +34,34 @@ startup_code = "import time\\ntime.sleep(30)"
 """
 
 
-class Serve:
-    """One `kpool serve` process, on a free loopback port."""
+JSON = {"Content-Type": "application/json"}
 
-    def __init__(self, endpoint, *args, env=None):
+
+class Serve:
+    """One `kpool serve` process, on a free loopback port. Without a token of its own (args
+    --token-file, $KPOOL_SERVE_TOKEN) it runs with --no-token, unless `token_default`: then the
+    token it made is read from the file its first line names (self.token)."""
+
+    def __init__(self, endpoint, *args, env=None, token_default=False):
+        env = dict(os.environ, **(env or {}))
+        if not token_default and "--token-file" not in args and "KPOOL_SERVE_TOKEN" not in env:
+            args = ("--no-token",) + args
         self.proc = subprocess.Popen([KPOOL, "--endpoint", endpoint, "serve", "--listen", "127.0.0.1:0",
-                                      *args], stderr=subprocess.PIPE, text=True,
-                                     env=dict(os.environ, **(env or {})))
+                                      *args], stderr=subprocess.PIPE, text=True, env=env)
         line = self.proc.stderr.readline()
         match = re.search(r"listening on https?://(127\.0\.0\.1:\d+)/", line)
         assert match, "kpool serve did not start: %s%s" % (line, self.proc.stderr.read())
         self.url = "http://" + match.group(1)
+        self.first_line = line
+        token_file = re.search(r"token in (\S+)\)", line)
+        self.token_file = token_file.group(1) if token_file else None
+        self.token = open(self.token_file).read().strip() if self.token_file else None
         self.log = []
         threading.Thread(target=lambda: self.log.extend(self.proc.stderr), daemon=True).start()
 
-    def post(self, path, body, **kw):
+    def post(self, path, body, headers=None, **kw):
         return requests.post(self.url + path, data=json.dumps(body) if not isinstance(body, (bytes, str)) else body,
-                             timeout=60, **kw)
+                             headers=dict(JSON, **(headers or {})), timeout=60, **kw)
 
     def get(self, path, **kw):
         return requests.get(self.url + path, timeout=60, **kw)
@@ -150,7 +161,7 @@ def test_a_timeout_interrupts_the_kernel_and_answers_504(serve):
 ])
 def test_bad_requests_get_a_json_error_with_their_status(serve, request_, status, error):
     method, path, data = request_
-    r = requests.request(method, serve().url + path, data=data, timeout=30)
+    r = requests.request(method, serve().url + path, data=data, headers=JSON, timeout=30)
     assert r.status_code == status, r.text
     assert r.json()["message"] == error
 
@@ -168,7 +179,7 @@ def test_a_body_over_the_limit_is_413_in_json(serve):
     # A chunked body is cut off where it passes the limit, with the same answer.
     host, port = s.url[len("http://"):].split(":")
     with socket.create_connection((host, int(port)), timeout=10) as c:
-        c.sendall(b"POST /v1/exec HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" +
+        c.sendall(b"POST /v1/exec HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" +
                   b"258\r\n" + b"x" * 600 + b"\r\n" + b"258\r\n" + b"x" * 600 + b"\r\n")
         answer = c.recv(65536)
     assert answer.startswith(b"HTTP/1.1 413 ") and b'"error":"too_large"' in answer
@@ -186,7 +197,7 @@ def test_headers_over_the_limit_are_431_and_h2o_refuses_a_monstrous_head(serve):
     # Past H2O's own limits (100 header lines) the request is not HTTP it parses: a plain 400, closed.
     host, port = s.url[len("http://"):].split(":")
     with socket.create_connection((host, int(port)), timeout=10) as c:
-        c.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-H%d: v\r\n" % i for i in range(101)) + b"\r\n")
+        c.sendall(b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"".join(b"X-H%d: v\r\n" % i for i in range(101)) + b"\r\n")
         assert c.recv(100).startswith(b"HTTP/1.1 400 ")
 
 
@@ -196,7 +207,7 @@ def test_connections_over_the_limit_wait_until_one_closes(serve):
     first = socket.create_connection((host, int(port)), timeout=10)
     second = socket.create_connection((host, int(port)), timeout=10)
     third = socket.create_connection((host, int(port)), timeout=10)  # accepted in that order
-    third.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    third.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
     third.settimeout(0.5)
     with pytest.raises(socket.timeout):
         third.recv(100)  # left in the backlog: not read yet
@@ -269,7 +280,7 @@ def test_the_token_is_required_except_for_health(serve, tmp_path):
 
 
 def test_off_loopback_without_a_token_is_refused(daemon):
-    r = subprocess.run([KPOOL, "--endpoint", daemon.endpoint, "serve", "--listen", "0.0.0.0:0"],
+    r = subprocess.run([KPOOL, "--endpoint", daemon.endpoint, "serve", "--no-token", "--listen", "0.0.0.0:0"],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 1
     assert "listening on 0.0.0.0 (not loopback) needs a token" in r.stderr
@@ -311,7 +322,7 @@ def test_a_caller_that_goes_away_gets_its_kernel_interrupted_and_released(serve,
     host, port = s.url[len("http://"):].split(":")
     body = json.dumps({"code": "import time; time.sleep(60)"}).encode()
     with socket.create_connection((host, int(port))) as c:
-        c.sendall(b"POST /v1/exec HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        c.sendall(b"POST /v1/exec HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
         wait_until(lambda: daemon.pool("python3")["leased"] == 1, timeout=10, what="the kernel leased")
     started = time.monotonic()
     wait_until(lambda: daemon.pool("python3")["leased"] == 0, timeout=20, what="the kernel released")
@@ -335,7 +346,7 @@ def test_a_stop_lets_requests_in_flight_finish(serve, daemon):
 def test_keep_alive_connections_carry_many_requests(serve):
     s = serve()
     with requests.Session() as session:
-        answers = [session.post(s.url + "/v1/exec", data=json.dumps({"code": "%d" % i}), timeout=30)
+        answers = [session.post(s.url + "/v1/exec", data=json.dumps({"code": "%d" % i}), headers=JSON, timeout=30)
                    for i in range(5)]
     assert [a.json()["outputs"][0]["data"]["text/plain"] for a in answers] == [[str(i)] for i in range(5)]
 
@@ -374,7 +385,7 @@ def test_pipelined_requests_are_answered_in_order(serve):
     wire = b""
     for i in range(3):
         body = json.dumps({"code": "%d * 10" % i}).encode()
-        wire += b"POST /v1/exec HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+        wire += b"POST /v1/exec HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
     with socket.create_connection((host, int(port)), timeout=60) as c:
         c.sendall(wire)
         data = b""
@@ -419,7 +430,8 @@ def test_tls_with_a_self_signed_certificate(serve, tmp_path):
                     "-out", str(cert)], check=True, capture_output=True, timeout=60)
     s = serve("--cert", str(cert), "--key", str(key))
     url = "https://" + s.url[len("http://"):]
-    r = requests.post(url + "/v1/exec", data=json.dumps({"code": "6 * 7"}), verify=str(cert), timeout=60)
+    r = requests.post(url + "/v1/exec", data=json.dumps({"code": "6 * 7"}), headers=JSON, verify=str(cert),
+                      timeout=60)
     assert r.status_code == 200 and r.json()["outputs"][0]["data"]["text/plain"] == ["42"]
     with pytest.raises(requests.exceptions.SSLError):
         requests.get(url + "/v1/health", timeout=30)  # an unknown certificate is refused by default
