@@ -46,9 +46,9 @@ public:
     // first configure().
     void set_run(std::string run_dir, std::string instance_id);
 
-    // A pool's launcher after start or reload. A fork pool gets a fresh zygote every time (an
-    // upgraded ipykernel, or anything its startup_code imports, is picked up); a spawn pool
-    // loses the zygote it had. launcher = "auto" is decided here (choose_launcher).
+    // A pool's launcher at start, and on a reload that changes what its kernels are started
+    // with: a fork pool gets a fresh zygote (the old one is retired), a spawn pool loses the
+    // zygote it had. launcher = "auto" is decided here (choose_launcher).
     void configure(const config::pool_config& pc, const result<resolved_kernelspec>& spec);
     // Whether the pool's kernels are forked from a zygote (as configure decided).
     bool forks(const std::string& pool) const;

@@ -23,11 +23,12 @@ std::optional<std::string> changed_socket_setting(const config::daemon_config& n
 }
 
 // Warm kernels started under `old` are not what `next` would start (another kernelspec,
-// transport, ip, limits, startup_code, launcher or python).
+// transport, ip, limits, startup_code, launcher, python or priming). Sizes, timeouts, leases
+// and the rest leave them as they are.
 bool kernels_differ(const config::pool_config& old, const config::pool_config& next) {
     return old.kernelspec != next.kernelspec || old.transport != next.transport ||
            old.ip != next.ip || old.limits != next.limits || old.startup_code != next.startup_code ||
-           old.launcher != next.launcher || old.python != next.python;
+           old.launcher != next.launcher || old.python != next.python || old.prime != next.prime;
 }
 
 } // namespace
@@ -79,20 +80,22 @@ void daemon::reload() {
         it = m_pools.erase(it);
     }
     for (const config::pool_config& pc : next->pools) {
-        // A fork pool gets a fresh zygote on every reload; the old one lives on until its
-        // kernels are gone.
-        m_launchers->configure(pc, kernelspec_of(pc));
-        const bool forked = m_launchers->forks(pc.name);
         auto it = m_pools.find(pc.name);
         if (it == m_pools.end()) {
+            m_launchers->configure(pc, kernelspec_of(pc));
             log->info("pool {} added: size {}", pc.name, pc.size);
             m_pools.emplace(pc.name, make_pool(pc)).first->second->refill(now);
-        } else if (!(it->second->config() == pc) || forked ||
-                   specs_changed.count(pc.name) != 0) {
-            it->second->reconfigure(pc,
-                                    forked || specs_changed.count(pc.name) != 0 ||
-                                        kernels_differ(it->second->config(), pc),
-                                    now);
+            continue;
+        }
+        // Only a change to what kernels are started with replaces warm kernels (and a fork
+        // pool's zygote: the old one lives on until its kernels are gone). A resize, a new
+        // lease or timeout keeps both: the warm kernels are what the new config would start.
+        const bool replace = specs_changed.count(pc.name) != 0 || kernels_differ(it->second->config(), pc);
+        if (replace) {
+            m_launchers->configure(pc, kernelspec_of(pc));
+        }
+        if (replace || !(it->second->config() == pc)) {
+            it->second->reconfigure(pc, replace, now);
         }
     }
     m_cfg = std::move(next).value();

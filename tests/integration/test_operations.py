@@ -132,6 +132,45 @@ def test_sighup_applies_a_new_config_without_dropping_kernels(kpoold):
     assert pools_by_name(d)["fake"]["size"] == 3
 
 
+def test_a_resize_by_reload_keeps_a_default_pools_warm_kernels_and_zygote(kpoold):
+    """Issue #38: a pool that sets no launcher (auto: forked ipykernels) and leaves every key at
+    its default kept nothing over a SIGHUP that only resized it. Only a change to what kernels
+    are started with replaces them (and the zygote)."""
+    d = kpoold("""
+        [pools.py]
+        kernelspec = "python3"
+        size = 1
+    """)
+    d.wait_warm("py", 1, timeout=90)
+    wait_until(lambda: pools_by_name(d)["py"].get("zygote", {}).get("ready"), timeout=60, what="the zygote")
+    (kept,) = warm_pids(d, "py")
+    zygote = pools_by_name(d)["py"]["zygote"]["pid"]
+    rewrite_config(d, """
+        [pools.py]
+        kernelspec = "python3"
+        size = 3
+    """)
+    d.proc.send_signal(signal.SIGHUP)
+    d.wait_warm("py", 3, timeout=90)
+    assert kept in warm_pids(d, "py")
+    assert pools_by_name(d)["py"]["zygote"]["pid"] == zygote
+    resized = [line for line in d.log_text().splitlines() if "pool py reconfigured: size 1 -> 3" in line]
+    assert resized and not any("replaced" in line for line in resized), resized
+    # A change to what kernels are started with: a fresh zygote and fresh kernels.
+    rewrite_config(d, """
+        [pools.py]
+        kernelspec = "python3"
+        size = 3
+        startup_code = "import json"
+    """)
+    d.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: len(warm_pids(d, "py")) == 3 and kept not in warm_pids(d, "py"), timeout=90,
+               what="the warm kernels replaced")
+    wait_until(lambda: (pools_by_name(d)["py"].get("zygote") or {}).get("pid") not in (None, zygote), timeout=60,
+               what="a fresh zygote")
+    assert "pool py reconfigured: size 3 -> 3; warm kernels replaced" in d.log_text()
+
+
 def test_a_reload_that_changes_the_kernelspec_replaces_warm_kernels(kpoold):
     d = kpoold("""
         [pools.p]
