@@ -5,6 +5,7 @@
 #include "kpool/version.hpp"
 #include "notebook/nbformat.hpp"
 #include "params/translators.hpp"
+#include "protocol/pool_names.hpp"
 #include "runner/local_kernel.hpp"
 #include "runner/notebook_engine.hpp"
 #include "runner/notebook_files.hpp"
@@ -61,21 +62,29 @@ pool_choice choose_pool(client::daemon_set& daemons, const run_options& options,
     }
     const json pools = status->value("pools", json::array());
     std::string names;
+    std::vector<protocol::pool_summary> serving;
     for (const json& p : pools) {
         if (p.value("removed", false)) {
             continue;
         }
         const std::string name = p.value("name", "");
         names += (names.empty() ? "" : ", ") + name + " (kernelspec " + p.value("kernelspec", "") + ")";
-        const bool match = !options.pool.empty() ? name == options.pool
-                                                 : p.value("kernelspec", "") == wanted_kernel;
-        if (match) {
-            const json& lang = p.value("language", json());
-            return {name, p.value("kernelspec", ""), lang.is_string() ? lang.get<std::string>() : "", ""};
+        serving.push_back({name, p.value("kernelspec", ""), p.value("warm", 0)});
+    }
+    // --pool, -k and the notebook's kernelspec name a kernel by the one rule of every client.
+    const std::string& wanted = !options.pool.empty() ? options.pool : wanted_kernel;
+    if (const auto chosen = protocol::resolve_pool_name(wanted, serving)) {
+        for (const json& p : pools) {
+            if (p.value("name", "") == *chosen && !p.value("removed", false)) {
+                const json& lang = p.value("language", json());
+                return {*chosen, p.value("kernelspec", ""), lang.is_string() ? lang.get<std::string>() : "", ""};
+            }
         }
     }
     if (!options.pool.empty()) {
-        throw failure{run_outcome::bad_input, "kpoold has no pool '" + options.pool + "'; its pools: " + names};
+        throw failure{run_outcome::bad_input, "kpoold has no pool '" + options.pool +
+                                                  "' nor one that serves kernelspec '" + options.pool +
+                                                  "'; its pools: " + names};
     }
     if (wanted_kernel.empty()) {
         throw failure{run_outcome::bad_input,

@@ -163,6 +163,11 @@ result<run_body> parse_run_query(std::string_view query) {
     for_each_query_pair(query, [&](const std::string& name, const std::string& value) {
         if (name.empty()) {
             outcome = error{errc::bad_request, "a query parameter without a name"};
+        } else if (name == "kernel") { // reserved, as format: the kernel to run on
+            if (value.empty()) {
+                outcome = error{errc::bad_request, "'kernel' must name a pool or a kernelspec"};
+            }
+            out.kernel.kernel = value;
         } else if (name != "format") {
             out.parameters[name] = params::resolve_cli_value(value);
         }

@@ -37,8 +37,9 @@ struct run_body {
 // bad_request with a message that names the field.
 result<exec_body> parse_exec_body(std::string_view body);
 result<run_body> parse_run_body(std::string_view body);
-// GET /v1/run/{path}?a=1&b=x: every name but `format` a parameter, typed as `-p` types it;
-// `format=outputs` or `format=notebook`.
+// GET /v1/run/{path}?a=1&b=x: every name but `format` and `kernel` a parameter, typed as `-p`
+// types it; `format=outputs` or `format=notebook`; `kernel=NAME` the kernel to run on (a pool,
+// else a kernelspec: protocol/pool_names.hpp), as a POST body's "kernel".
 result<run_body> parse_run_query(std::string_view query);
 // Calls fn(name, value) for each `name=value` of a query string, both %-decoded.
 void for_each_query_pair(std::string_view query,

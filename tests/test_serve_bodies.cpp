@@ -66,6 +66,10 @@ TEST_SUITE("serve bodies") {
         CHECK(parse_run_query("=1").err().message == "a query parameter without a name");
         CHECK(parse_run_query("")->parameters.empty());
         CHECK(parse_run_query("a=%zz")->parameters["a"] == "%zz"); // not an escape: kept
+        const auto on = parse_run_query("a=1&kernel=py");
+        CHECK(on->kernel.kernel == "py");
+        CHECK(on->parameters.dump() == R"({"a":1})");
+        CHECK(parse_run_query("kernel=").err().message == "'kernel' must name a pool or a kernelspec");
     }
 
     TEST_CASE("kpoold's refused context op: 400 for the caller's directory, else 502") {

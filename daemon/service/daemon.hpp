@@ -122,6 +122,9 @@ private:
     void refill_after_acquire(const std::string& pool_name);
     // The pool clients may ask for by `name`, or nullptr (removed pools included).
     pool* active_pool(const std::string& name);
+    // The pool an acquire's "pool" names (protocol/pool_names.hpp: its name, else its kernelspec).
+    pool* pool_for_kernel_name(const std::string& name);
+    std::string unknown_kernel_name_reply(const std::string& name, const nlohmann::json& req_id) const;
     std::string unknown_pool_reply(const std::string& name, const nlohmann::json& req_id) const;
 
     // Binds the control socket, with its ZAP handler and CURVE key when the config asks.

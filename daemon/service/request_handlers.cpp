@@ -1,5 +1,6 @@
 // The control protocol's ops (protocol/PROTOCOL.md), dispatched through a table by op name.
 #include "daemon/service/daemon.hpp"
+#include "protocol/pool_names.hpp"
 
 #include "daemon/core/refill_delay.hpp"
 #include "daemon/loop/logging.hpp"
@@ -126,11 +127,12 @@ std::string daemon::op_acquire(const envelope& env, const protocol::control_requ
     if (!args) {
         return protocol::make_error_reply(args.err(), req.req_id);
     }
-    pool* found = active_pool(args->pool);
+    pool* found = pool_for_kernel_name(args->pool);
     if (found == nullptr) {
-        return unknown_pool_reply(args->pool, req.req_id);
+        return unknown_kernel_name_reply(args->pool, req.req_id);
     }
     pool& p = *found;
+    const std::string pool_name = p.config().name;
     std::string setup_code;
     std::optional<kernel_context> context;
     if (args->has_context()) {
@@ -148,7 +150,7 @@ std::string daemon::op_acquire(const envelope& env, const protocol::control_requ
         args->timeout_ms ? std::chrono::milliseconds(*args->timeout_ms) : protocol::default_acquire_timeout;
     const waiter_id waiter = m_next_waiter++;
     const auto now = clock::now();
-    pending_acquire pending{env, req.req_id, args->pool, now, std::move(setup_code), std::move(context)};
+    pending_acquire pending{env, req.req_id, pool_name, now, std::move(setup_code), std::move(context)};
     // Registered before asking the pool, which may answer through granted() right away.
     m_pending.emplace(waiter, pending);
     auto outcome = p.acquire(waiter, timeout, args->lease_s, now);
@@ -168,7 +170,7 @@ std::string daemon::op_acquire(const envelope& env, const protocol::control_requ
     // fork and launch work would otherwise take the CPU from the execute the client waits for
     // (measured from Python, 2 cores: an acquire with cwd/env took 15-23 ms, now 10-13 ms).
     if (!applies_context) {
-        refill_after_acquire(args->pool);
+        refill_after_acquire(pool_name);
     }
     return {};
 }
@@ -285,6 +287,26 @@ bool daemon::hand_over(pending_acquire pending, const kernel_entry& kernel) {
 pool* daemon::active_pool(const std::string& name) {
     auto it = m_pools.find(name);
     return it == m_pools.end() ? nullptr : it->second.get();
+}
+
+pool* daemon::pool_for_kernel_name(const std::string& name) {
+    std::vector<protocol::pool_summary> pools;
+    for (const auto& [pool_name, p] : m_pools) {
+        pools.push_back({pool_name, p->config().kernelspec, p->count(kernel_state::warm)});
+    }
+    const auto chosen = protocol::resolve_pool_name(name, pools);
+    return chosen ? active_pool(*chosen) : nullptr;
+}
+
+std::string daemon::unknown_kernel_name_reply(const std::string& name, const json& req_id) const {
+    std::string pools;
+    for (const auto& [pool_name, p] : m_pools) {
+        pools += (pools.empty() ? "" : ", ") + pool_name + " (kernelspec " + p->config().kernelspec + ")";
+    }
+    return protocol::make_error_reply(
+        {errc::unknown_pool, "no pool named '" + protocol::echo_safe(name) + "' nor one that serves kernelspec '" +
+                                 protocol::echo_safe(name) + "' (pools: " + (pools.empty() ? "none" : pools) + ")"},
+        req_id);
 }
 
 std::string daemon::unknown_pool_reply(const std::string& name, const json& req_id) const {
