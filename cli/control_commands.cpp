@@ -1,6 +1,7 @@
 // The commands that are one control op each: ping, status, kernelspecs, acquire, release,
 // signal, poll, resize, drain; and keygen, which makes a CURVE key pair.
 #include "cli/commands.hpp"
+#include "cli/duration.hpp"
 #include "cli/exit_status.hpp"
 #include "cli/format.hpp"
 #include "protocol/control.hpp"
@@ -136,11 +137,25 @@ int acquire_command(const invocation& inv) {
     json req{{"op", "acquire"}, {"pool", inv.words[0]}};
     std::chrono::milliseconds wait = protocol::default_acquire_timeout;
     if (auto it = inv.values.find("--timeout"); it != inv.values.end()) {
-        req["timeout_ms"] = number<std::int64_t>(it->second, "--timeout");
-        wait = std::chrono::milliseconds(req["timeout_ms"].get<std::int64_t>());
+        // A bare number stays milliseconds here, as it always was; say so, since every other
+        // command reads one as seconds.
+        const auto d = parse_duration(it->second, bare_unit::milliseconds, true);
+        if (!d) {
+            throw usage_error{duration_usage("--timeout", it->second, bare_unit::milliseconds)};
+        }
+        if (d->bare) {
+            std::fprintf(stderr, "kpool: note: --timeout %s is %s milliseconds; write %sms, or 5s for seconds\n",
+                         it->second.c_str(), it->second.c_str(), it->second.c_str());
+        }
+        req["timeout_ms"] = d->value.count();
+        wait = d->value;
     }
     if (auto it = inv.values.find("--lease"); it != inv.values.end()) {
-        req["lease_s"] = number<double>(it->second, "--lease");
+        const auto d = parse_duration(it->second, bare_unit::seconds);
+        if (!d) {
+            throw usage_error{duration_usage("--lease", it->second, bare_unit::seconds)};
+        }
+        req["lease_s"] = static_cast<double>(d->value.count()) / 1000;
     }
     if (auto it = inv.values.find("--cwd"); it != inv.values.end()) {
         req["cwd"] = it->second;

@@ -1,5 +1,6 @@
 // kpool exec: acquire, run one snippet, print as it comes, release.
 #include "cli/exec_command.hpp"
+#include "cli/duration.hpp"
 
 #include "cli/commands.hpp"
 #include "cli/exit_status.hpp"
@@ -104,7 +105,11 @@ int exec_command_line(const invocation& inv) {
         exec.cwd = it->second;
     }
     if (auto it = inv.values.find("--timeout"); it != inv.values.end()) {
-        exec.timeout_s = number<double>(it->second, "--timeout");
+        const auto d = parse_duration(it->second, bare_unit::seconds);
+        if (!d) {
+            throw usage_error{duration_usage("--timeout", it->second, bare_unit::seconds)};
+        }
+        exec.timeout_s = static_cast<double>(d->value.count()) / 1000;
     }
     exec.env = inv.env;
     exec.as_json = inv.as_json;

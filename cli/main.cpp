@@ -15,7 +15,7 @@ constexpr const char* usage_text = R"usage(usage: kpool [--endpoint E] [--server
   ping                          is kpoold there? (version, protocol)
   status [--json]               pools, counters and kernels
   kernelspecs [--json]          the kernelspecs kpoold can start
-  acquire POOL [--timeout MS] [--lease S] [--cwd DIR] [--env NAME=VALUE]... [--json]
+  acquire POOL [--timeout T] [--lease T] [--cwd DIR] [--env NAME=VALUE]... [--json]
                                 take a warm kernel; prints its connection file, e.g.
                                 jupyter console --existing "$(kpool acquire python3)"
   release KERNEL_ID             shut an acquired kernel down
@@ -28,13 +28,17 @@ constexpr const char* usage_text = R"usage(usage: kpool [--endpoint E] [--server
   run INPUT OUTPUT [-p NAME VALUE]... [options]
                                 run a notebook, parameterized as papermill does
                                 (kpool run --help lists the options)
-  exec [--pool P] [--cwd DIR] [--env NAME=VALUE]... [--timeout S] [--json] CODE|-
+  exec [--pool P] [--cwd DIR] [--env NAME=VALUE]... [--timeout T] [--json] CODE|-
                                 run CODE (or stdin) in a warm kernel of pool P (default
                                 python3): its output here, the kernel released afterwards;
                                 exit 1 if it raised, 130 interrupted, 138 the kernel died
   serve [--listen HOST:PORT] [options]
                                 an HTTP front door: each request on a fresh warm kernel
                                 (kpool serve --help lists the endpoints and options)
+
+Durations (T) take a unit, the same for every command: 500ms, 5s, 1.5m, 2h. A bare number
+keeps its old meaning: milliseconds for acquire --timeout, seconds everywhere else.
+POOL names a kernel: a pool of that name, else a pool that serves that kernelspec.
 
 The endpoint defaults to $KPOOL_ENDPOINT, else kpoold's default for this user. Several daemons:
 a comma-separated list, or dns:NAME:PORT (every address of NAME). Then acquire (and exec, run)
@@ -50,7 +54,7 @@ constexpr command command_table[] = {
     {"ping", "ping", 0, 0, opt_json, false, ping_command},
     {"status", "status [--json]", 0, 0, opt_json, false, status_command},
     {"kernelspecs", "kernelspecs [--json]", 0, 0, opt_json, false, kernelspecs_command},
-    {"acquire", "acquire POOL [--timeout MS] [--lease S] [--cwd DIR] [--env N=V]... [--json]", 1, 1,
+    {"acquire", "acquire POOL [--timeout T] [--lease T] [--cwd DIR] [--env N=V]... [--json]", 1, 1,
      opt_json | opt_timeout | opt_lease | opt_cwd | opt_env, false, acquire_command},
     {"release", "release KERNEL_ID", 1, 1, opt_json, false, release_command},
     {"signal", "signal KERNEL_ID SIGNAL", 2, 2, opt_json, false, signal_command},
@@ -58,7 +62,7 @@ constexpr command command_table[] = {
     {"resize", "resize POOL SIZE", 2, 2, opt_json, false, resize_command},
     {"drain", "drain POOL", 1, 1, opt_json, false, drain_command},
     {"keygen", "keygen SECRET_KEY_FILE", 1, 1, 0, false, keygen_command},
-    {"exec", "exec [--pool P] [--cwd DIR] [--env N=V]... [--timeout S] [--json] CODE|-", 1, 1,
+    {"exec", "exec [--pool P] [--cwd DIR] [--env N=V]... [--timeout T] [--json] CODE|-", 1, 1,
      opt_json | opt_timeout | opt_cwd | opt_env | opt_pool, false, exec_command_line},
     {"run", "run INPUT OUTPUT [options] (kpool run --help)", 0, 0, 0, true, run_command_line},
     {"serve", "serve [options] (kpool serve --help)", 0, 0, 0, true, serve_command_line},

@@ -1,5 +1,6 @@
 // kpool run: arguments, parameter merging, and running many notebooks N at a time.
 #include "cli/run_command.hpp"
+#include "cli/duration.hpp"
 
 #include "cli/commands.hpp"
 #include "cli/exit_status.hpp"
@@ -46,16 +47,12 @@ struct parsed_run {
     std::vector<std::pair<std::string, std::string>> typed, raw;
 };
 
-double seconds(const std::string& text, const std::string& what) {
-    try {
-        std::size_t used = 0;
-        const double v = std::stod(text, &used);
-        if (used == text.size() && v > 0) {
-            return v;
-        }
-    } catch (const std::exception&) {
+// papermill's seconds, or a duration with its unit (cli/duration.hpp).
+std::chrono::milliseconds seconds(const std::string& text, const std::string& what) {
+    if (const auto d = parse_duration(text, bare_unit::seconds)) {
+        return d->value;
     }
-    throw usage_failure{what + " takes a number of seconds above 0, not '" + text + "'"};
+    throw usage_failure{duration_usage(what, text, bare_unit::seconds)};
 }
 
 int exit_status_of(runner::run_outcome outcome) {
@@ -69,10 +66,6 @@ int exit_status_of(runner::run_outcome outcome) {
     case runner::run_outcome::kernel_died: return exit_status::kernel_died;
     }
     return exit_status::failed;
-}
-
-std::chrono::milliseconds to_ms(double s) {
-    return std::chrono::milliseconds(static_cast<std::int64_t>(s * 1000));
 }
 
 // Python logging's levels, which papermill's --log-level takes by name.
@@ -180,9 +173,9 @@ parsed_run parse(const std::vector<std::string>& args) {
                                     r.log_level + "'"};
             }
         } else if (a == "--start-timeout" || a == "--start_timeout") {
-            r.options.start_timeout = to_ms(seconds(next(), a));
+            r.options.start_timeout = seconds(next(), a);
         } else if (a == "--execution-timeout") {
-            r.options.execution_timeout = to_ms(seconds(next(), a));
+            r.options.execution_timeout = seconds(next(), a);
         } else if (a == "--report-mode") {
             r.options.report_mode = true;
         } else if (a == "--no-report-mode") {

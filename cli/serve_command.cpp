@@ -1,5 +1,6 @@
 // `kpool serve`: the HTTP front door's command line: options, the token, then serve/'s loop.
 #include "cli/commands.hpp"
+#include "cli/duration.hpp"
 #include "cli/exit_status.hpp"
 #include "client/daemon_set.hpp"
 #include "config/config.hpp"
@@ -87,6 +88,18 @@ double positive(const std::string& text, const std::string& option) {
         throw bad_usage(option + " needs a positive number, not '" + text + "'");
     }
     return v;
+}
+
+// Seconds, or a duration with its unit (cli/duration.hpp).
+std::chrono::milliseconds duration(const std::string& text, const std::string& option, bool allow_zero = false) {
+    if (const auto d = parse_duration(text, bare_unit::seconds, allow_zero)) {
+        return d->value;
+    }
+    throw bad_usage(duration_usage(option, text, bare_unit::seconds));
+}
+
+std::chrono::seconds whole_seconds(const std::string& text, const std::string& option, bool allow_zero = false) {
+    return std::chrono::duration_cast<std::chrono::seconds>(duration(text, option, allow_zero));
 }
 
 std::string first_line_of(const std::string& path) {
@@ -201,7 +214,7 @@ serve::serve_options parse(const std::vector<std::string>& args, std::string& co
         } else if (a == "--no-token") {
             no_token_given = true;
         } else if (a == "--queue-timeout") {
-            o.queue_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(positive(value(), a) * 1000));
+            o.queue_timeout = duration(value(), a);
         } else if (a == "--max-queue") {
             o.max_queue = static_cast<std::size_t>(positive(value(), a));
         } else if (a == "--spares") {
@@ -216,7 +229,7 @@ serve::serve_options parse(const std::vector<std::string>& args, std::string& co
         } else if (a == "--key") {
             o.key_file = value();
         } else if (a == "--stop-grace") {
-            o.stop_grace = std::chrono::milliseconds(static_cast<std::int64_t>(positive(value(), a) * 1000));
+            o.stop_grace = duration(value(), a);
         } else if (a == "--max-body") {
             o.max_body = static_cast<std::size_t>(positive(value(), a));
         } else if (a == "--max-header") {
@@ -224,18 +237,17 @@ serve::serve_options parse(const std::vector<std::string>& args, std::string& co
         } else if (a == "--max-connections") {
             o.max_connections = static_cast<std::size_t>(positive(value(), a));
         } else if (a == "--resolve-every") {
-            o.resolve_every = std::chrono::milliseconds(static_cast<std::int64_t>(positive(value(), a) * 1000));
+            o.resolve_every = duration(value(), a);
         } else if (a == "--cull-idle-timeout") {
-            const std::string& v = value();
-            o.gateway.cull_idle_timeout = std::chrono::seconds(v == "0" ? 0 : static_cast<std::int64_t>(positive(v, a)));
+            o.gateway.cull_idle_timeout = whole_seconds(value(), a, true);
         } else if (a == "--cull-interval") {
-            o.gateway.cull_interval = std::chrono::seconds(static_cast<std::int64_t>(positive(value(), a)));
+            o.gateway.cull_interval = std::max(std::chrono::seconds(1), whole_seconds(value(), a));
         } else if (a == "--cull-connected") {
             o.gateway.cull_connected = true;
         } else if (a == "--cull-busy") {
             o.gateway.cull_busy = true;
         } else if (a == "--kernel-lease") {
-            o.gateway.kernel_lease = std::chrono::seconds(std::max<std::int64_t>(3, static_cast<std::int64_t>(positive(value(), a))));
+            o.gateway.kernel_lease = std::max(std::chrono::seconds(3), whole_seconds(value(), a));
         } else if (a == "--env-whitelist") {
             std::stringstream names(value());
             for (std::string name; std::getline(names, name, ',');) {

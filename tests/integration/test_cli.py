@@ -74,10 +74,30 @@ def test_daemon_errors_are_reported_with_their_code(kpoold):
     r = kpool(d, "acquire", "nope")
     assert r.returncode == 1 and r.stderr.startswith(
         "kpool: unknown_pool: no pool named 'nope' nor one that serves kernelspec 'nope' (pools: "), r.stderr
-    r = kpool(d, "acquire", "hang", "--timeout", "300")
+    r = kpool(d, "acquire", "hang", "--timeout", "300ms")
     assert r.returncode == 1 and r.stderr.startswith("kpool: timeout: ")
     r = kpool(d, "acquire", "fake", "--cwd", "relative")
     assert r.returncode == 1 and "bad_request" in r.stderr
+
+
+def test_durations_take_a_unit_and_bare_numbers_keep_their_old_meaning(kpoold):
+    """Issue #38: acquire's --timeout was milliseconds, exec's and run's seconds. A unit now
+    means the same everywhere; a bare number keeps each option's old unit (acquire says so)."""
+    d = kpoold(POOLS)
+    for timeout, low, high in (("300ms", 0.2, 2.5), ("1.5s", 1.3, 4), ("300", 0.2, 2.5)):
+        start = time.monotonic()
+        r = kpool(d, "acquire", "hang", "--timeout", timeout)
+        took = time.monotonic() - start
+        assert r.returncode == 1 and r.stderr.count("kpool: timeout: ") == 1, r.stderr
+        assert low < took < high, (timeout, took)
+        assert ("kpool: note: --timeout 300 is 300 milliseconds" in r.stderr) == (timeout == "300"), r.stderr
+    r = kpool(d, "acquire", "fake", "--timeout", "5s", "--lease", "2m", "--json")
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert kpool(d, "release", json.loads(r.stdout)["kernel_id"]).returncode == 0
+    for args in (["acquire", "fake", "--timeout", "5sec"], ["exec", "--timeout", "-1", "1"],
+                 ["acquire", "fake", "--lease", "0"]):
+        r = kpool(d, *args)
+        assert r.returncode == 2 and "takes a duration such as 500ms, 5s, 1.5m or 2h" in r.stderr, (args, r.stderr)
 
 
 def test_usage_errors(kpoold):
