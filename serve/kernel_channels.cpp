@@ -31,6 +31,12 @@ kernel_channels::kernel_channels(uv_loop_t* loop, zmq::context_t& zmq, const pro
         s->set(zmq::sockopt::linger, 0);
         if (type == zmq::socket_type::sub) {
             s->set(zmq::sockopt::subscribe, "");
+        } else {
+            // One routing id for shell, control and stdin, as jupyter_client gives them the
+            // session's: ipykernel sends an input_request (input(), getpass, pdb) on its stdin
+            // ROUTER to the identity of the shell request's sender, so with two different ids
+            // it went to nobody and the kernel waited for ever.
+            s->set(zmq::sockopt::routing_id, m_session);
         }
         s->connect(info.endpoint(number));
         const auto at = static_cast<std::size_t>(port);

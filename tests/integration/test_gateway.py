@@ -170,6 +170,26 @@ def stdout_of(iopub):
     return "".join(m["content"]["text"] for m in iopub if m["msg_type"] == "stream")
 
 
+def test_input_and_getpass_prompts_reach_the_websocket_and_are_answered(serve):
+    """Issue #37: ipykernel sends input_request on stdin to the identity of the shell request's
+    sender; kpool serve's shell and stdin sockets had different ones, and input() hung."""
+    s = serve()
+    ks = KernelSocket(s, start_kernel(s)["id"])
+    ks.wait_ready()
+    for code, prompt, password in (("x = input('name? ')\nprint('hello', x)", "name? ", False),
+                                   ("import getpass\nx = getpass.getpass('pw: ')\nprint('hello', x)", "pw: ", True)):
+        msg_id = ks.send("execute_request", {"code": code, "silent": False, "store_history": True,
+                                             "user_expressions": {}, "allow_stdin": True, "stop_on_error": True})
+        request = ks.until(lambda m: m["msg_type"] == "input_request")[-1]
+        assert request["channel"] == "stdin" and request["parent_header"]["msg_id"] == msg_id
+        assert request["content"] == {"prompt": prompt, "password": password}
+        ks.send("input_reply", {"value": "kpool"}, channel="stdin")
+        msgs = ks.until(lambda m: m["msg_type"] == "execute_reply" and m["parent_header"].get("msg_id") == msg_id)
+        assert msgs[-1]["content"]["status"] == "ok"
+        assert "hello kpool" in stdout_of(msgs)
+    ks.close()
+
+
 def test_kernelspecs_are_the_pools_with_their_specs_and_resources(serve):
     s = serve()
     specs = requests.get(s.url + "/api/kernelspecs", timeout=30).json()
