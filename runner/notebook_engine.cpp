@@ -71,6 +71,7 @@ void notebook_engine::on_executed(const jupyter::execution& done) {
     if (!done.reply.is_null()) {
         cell["metadata"]["execution"]["shell.execute_reply"] = message_time(done.reply_header);
     }
+    m_cut_off = done.kernel_died || done.cancelled || done.timed_out;
     if (done.kernel_died) {
         // papermill: the cell stays "completed", no markers, exit 138 (DeadKernelError).
         m_stop = {run_outcome::kernel_died, "the kernel died while running cell " + std::to_string(index)};

@@ -75,6 +75,9 @@ public:
     const stop_reason& stop() const { return m_stop; }
     // The cell that raised (and stopped the run), or -1.
     long failed_cell() const { return m_failed; }
+    // Whether the cells ran as far as they go without the run being cut off (by a timeout, a
+    // dead kernel or an interrupt): papermill asks the kernel for its language_info only then.
+    bool ran_through() const { return !m_cut_off; }
 
     // papermill's notebook_complete and, after a cell that raised, the error marker cells.
     void finish(wall_clock::time_point start, wall_clock::time_point now);
@@ -89,6 +92,7 @@ private:
     stop_reason m_stop;
     long m_failed = -1;
     bool m_stopped_clean = false; // sys.exit(0): no more cells, the run succeeds
+    bool m_cut_off = false;       // a timeout, a dead kernel or an interrupt ended the run
 };
 
 } // namespace kpool::runner

@@ -388,15 +388,18 @@ run_result run_notebook(client::daemon_set& daemons, const run_options& options,
         }
         jupyter::kernel_handle& kernel = *kernel_owner;
         say(20, "Executing notebook with kernel: " + pool.kernel_name);
-        if (auto info = kernel.kernel_info().find("language_info"); info != kernel.kernel_info().end()) {
-            nb["metadata"]["language_info"] = *info;
-        }
         const auto start = wall_clock::now();
         notebook_start(nb, start);
         save();
         cell_executor cells(nb, options, log, kernel, files);
         const stop_reason stop = cells.run_all(save);
         notebook_engine& engine = cells.engine();
+        // As papermill: the kernel's language_info once the cells have run (an error cell
+        // included); a run cut off by a timeout, a dead kernel or Ctrl-C keeps the input's.
+        if (auto info = kernel.kernel_info().find("language_info");
+            engine.ran_through() && info != kernel.kernel_info().end()) {
+            nb["metadata"]["language_info"] = *info;
+        }
         if (!stop.message.empty()) {
             say(40, "kpool: " + input_name + ": " + stop.message);
         } else if (stop.outcome == run_outcome::cell_failed && engine.failed_cell() >= 0 &&

@@ -348,6 +348,9 @@ def test_how_a_run_ends_is_recorded_as_papermill_records_it(daemon, tmp_path, co
         for _, nb in results:
             nb["cells"][1]["execution_count"] = None
     assert_same(results)
+    # The kernel's language_info only for a run not cut off, the input's otherwise (issue #38).
+    (_, pnb), (_, knb) = results
+    assert knb["metadata"]["language_info"] == pnb["metadata"]["language_info"]
 
 
 def test_parameters_are_typed_and_recorded_as_papermill_does(daemon, tmp_path):
