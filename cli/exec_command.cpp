@@ -45,7 +45,8 @@ void show(const json& output) {
 int exec_command(client::daemon_set& daemons, const exec_options& options) {
     catch_stop_signals();
     client::acquire_request request{.pool = options.pool, .cwd = options.cwd, .env = options.env,
-                            .lease_s = std::nullopt, .wait = protocol::default_acquire_timeout};
+                                    .lease_s = std::nullopt, .wait = protocol::default_acquire_timeout,
+                                    .memory_history = true}; // one snippet: nothing for the user's history
     if (options.timeout_s) {
         // Should this process be killed outright, the kernel still comes back soon after.
         request.lease_s = *options.timeout_s + 60;

@@ -30,6 +30,9 @@ leased_kernel::acquire(daemon_set& daemons, const acquire_request& request) {
     if (request.lease_s) {
         req["lease_s"] = *request.lease_s;
     }
+    if (request.memory_history) {
+        req["history"] = "memory";
+    }
     auto answer = daemons.acquire(req, request.wait + control_timeout);
     auto& reply = answer.reply;
     if (!reply) {

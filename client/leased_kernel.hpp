@@ -21,6 +21,8 @@ struct acquire_request {
     std::map<std::string, std::string> env;
     std::optional<double> lease_s;
     std::chrono::milliseconds wait = protocol::default_acquire_timeout; // for a warm kernel
+    // An IPython kernel's history in memory (a one-shot run, as papermill's kernels keep it).
+    bool memory_history = false;
 };
 
 // Why no kernel: kpoold said no (or the kernel it gave was unusable), or no daemon answered.

@@ -50,6 +50,18 @@ status only_fields(const json& body, std::initializer_list<std::string_view> all
     return ok_status();
 }
 
+// "history": "memory" or "file" (the default).
+result<bool> memory_history_field(const json& body) {
+    auto it = body.find("history");
+    if (it == body.end()) {
+        return false;
+    }
+    if (!it->is_string() || (*it != "memory" && *it != "file")) {
+        return bad("field 'history' must be \"memory\" or \"file\"");
+    }
+    return *it == "memory";
+}
+
 result<std::string> required_string(const json& body, const char* name) {
     auto it = body.find(name);
     if (it == body.end()) {
@@ -167,7 +179,7 @@ status parse_context_fields(const json& body, std::optional<std::string>& cwd,
 } // namespace
 
 result<acquire_args> parse_acquire(const json& body) {
-    if (auto st = only_fields(body, {"op", "req_id", "pool", "timeout_ms", "lease_s", "cwd", "env"});
+    if (auto st = only_fields(body, {"op", "req_id", "pool", "timeout_ms", "lease_s", "cwd", "env", "history"});
         !st) {
         return st.err();
     }
@@ -195,6 +207,11 @@ result<acquire_args> parse_acquire(const json& body) {
     if (auto st = parse_context_fields(body, args.cwd, args.env); !st) {
         return st.err();
     }
+    auto history = memory_history_field(body);
+    if (!history) {
+        return history.err();
+    }
+    args.memory_history = *history;
     return args;
 }
 
@@ -245,19 +262,24 @@ result<renew_args> parse_renew(const json& body) {
 }
 
 result<context_args> parse_context(const json& body) {
-    if (auto st = only_fields(body, {"op", "req_id", "kernel_id", "cwd", "env"}); !st) {
+    if (auto st = only_fields(body, {"op", "req_id", "kernel_id", "cwd", "env", "history"}); !st) {
         return st.err();
     }
     auto id = required_string(body, "kernel_id");
     if (!id) {
         return id.err();
     }
-    context_args args{std::move(*id), std::nullopt, {}};
+    context_args args{std::move(*id), std::nullopt, {}, false};
     if (auto st = parse_context_fields(body, args.cwd, args.env); !st) {
         return st.err();
     }
-    if (!args.cwd && args.env.empty()) {
-        return bad("give 'cwd' or 'env' (or both)");
+    auto history = memory_history_field(body);
+    if (!history) {
+        return history.err();
+    }
+    args.memory_history = *history;
+    if (!args.cwd && args.env.empty() && !args.memory_history) {
+        return bad("give 'cwd', 'env' or 'history'");
     }
     return args;
 }

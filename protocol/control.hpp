@@ -54,7 +54,10 @@ struct acquire_args {
     // kernels with a working directory and extra environment).
     std::optional<std::string> cwd;
     std::map<std::string, std::string> env;
-    bool has_context() const { return cwd.has_value() || !env.empty(); }
+    // "history": "memory": an IPython kernel keeps its history in memory, as papermill and
+    // nbclient start theirs (--HistoryManager.hist_file=:memory:), not in the user's file.
+    bool memory_history = false;
+    bool has_context() const { return cwd.has_value() || !env.empty() || memory_history; }
 };
 // For release and poll: just a kernel id.
 struct kernel_args {
@@ -69,11 +72,12 @@ struct signal_args {
     std::string kernel_id;
     int signum = 0;
 };
-// For context: a leased kernel and the cwd/env to apply in it (at least one of them).
+// For context: a leased kernel and the cwd/env/history to apply in it (at least one of them).
 struct context_args {
     std::string kernel_id;
     std::optional<std::string> cwd;
     std::map<std::string, std::string> env;
+    bool memory_history = false; // as acquire's
 };
 
 // For resize (size set) and drain (size unset).

@@ -96,6 +96,10 @@ result<std::unique_ptr<local_kernel>> local_kernel::start(const request& req) {
 
     std::vector<std::string> argv = jupyter::format_argv(*spec, connection_file);
     argv.at(0) = *program;
+    // As nbclient starts an ipykernel (jupyter_client's KernelManager.ipykernel: these names).
+    if (spec->name == "python" || spec->name == "python2" || spec->name == "python3") {
+        argv.emplace_back("--HistoryManager.hist_file=:memory:");
+    }
     std::map<std::string, std::string> env = req.env;
     for (const auto& [name, value] : spec->env) {
         env[name] = jupyter::expand_env_value(value, req.env);

@@ -364,7 +364,8 @@ run_result run_notebook(client::daemon_set& daemons, const run_options& options,
         if (!pool.pool.empty()) {
             client::acquire_request request{.pool = pool.pool, .cwd = cwd.lexically_normal().string(),
                                             .env = std::move(env), .lease_s = std::nullopt,
-                                            .wait = options.start_timeout};
+                                            .wait = options.start_timeout,
+                                            .memory_history = true}; // as papermill's kernels
             auto acquired = client::leased_kernel::acquire(daemons, request);
             if (auto* f = std::get_if<client::acquire_failure>(&acquired)) {
                 throw failure{f->why == client::acquire_failure::kind::unreachable ? run_outcome::unreachable

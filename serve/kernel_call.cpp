@@ -48,6 +48,9 @@ void kernel_call::begin(const kernel_wish& wish) {
 void kernel_call::acquire() {
     const serve_options& o = m_owner.options();
     json request = {{"op", "acquire"}, {"pool", m_wish.pool}, {"timeout_ms", o.queue_timeout.count()}};
+    if (m_wish.memory_history) {
+        request["history"] = "memory"; // applied before the reply: no round trip of its own
+    }
     if (const auto lease = lease_for(m_wish)) {
         request["lease_s"] = *lease;
     }
@@ -129,7 +132,8 @@ void kernel_call::on_acquired(result<json> reply, std::size_t daemon) {
 
 void kernel_call::prepare(bool subscribed, int other_steps) {
     const unsigned attempt = m_attempt;
-    const bool context = !m_wish.cwd.empty() || !m_wish.env.empty();
+    // A spare was acquired before anyone knew what it was for: its history is moved here.
+    const bool context = !m_wish.cwd.empty() || !m_wish.env.empty() || (m_wish.memory_history && subscribed);
     m_steps_left = other_steps + (subscribed ? 0 : 1) + (context ? 1 : 0);
     if (m_steps_left == 0) {
         m_steps_left = 1;
@@ -144,6 +148,9 @@ void kernel_call::prepare(bool subscribed, int other_steps) {
         }
         if (!m_wish.env.empty()) {
             request["env"] = m_wish.env;
+        }
+        if (m_wish.memory_history) {
+            request["history"] = "memory";
         }
         m_owner.control_at(m_daemon, request, kernel_ready_timeout + control_margin,
                            [self = shared_from_this(), attempt](result<json> reply) {

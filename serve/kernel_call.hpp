@@ -28,6 +28,8 @@ struct kernel_wish {
     std::string cwd; // empty: the kernel's own
     std::map<std::string, std::string> env;
     std::optional<std::chrono::milliseconds> timeout; // the whole run's, for the lease
+    // A one-shot run's history, in memory as papermill's (protocol/PROTOCOL.md, "history").
+    bool memory_history = true;
 };
 
 class kernel_call : public std::enable_shared_from_this<kernel_call> {

@@ -25,6 +25,18 @@ TEST_SUITE("control") {
         REQUIRE(args.ok());
         CHECK_FALSE(args->timeout_ms.has_value());
         CHECK_FALSE(args->lease_s.has_value());
+        CHECK_FALSE(args->memory_history);
+    }
+
+    TEST_CASE("history: memory or file, on acquire and context") {
+        auto memory = parse_acquire(json{{"op", "acquire"}, {"pool", "p"}, {"history", "memory"}});
+        REQUIRE(memory.ok());
+        CHECK(memory->memory_history);
+        CHECK(memory->has_context());
+        CHECK_FALSE(parse_acquire(json{{"op", "acquire"}, {"pool", "p"}, {"history", "file"}})->memory_history);
+        CHECK(parse_acquire(json{{"op", "acquire"}, {"pool", "p"}, {"history", true}}).err().message ==
+              "field 'history' must be \"memory\" or \"file\"");
+        CHECK(parse_context(json{{"op", "context"}, {"kernel_id", "k"}, {"history", "memory"}})->memory_history);
     }
 
     TEST_CASE("replies carry ok, the req_id and error code and message") {
@@ -142,7 +154,7 @@ TEST_SUITE("control") {
         CHECK(ctx->cwd == "/w");
         CHECK(ctx->env.at("A") == "1");
         CHECK(parse_context(json{{"op", "context"}, {"kernel_id", "k"}, {"env", {{"A", "1"}}}})->cwd == std::nullopt);
-        CHECK(parse_context(json{{"op", "context"}, {"kernel_id", "k"}}).err().message == "give 'cwd' or 'env' (or both)");
+        CHECK(parse_context(json{{"op", "context"}, {"kernel_id", "k"}}).err().message == "give 'cwd', 'env' or 'history'");
         CHECK(parse_context(json{{"op", "context"}, {"kernel_id", "k"}, {"cwd", "w"}}).err().message ==
               "field 'cwd' must be an absolute path");
         CHECK(parse_context(json{{"op", "context"}, {"kernel_id", "k"}, {"env", {{"A=B", "1"}}}}).err().code ==

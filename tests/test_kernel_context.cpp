@@ -64,6 +64,13 @@ TEST_SUITE("kernel_context") {
             CHECK(has_builtin_context_snippet(language));
         }
         CHECK_FALSE(has_builtin_context_snippet("fake"));
+        CHECK(may_have_ipython_history("python"));
+        CHECK_FALSE(may_have_ipython_history("R"));
+        kernel_context history_only;
+        history_only.memory_history = true;
+        const std::string code = builtin_context_code("python", history_only).value();
+        CHECK(code.find("\nexec(\"\\ntry:\\n    from IPython import get_ipython") != std::string::npos);
+        CHECK(code.ends_with(", {})"));
         CHECK(builtin_context_code("scala", {}).err().message ==
               "kpool has no cwd/env snippet for language 'scala'");
     }

@@ -148,13 +148,51 @@ family family_of(const std::string& language) {
 
 } // namespace
 
+const char* const memory_history_python = R"(
+try:
+    from IPython import get_ipython
+    from IPython.core.history import HistoryManager
+    ip = get_ipython()
+except ImportError:
+    ip = None
+old = getattr(ip, "history_manager", None)
+if old is not None and old.hist_file != ":memory:":
+    if getattr(old, "save_thread", None) is not None:
+        old.save_thread.stop()
+    try:
+        with old.db:
+            old.db.execute("DELETE FROM sessions WHERE session = ?", (old.session_number,))
+        old.db.close()
+    except Exception:
+        pass
+    if old in ip.configurables:
+        ip.configurables.remove(old)
+    new = HistoryManager(shell=ip, parent=ip, hist_file=":memory:")
+    ip.configurables.append(new)
+    ip.history_manager = new
+    names = {"_ih": new.input_hist_parsed, "In": new.input_hist_parsed, "_oh": new.output_hist,
+             "Out": new.output_hist, "_dh": new.dir_hist}
+    ip.user_ns.update(names)
+    ip.user_ns_hidden.update(names)
+)";
+
+bool may_have_ipython_history(const std::string& language) { return family_of(language) == family::python; }
+
 bool has_builtin_context_snippet(const std::string& language) {
     return family_of(language) != family::none;
 }
 
 result<std::string> builtin_context_code(const std::string& language, const kernel_context& context) {
     switch (family_of(language)) {
-    case family::python: return render_context_snippet(python_template, context);
+    case family::python: {
+        std::string code = render_context_snippet(python_template, context);
+        if (context.memory_history) {
+            // After the cwd, so that the new _dh starts there; exec in a dict of its own leaves
+            // nothing in the user's namespace.
+            code += "\nexec(" + nlohmann::json(std::string(memory_history_python)).dump() + ", {})";
+        }
+        return code;
+    }
     case family::r: return r_code(context);
     case family::julia: return julia_code(context);
     case family::matlab: return matlab_code(context);

@@ -21,7 +21,19 @@ namespace kpool::daemon {
 struct kernel_context {
     std::optional<std::string> cwd;
     std::map<std::string, std::string> env;
+    // An IPython kernel's history moved to memory (a one-shot run's, as papermill's kernels):
+    // nothing of the run reaches the user's history.sqlite. No-op for other kernels.
+    bool memory_history = false;
 };
+
+// Python that moves a running IPython kernel's history to a fresh in-memory HistoryManager:
+// its sqlite session taken back out of the user's file, In/Out/_ih/_oh/_dh rebound. Run with
+// exec() in a namespace of its own; harmless where there is no IPython or it is done already.
+extern const char* const memory_history_python;
+
+// Whether kernels of `language` may have IPython's history (Python ones: ipykernel; in others,
+// such as xeus-python, memory_history_python finds no IPython shell and does nothing).
+bool may_have_ipython_history(const std::string& language);
 
 // Whether kpool has a built-in snippet for a kernelspec's `language` (case does not matter).
 bool has_builtin_context_snippet(const std::string& language);

@@ -330,6 +330,9 @@ void kernel_process::apply_context(const kernel_context& context, const std::str
     }
     begin_code(timeout, std::move(done));
     json content = {{"cwd", context.cwd ? json(*context.cwd) : json(nullptr)}, {"env", context.env}};
+    if (context.memory_history) {
+        content["python"] = memory_history_python; // run by the kernel after cwd and env
+    }
     m_control.send("kpool_context_request", std::move(content), [this](const protocol::wire_message& reply) {
         if (reply.msg_type() == "kpool_context_reply") {
             on_code_reply(reply);

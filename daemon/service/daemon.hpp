@@ -108,6 +108,9 @@ private:
     // False if the client could not be reached and the kernel was untouched (back to warm).
     bool hand_over(pending_acquire pending, const kernel_entry& kernel);
     bool send_acquire_reply(const pending_acquire& pending, const kernel_entry& kernel);
+    // What an acquire or context op asks of a pool's kernel (history only where it means something).
+    kernel_context wanted_context(const config::pool_config& pc, const std::optional<std::string>& cwd,
+                                  const std::map<std::string, std::string>& env, bool memory_history) const;
     // The code applying a client's cwd/env in the pool's kernels, or why there is none.
     result<std::string> context_code_for(const config::pool_config& pc,
                                          const kernel_context& context) const;

@@ -135,15 +135,16 @@ std::string daemon::op_acquire(const envelope& env, const protocol::control_requ
     const std::string pool_name = p.config().name;
     std::string setup_code;
     std::optional<kernel_context> context;
-    if (args->has_context()) {
+    const kernel_context wanted = wanted_context(p.config(), args->cwd, args->env, args->memory_history);
+    if (wanted.cwd || !wanted.env.empty() || wanted.memory_history) {
         // Rendered before a kernel is taken, so an impossible request costs the pool nothing.
-        auto code = context_code_for(p.config(), {args->cwd, args->env});
+        auto code = context_code_for(p.config(), wanted);
         if (!code) {
             return protocol::make_error_reply(code.err(), req.req_id);
         }
         setup_code = std::move(*code);
         if (p.config().context_snippet.empty()) {
-            context = kernel_context{args->cwd, args->env};
+            context = wanted;
         }
     }
     const auto timeout =
@@ -203,6 +204,15 @@ void daemon::refill_after_acquire(const std::string& pool_name) {
             reschedule();
         }
     });
+}
+
+kernel_context daemon::wanted_context(const config::pool_config& pc, const std::optional<std::string>& cwd,
+                                      const std::map<std::string, std::string>& env, bool memory_history) const {
+    // In-memory history is for IPython kernels only: anywhere else it asks for nothing, so it
+    // never makes an acquire fail for want of a snippet.
+    const auto& spec = kernelspec_of(pc);
+    const bool ipython = spec && pc.context_snippet.empty() && may_have_ipython_history(spec->spec.language);
+    return kernel_context{cwd, env, memory_history && ipython};
 }
 
 result<std::string> daemon::context_code_for(const config::pool_config& pc,
@@ -409,7 +419,10 @@ std::string daemon::op_context(const envelope& env, const protocol::control_requ
              "no running kernel '" + protocol::echo_safe(args->kernel_id) + "' held by a client"},
             req.req_id);
     }
-    const kernel_context context{args->cwd, args->env};
+    const kernel_context context = wanted_context(p->config(), args->cwd, args->env, args->memory_history);
+    if (!context.cwd && context.env.empty() && !context.memory_history) {
+        return protocol::make_ok_reply(json::object(), req.req_id); // history asked of a kernel that has none
+    }
     auto code = context_code_for(p->config(), context);
     if (!code) {
         return protocol::make_error_reply(code.err(), req.req_id);

@@ -190,6 +190,24 @@ def test_input_and_getpass_prompts_reach_the_websocket_and_are_answered(serve):
     ks.close()
 
 
+def test_a_notebook_servers_kernel_keeps_the_real_history_and_a_v1_exec_does_not(serve):
+    """Issue #38: one-shot runs (/v1, kpool run, kpool exec) keep IPython's history in memory
+    as papermill does; a notebook server's kernel keeps the user's history file."""
+    s = serve()
+    ks = KernelSocket(s, start_kernel(s)["id"])
+    ks.wait_ready()
+    iopub, reply = ks.execute("print(get_ipython().history_manager.hist_file)")
+    assert reply["status"] == "ok" and stdout_of(iopub).strip().endswith("history.sqlite")
+    ks.close()
+    spares = lambda: int(re.search(r"^kpool_serve_spare_kernels (\d+)", s.get("/metrics").text, re.M).group(1))
+    for spare in (False, True):  # a fresh kernel (history moved by the acquire), then a spare (by a context op)
+        if spare:
+            wait_until(lambda: spares() == 1, timeout=60, what="a spare kernel")
+        r = requests.post(s.url + "/v1/exec", json={"code": "print(get_ipython().history_manager.hist_file)"},
+                          timeout=60)
+        assert r.status_code == 200 and r.json()["outputs"][0]["text"] == [":memory:\n"], r.text
+
+
 def test_kernelspecs_are_the_pools_with_their_specs_and_resources(serve):
     s = serve()
     specs = requests.get(s.url + "/api/kernelspecs", timeout=30).json()

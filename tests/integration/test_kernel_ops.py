@@ -115,7 +115,7 @@ def test_the_context_op_refuses_clearly_and_leaves_the_kernel_to_its_holder(kpoo
     # Only a kernel handed out: a warm one is nobody's to change.
     assert d.rpc(op="context", kernel_id=warm_id, cwd="/tmp")["error"]["code"] == "unknown_kernel"
     r = d.acquire("python3")
-    assert d.rpc(op="context", kernel_id=r["kernel_id"])["error"]["message"] == "give 'cwd' or 'env' (or both)"
+    assert d.rpc(op="context", kernel_id=r["kernel_id"])["error"]["message"] == "give 'cwd', 'env' or 'history'"
     assert d.rpc(op="context", kernel_id=r["kernel_id"], cwd="rel")["error"]["code"] == "bad_request"
     bad = d.rpc(op="context", kernel_id=r["kernel_id"], cwd="/nonexistent/dir")
     assert bad["error"]["code"] == "bad_request" and "FileNotFoundError" in bad["error"]["message"]

@@ -395,3 +395,14 @@ def test_outputs_keep_integers_beyond_64_bits(daemon, tmp_path):
         "from IPython.display import JSON, display\ndisplay(JSON({'n': 2**70, 'm': [-2**80]}))")])
     assert_same(both(daemon, tmp_path, src))
     assert '"n": 1180591620717411303424' in (tmp_path / "out-kpool.ipynb").read_text()
+
+
+def test_the_history_is_kept_in_memory_as_papermills(daemon, tmp_path):
+    """Issue #38: papermill starts its kernels with --HistoryManager.hist_file=:memory:; kpool
+    run's pooled kernels had the user's history.sqlite, shared by every pooled kernel."""
+    src = write_nb(tmp_path / "history.ipynb", [
+        new_code_cell("x = 1"),
+        new_code_cell("hm = get_ipython().history_manager\nprint(hm.hist_file, hm.session_number)"),
+        new_code_cell("print(len(_ih), _ih[-1] == In[-1], [line for _, _, line in hm.get_range()])"),
+        new_code_cell("print(len(list(hm.search('*'))))")])
+    assert_same(both(daemon, tmp_path, src))
