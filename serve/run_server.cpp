@@ -38,10 +38,6 @@ int run_server(const serve_options& given, std::FILE* log) {
             const std::string access = written ? "token in " + written->path()
                                        : options.token.empty() ? std::string("no token")
                                                                : std::string("token required");
-            std::fprintf(log, "kpool serve: listening on %s://%s:%d/ (kpoold: %zu endpoint%s; %s)\n",
-                         options.cert_file.empty() ? "http" : "https", options.host.c_str(), s->port(), options.endpoints.size(),
-                         options.endpoints.size() == 1 ? "" : "s", access.c_str());
-            std::fflush(log);
             bool stopping = false;
             auto on_signal = [&](int) {
                 if (stopping) { // again: no more grace
@@ -57,6 +53,11 @@ int run_server(const serve_options& given, std::FILE* log) {
             };
             daemon::uv_signal sigint(&loop, SIGINT, on_signal);
             daemon::uv_signal sigterm(&loop, SIGTERM, on_signal);
+            // Said once the signals are ours: a caller may stop us as soon as it reads this line.
+            std::fprintf(log, "kpool serve: listening on %s://%s:%d/ (kpoold: %zu endpoint%s; %s)\n",
+                         options.cert_file.empty() ? "http" : "https", options.host.c_str(), s->port(), options.endpoints.size(),
+                         options.endpoints.size() == 1 ? "" : "s", access.c_str());
+            std::fflush(log);
             uv_run(&loop, UV_RUN_DEFAULT);
             s.reset();
         }
