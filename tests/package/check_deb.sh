@@ -40,7 +40,7 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 /usr/bin/kpool --endpoint "$endpoint" ping
-reply=$(/usr/bin/kpool --endpoint "$endpoint" acquire python3 --timeout 60000 --json)
+reply=$(/usr/bin/kpool --endpoint "$endpoint" acquire python3 --timeout 60s --json)
 field() { /usr/bin/python3 -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$reply" "$1"; }
 file=$(field connection_file)
 id=$(field kernel_id)
