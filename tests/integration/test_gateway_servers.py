@@ -69,7 +69,7 @@ class NotebookServer:
     def _answers(self):
         try:
             return requests.get(self.url + "/api", headers=self.headers, timeout=2).ok
-        except requests.ConnectionError:
+        except (requests.ConnectionError, requests.Timeout):  # not listening yet, or still busy starting
             return False
 
     def log(self):
