@@ -259,13 +259,14 @@ class Daemon:
             assert not os.path.exists(path + ".lock"), "lock file left"
 
 
-def module_daemon(tmp_path_factory, kernelspec_path, pools, name):
-    """For a module-scoped fixture (`yield from`): one kpoold with two warm python3 kernels,
-    checked for leaked kernels, files and sockets when it stops."""
+def module_daemon(tmp_path_factory, kernelspec_path, pools, name, warm=("python3", 2)):
+    """For a module-scoped fixture (`yield from`): one kpoold, once `warm` = (pool, kernels) are
+    warm (two python3 ones by default), checked for leaked kernels, files and sockets when it
+    stops."""
     d = Daemon(str(tmp_path_factory.mktemp(name)), pools, env={"JUPYTER_PATH": kernelspec_path})
     d.start()
     try:
-        d.wait_warm("python3", 2, timeout=60)
+        d.wait_warm(warm[0], warm[1], timeout=90)
         yield d
         assert d.stop() == 0, d.log_text()
         d.assert_no_leaks()

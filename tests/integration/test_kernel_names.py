@@ -12,7 +12,7 @@ import pytest
 import requests
 from nbformat.v4 import new_code_cell, new_notebook
 
-from conftest import Daemon, wait_until
+from conftest import module_daemon, wait_until
 from test_serve import JSON, KPOOL, Serve
 
 POOLS = """
@@ -30,16 +30,7 @@ WHICH = "import os; print(os.environ.get('KPOOL_TEST_POOL', 'py'))"
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory, kernelspec_path):
-    d = Daemon(str(tmp_path_factory.mktemp("kernel-names")), POOLS, env={"JUPYTER_PATH": kernelspec_path})
-    d.start()
-    try:
-        d.wait_warm("py", 1, timeout=90)
-        yield d
-        assert d.stop() == 0, d.log_text()
-        d.assert_no_leaks()
-    finally:
-        if d.proc is not None and d.proc.poll() is None:
-            d.proc.kill()
+    yield from module_daemon(tmp_path_factory, kernelspec_path, POOLS, "kernel-names", warm=("py", 1))
 
 
 def kpool(d, *args, cwd=None):
