@@ -10,7 +10,10 @@
 //   fetch   a request without Origin that a browser marks cross-site or same-site
 //           (Sec-Fetch-Site: an <img>, a link, a form navigation) is refused, 403;
 //   body    POST, PUT and PATCH must say Content-Type: application/json, else 415, so no
-//           "simple" cross-site request (text/plain, a form) reaches a handler.
+//           "simple" cross-site request (text/plain, a form) reaches a handler; unless they
+//           carry `Authorization: token|Bearer ...`, which no page can send another origin
+//           without a preflight (refused above) and no browser adds by itself. JupyterLab's
+//           client library posts JSON as text/plain with its token that way.
 #pragma once
 
 #include "serve/http_response.hpp"
@@ -40,6 +43,7 @@ struct door_request {
     std::optional<std::string> origin;
     std::optional<std::string> content_type;
     std::optional<std::string> sec_fetch_site;
+    std::optional<std::string> authorization;
 };
 
 // nullopt: the request may go on to routing; else its answer (403 or 415, a JSON error).

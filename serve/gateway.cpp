@@ -68,7 +68,7 @@ json resources_of(const std::string& name, const std::string& dir) {
 } // namespace
 
 gateway::gateway(server& owner)
-    : m_owner(owner), m_reaper(owner.loop()), m_cull_timer(owner.loop()), m_poll_timer(owner.loop()),
+    : m_owner(owner), m_sessions(*this, owner.options().root), m_reaper(owner.loop()), m_cull_timer(owner.loop()), m_poll_timer(owner.loop()),
       m_renew_timer(owner.loop()) {
     const gateway_options& o = owner.options().gateway;
     if (o.cull_idle_timeout.count() > 0) {
@@ -101,6 +101,12 @@ void gateway::handle(exchange_ptr ex, const do_gateway& g) {
         return resource(std::move(ex), g);
     case gateway_action::start_kernel:
         return start(std::move(ex), g);
+    case gateway_action::list_sessions:
+    case gateway_action::create_session:
+    case gateway_action::get_session:
+    case gateway_action::update_session:
+    case gateway_action::delete_session:
+        return m_sessions.handle(std::move(ex), g);
     case gateway_action::list_kernels: {
         json list = json::array();
         for (const auto& [id, h] : m_kernels) {
@@ -270,11 +276,6 @@ void gateway::release(const kernel_lease& lease, std::function<void()> done) {
 
 void gateway::start(exchange_ptr ex, const do_gateway& g) {
     const gateway_options& o = m_owner.options().gateway;
-    if (o.max_kernels > 0 && m_kernels.size() + m_starts >= o.max_kernels) {
-        return answer(ex, error_response(403, "resource_limit",
-                                         "kpool serve holds " + std::to_string(o.max_kernels) + " kernels (--max-kernels)"));
-    }
-    const std::string name = g.name.empty() ? m_owner.options().default_kernel : g.name;
     // As Kernel Gateway: KERNEL_* and the allowed variables only; the server's own environment
     // (and its secrets) never reaches a kernel this way.
     std::map<std::string, std::string> env;
@@ -297,29 +298,53 @@ void gateway::start(exchange_ptr ex, const do_gateway& g) {
                                             protocol::echo_safe(it->second));
         }
     }
+    launch(ex, g.name, cwd, env, [this, ex](std::optional<std::string> id, http_response refusal) {
+        if (!id) {
+            return answer(ex, std::move(refusal));
+        }
+        http_response r = json_response(201, *kernel_model(*id));
+        r.headers.emplace_back("location", "/api/kernels/" + *id);
+        answer(ex, std::move(r));
+    });
+}
+
+void gateway::launch(const exchange_ptr& ex, const std::string& kernel_name, const std::string& cwd,
+                     const std::map<std::string, std::string>& env, launched_fn done) {
+    const gateway_options& o = m_owner.options().gateway;
+    if (o.max_kernels > 0 && m_kernels.size() + m_starts >= o.max_kernels) {
+        return done(std::nullopt, error_response(403, "resource_limit", "kpool serve holds " +
+                                                                            std::to_string(o.max_kernels) +
+                                                                            " kernels (--max-kernels)"));
+    }
+    const std::string name = kernel_name.empty() ? m_owner.options().default_kernel : kernel_name;
     ++m_starts;
-    obtain(name, cwd, env, [this, ex, name, cwd, env](result<connected_kernel> kernel, http_response refusal) {
+    obtain(name, cwd, env, [this, ex, name, cwd, env, done](result<connected_kernel> kernel, http_response refusal) {
         --m_starts;
         if (!kernel) {
-            return answer(ex, std::move(refusal));
+            return done(std::nullopt, std::move(refusal));
         }
         ex->set_kernel_id(kernel->lease.kernel_id);
         if (ex->gone()) {
             // Nobody will know this kernel's id: back it goes.
             release(kernel->lease);
             m_owner.retire(std::move(kernel->channels));
-            return answer(ex, error_response(502, "kernel_died", "the client went away"));
+            return done(std::nullopt, error_response(502, "kernel_died", "the client went away"));
         }
         const std::string id = random_uuid();
         auto k = std::make_unique<gateway_kernel>(m_owner.loop(), id, name, std::move(*kernel));
-        const json model = k->model();
         daemon::logger("gateway")->info("kernel {} started ({} from kpoold, pool {})", id, k->lease().kernel_id, name);
         m_kernels[id] = held{std::move(k), cwd, env, false, 0};
         m_owner.metrics().gateway_kernels().Set(static_cast<double>(m_kernels.size()));
-        http_response r = json_response(201, model);
-        r.headers.emplace_back("location", "/api/kernels/" + id);
-        answer(ex, std::move(r));
+        done(id, {});
     });
+}
+
+std::optional<json> gateway::kernel_model(const std::string& id) const {
+    const auto it = m_kernels.find(id);
+    if (it == m_kernels.end()) {
+        return std::nullopt;
+    }
+    return it->second.kernel->model();
 }
 
 void gateway::obtain(const std::string& name, const std::string& cwd, const std::map<std::string, std::string>& env,

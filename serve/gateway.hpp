@@ -5,10 +5,12 @@
 // replaced the same way (its websockets see "restarting"). Leases are short and renewed while we
 // hold a kernel, so kernels outlive a crashed kpool serve by one lease at most; idle kernels are
 // culled as Kernel Gateway culls them; every kernel is released when kpool serve stops.
+// Sessions (/api/sessions) name kernels for notebook paths (serve/gateway_sessions.hpp).
 #pragma once
 
 #include "daemon/loop/uv_timer.hpp"
 #include "serve/gateway_kernel.hpp"
+#include "serve/gateway_sessions.hpp"
 #include "serve/gateway_routes.hpp"
 #include "serve/http_server.hpp"
 
@@ -18,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +36,18 @@ public:
     gateway& operator=(const gateway&) = delete;
 
     void handle(exchange_ptr exchange, const do_gateway& action);
+    void answer(const exchange_ptr& exchange, http_response response);
+
+    // A kernel of pool `kernel_name` (empty: the default) held under a new id of ours, started
+    // in `cwd` with `env` (both as kpoold's acquire takes them; empty: the pool's). `done` once,
+    // with the id or the answer for the caller.
+    using launched_fn = std::function<void(std::optional<std::string> id, http_response refusal)>;
+    void launch(const exchange_ptr& exchange, const std::string& kernel_name, const std::string& cwd,
+                const std::map<std::string, std::string>& env, launched_fn done);
+    // jupyter_server's model of a kernel we hold, or none.
+    std::optional<nlohmann::json> kernel_model(const std::string& id) const;
+    // Shuts a kernel down (its websockets closed, its lease released), as DELETE /api/kernels/ID.
+    void remove(const std::string& id);
     // Stops every kernel's websockets and releases every kernel; `done` once kpoold answered.
     void release_all(std::function<void()> done);
     std::size_t kernels() const { return m_kernels.size(); }
@@ -48,7 +63,6 @@ private:
     using acquired_fn = std::function<void(result<kernel_lease>, http_response refusal)>;
     using obtained_fn = std::function<void(result<connected_kernel>, http_response refusal)>;
 
-    void answer(const exchange_ptr& exchange, http_response response);
     // The pools of the kpoold that answers, as jupyter_server's kernelspec models.
     struct served_specs {
         nlohmann::json models = nlohmann::json::object(); // by pool name
@@ -60,7 +74,6 @@ private:
     void resource(exchange_ptr exchange, const do_gateway& action);
     void start(exchange_ptr exchange, const do_gateway& action);
     void restart(exchange_ptr exchange, const std::string& id);
-    void remove(const std::string& id);
     // A kernel of pool `name` with `cwd`/`env` applied, connected and subscribed: a spare when
     // one is ready (no acquire, no handshake on the caller's time), else a fresh one. `done`
     // once, with the kernel or the answer for the caller.
@@ -83,6 +96,7 @@ private:
 
     server& m_owner;
     std::map<std::string, held> m_kernels;
+    gateway_sessions m_sessions;
     struct starting {
         connected_kernel kernel;
         obtained_fn done;

@@ -1,4 +1,4 @@
-// decide_gateway: the gateway API's routing table.
+// decide_gateway: the gateway API's table of routes and the bodies its rows read.
 #include "serve/gateway_routes.hpp"
 
 #include "protocol/control.hpp"
@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <vector>
 
@@ -13,6 +14,43 @@ namespace kpool::serve {
 namespace {
 
 using json = nlohmann::json;
+
+// Reads a row's body into the action; an answer (400) when the body is wrong.
+using body_reader = std::optional<http_response> (*)(std::string_view body, do_gateway& into);
+
+struct gateway_route {
+    std::string_view method;
+    // Segments joined by '/'; {id} a kernel id, {session} a session id, {name} a kernelspec
+    // name, {file} a kernelspec's file: each a plain name (below), else the path is not found.
+    std::string_view pattern;
+    gateway_action action;
+    body_reader read_body = nullptr;
+};
+
+std::optional<http_response> read_start_kernel(std::string_view body, do_gateway& into);
+std::optional<http_response> read_new_session(std::string_view body, do_gateway& into);
+std::optional<http_response> read_session_change(std::string_view body, do_gateway& into);
+
+// clang-format off
+constexpr std::array gateway_table{
+    gateway_route{"GET",    "api",                           gateway_action::api_info},
+    gateway_route{"GET",    "api/kernelspecs",               gateway_action::list_kernelspecs},
+    gateway_route{"GET",    "api/kernelspecs/{name}",        gateway_action::get_kernelspec},
+    gateway_route{"GET",    "kernelspecs/{name}/{file}",     gateway_action::kernelspec_resource},
+    gateway_route{"GET",    "api/kernels",                   gateway_action::list_kernels},
+    gateway_route{"POST",   "api/kernels",                   gateway_action::start_kernel, read_start_kernel},
+    gateway_route{"GET",    "api/kernels/{id}",              gateway_action::get_kernel},
+    gateway_route{"DELETE", "api/kernels/{id}",              gateway_action::delete_kernel},
+    gateway_route{"POST",   "api/kernels/{id}/interrupt",    gateway_action::interrupt_kernel},
+    gateway_route{"POST",   "api/kernels/{id}/restart",      gateway_action::restart_kernel},
+    gateway_route{"GET",    "api/kernels/{id}/channels",     gateway_action::channels},
+    gateway_route{"GET",    "api/sessions",                  gateway_action::list_sessions},
+    gateway_route{"POST",   "api/sessions",                  gateway_action::create_session, read_new_session},
+    gateway_route{"GET",    "api/sessions/{session}",        gateway_action::get_session},
+    gateway_route{"PATCH",  "api/sessions/{session}",        gateway_action::update_session, read_session_change},
+    gateway_route{"DELETE", "api/sessions/{session}",        gateway_action::delete_session},
+};
+// clang-format on
 
 std::vector<std::string_view> segments(std::string_view path) {
     std::vector<std::string_view> out;
@@ -27,38 +65,58 @@ std::vector<std::string_view> segments(std::string_view path) {
     return out;
 }
 
-http_response not_found(std::string_view path) {
-    return error_response(404, "not_found", "no such resource: " + protocol::echo_safe(path));
-}
-
-http_response wrong_method(std::string_view method, std::string_view allowed) {
-    http_response r = error_response(405, "method_not_allowed",
-                                     protocol::echo_safe(method) + " is not allowed here (allowed: " +
-                                         std::string(allowed) + ")");
-    r.headers.emplace_back("allow", std::string(allowed));
-    return r;
-}
-
-// Kernel ids and kernelspec names as jupyter_server's routes accept them.
+// Kernel and session ids and kernelspec names as jupyter_server's routes accept them.
 bool plain_name(std::string_view s) {
     return !s.empty() && s.size() <= 256 && std::all_of(s.begin(), s.end(), [](char c) {
         return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
     }) && s.front() != '.';
 }
 
-std::variant<http_response, do_gateway, do_preflight> start_kernel(std::string_view body) {
-    do_gateway g{gateway_action::start_kernel, {}, {}, {}, {}};
+// Whether `path` matches `pattern`; its placeholders' values go into `into`.
+bool matches(std::string_view pattern, const std::vector<std::string_view>& path, do_gateway& into) {
+    const auto want = segments(pattern);
+    if (want.size() != path.size()) {
+        return false;
+    }
+    for (std::size_t i = 0; i < want.size(); ++i) {
+        const std::string_view w = want[i];
+        if (!w.starts_with('{')) {
+            if (w != path[i]) {
+                return false;
+            }
+            continue;
+        }
+        if (!plain_name(path[i])) {
+            return false;
+        }
+        std::string value(path[i]);
+        if (w == "{id}") {
+            into.kernel_id = std::move(value);
+        } else if (w == "{session}") {
+            into.session_id = std::move(value);
+        } else if (w == "{name}") {
+            into.name = std::move(value);
+        } else {
+            into.resource = std::move(value);
+        }
+    }
+    return true;
+}
+
+http_response bad_request(const std::string& message) { return error_response(400, "bad_request", message); }
+
+std::optional<http_response> read_start_kernel(std::string_view body, do_gateway& g) {
     if (body.empty()) {
-        return g;
+        return std::nullopt;
     }
     const json j = json::parse(body, nullptr, false);
     if (!j.is_object()) {
-        return error_response(400, "bad_request", "the body must be a JSON object");
+        return bad_request("the body must be a JSON object");
     }
     for (const auto& [key, value] : j.items()) {
         if (key == "name") {
             if (!value.is_null() && (!value.is_string() || !plain_name(value.get<std::string>()))) {
-                return error_response(400, "bad_request", "'name' must be a kernelspec name");
+                return bad_request("'name' must be a kernelspec name");
             }
             g.name = value.is_string() ? value.get<std::string>() : "";
         } else if (key == "env") {
@@ -66,19 +124,86 @@ std::variant<http_response, do_gateway, do_preflight> start_kernel(std::string_v
                 continue;
             }
             if (!value.is_object()) {
-                return error_response(400, "bad_request", "'env' must be an object of strings");
+                return bad_request("'env' must be an object of strings");
             }
             for (const auto& [k, v] : value.items()) {
                 if (!v.is_string()) {
-                    return error_response(400, "bad_request", "'env' must be an object of strings ('" +
-                                                                   protocol::echo_safe(k) + "' is not)");
+                    return bad_request("'env' must be an object of strings ('" + protocol::echo_safe(k) + "' is not)");
                 }
                 g.env[k] = v.get<std::string>();
             }
         }
         // Other fields (path, type, ...) are jupyter_server's own: ignored, as Kernel Gateway does.
     }
-    return g;
+    return std::nullopt;
+}
+
+// A string field of a session body, or null (absent); else the 400 it gets.
+std::optional<http_response> string_field(const json& j, const char* key, std::optional<std::string>& into) {
+    const auto it = j.find(key);
+    if (it == j.end() || it->is_null()) {
+        return std::nullopt;
+    }
+    if (!it->is_string() || it->get_ref<const std::string&>().size() > 4096) {
+        return bad_request(std::string("'") + key + "' must be a string");
+    }
+    into = it->get<std::string>();
+    return std::nullopt;
+}
+
+// A session body as jupyter_server reads it, with Notebook 4.x's {"notebook": {"path"}} too.
+std::optional<http_response> read_session(std::string_view body, session_fields& s) {
+    const json j = json::parse(body, nullptr, false);
+    if (!j.is_object()) {
+        return bad_request("the body must be a JSON object");
+    }
+    if (auto bad = string_field(j, "path", s.path)) {
+        return bad;
+    }
+    if (const auto nb = j.find("notebook"); nb != j.end() && nb->is_object() && nb->contains("path")) {
+        if (auto bad = string_field(*nb, "path", s.path)) {
+            return bad;
+        }
+        s.type = "notebook";
+    }
+    if (auto bad = string_field(j, "name", s.name)) {
+        return bad;
+    }
+    if (auto bad = string_field(j, "type", s.type)) {
+        return bad;
+    }
+    if (const auto kernel = j.find("kernel"); kernel != j.end() && !kernel->is_null()) {
+        if (!kernel->is_object()) {
+            return bad_request("'kernel' must be an object with an 'id' or a 'name'");
+        }
+        if (auto bad = string_field(*kernel, "id", s.kernel_id)) {
+            return bad;
+        }
+        if (auto bad = string_field(*kernel, "name", s.kernel_name)) {
+            return bad;
+        }
+        if (s.kernel_id && !plain_name(*s.kernel_id)) {
+            return bad_request("'kernel.id' must be a kernel id");
+        }
+        if (s.kernel_name && !plain_name(*s.kernel_name)) {
+            return bad_request("'kernel.name' must be a kernelspec name");
+        }
+    }
+    return std::nullopt;
+}
+
+std::optional<http_response> read_new_session(std::string_view body, do_gateway& g) {
+    if (auto bad = read_session(body, g.session)) {
+        return bad;
+    }
+    if (!g.session.path) {
+        return bad_request("a session needs a 'path'");
+    }
+    return std::nullopt;
+}
+
+std::optional<http_response> read_session_change(std::string_view body, do_gateway& g) {
+    return read_session(body, g.session);
 }
 
 } // namespace
@@ -89,7 +214,8 @@ bool is_gateway_path(std::string_view path) {
 
 bool needs_new_kernel(gateway_action action) {
     return action == gateway_action::start_kernel || action == gateway_action::restart_kernel ||
-           action == gateway_action::channels;
+           action == gateway_action::channels || action == gateway_action::create_session ||
+           action == gateway_action::update_session;
 }
 
 std::variant<http_response, do_gateway, do_preflight> decide_gateway(std::string_view method, std::string_view path,
@@ -98,69 +224,31 @@ std::variant<http_response, do_gateway, do_preflight> decide_gateway(std::string
         return do_preflight{};
     }
     const auto s = segments(path);
-    const auto only_get = [&](do_gateway g) -> std::variant<http_response, do_gateway, do_preflight> {
-        if (method != "GET") {
-            return wrong_method(method, "GET");
+    std::string allowed; // the methods of the rows whose pattern the path matches
+    for (const gateway_route& row : gateway_table) {
+        do_gateway g{};
+        if (!matches(row.pattern, s, g)) {
+            continue;
+        }
+        if (row.method != method) {
+            allowed += (allowed.empty() ? "" : ", ") + std::string(row.method);
+            continue;
+        }
+        g.action = row.action;
+        if (row.read_body) {
+            if (auto bad = row.read_body(body, g)) {
+                return std::move(*bad);
+            }
         }
         return g;
-    };
-    if (s.size() == 3 && s[0] == "kernelspecs") {
-        if (!plain_name(s[1]) || !plain_name(s[2])) {
-            return not_found(path);
-        }
-        return only_get({gateway_action::kernelspec_resource, {}, std::string(s[1]), std::string(s[2]), {}});
     }
-    if (s.empty() || s[0] != "api") {
-        return not_found(path);
+    if (allowed.empty()) {
+        return error_response(404, "not_found", "no such resource: " + protocol::echo_safe(path));
     }
-    if (s.size() == 1) {
-        return only_get({gateway_action::api_info, {}, {}, {}, {}});
-    }
-    if (s[1] == "kernelspecs") {
-        if (s.size() == 2) {
-            return only_get({gateway_action::list_kernelspecs, {}, {}, {}, {}});
-        }
-        if (s.size() == 3 && plain_name(s[2])) {
-            return only_get({gateway_action::get_kernelspec, {}, std::string(s[2]), {}, {}});
-        }
-        return not_found(path);
-    }
-    if (s[1] != "kernels") {
-        return not_found(path);
-    }
-    if (s.size() == 2) {
-        if (method == "GET") {
-            return do_gateway{gateway_action::list_kernels, {}, {}, {}, {}};
-        }
-        if (method == "POST") {
-            return start_kernel(body);
-        }
-        return wrong_method(method, "GET, POST");
-    }
-    if (!plain_name(s[2])) {
-        return not_found(path);
-    }
-    const std::string id(s[2]);
-    if (s.size() == 3) {
-        if (method == "GET") {
-            return do_gateway{gateway_action::get_kernel, id, {}, {}, {}};
-        }
-        if (method == "DELETE") {
-            return do_gateway{gateway_action::delete_kernel, id, {}, {}, {}};
-        }
-        return wrong_method(method, "GET, DELETE");
-    }
-    if (s.size() == 4 && (s[3] == "interrupt" || s[3] == "restart")) {
-        if (method != "POST") {
-            return wrong_method(method, "POST");
-        }
-        return do_gateway{s[3] == "interrupt" ? gateway_action::interrupt_kernel : gateway_action::restart_kernel, id,
-                          {}, {}, {}};
-    }
-    if (s.size() == 4 && s[3] == "channels") {
-        return only_get({gateway_action::channels, id, {}, {}, {}});
-    }
-    return not_found(path);
+    http_response r = error_response(405, "method_not_allowed",
+                                     protocol::echo_safe(method) + " is not allowed here (allowed: " + allowed + ")");
+    r.headers.emplace_back("allow", allowed);
+    return r;
 }
 
 } // namespace kpool::serve

@@ -1,5 +1,6 @@
-// The Kernel Gateway API's routes (jupyter_server's /api/kernels and /api/kernelspecs, as
-// Kernel Gateway serves them), decided from method, path and body alone. Pure, like routing.
+// The Kernel Gateway API's routes (jupyter_server's /api/kernels, /api/kernelspecs and
+// /api/sessions, as Kernel Gateway serves them), decided from method, path and body alone: one
+// table, a row per method and path pattern. Pure, like routing.
 #pragma once
 
 #include "serve/http_response.hpp"
@@ -24,14 +25,31 @@ enum class gateway_action {
     interrupt_kernel,    // POST /api/kernels/{id}/interrupt
     restart_kernel,      // POST /api/kernels/{id}/restart
     channels,            // GET /api/kernels/{id}/channels (websocket)
+    list_sessions,       // GET /api/sessions
+    create_session,      // POST /api/sessions
+    get_session,         // GET /api/sessions/{session}
+    update_session,      // PATCH /api/sessions/{session}
+    delete_session,      // DELETE /api/sessions/{session}
+};
+
+// What a POST or PATCH of /api/sessions names; absent fields are left as they are (PATCH) or
+// take their defaults (POST: type "notebook", the default kernel).
+struct session_fields {
+    std::optional<std::string> path;
+    std::optional<std::string> name;
+    std::optional<std::string> type;
+    std::optional<std::string> kernel_id;   // "kernel": {"id": ...}: wins over a name
+    std::optional<std::string> kernel_name; // "kernel": {"name": ...}
 };
 
 struct do_gateway {
     gateway_action action = gateway_action::api_info;
-    std::string kernel_id; // kernel actions
-    std::string name;      // kernelspec actions; start_kernel: the body's "name" (empty: default)
-    std::string resource;  // kernelspec_resource
+    std::string kernel_id;  // kernel actions
+    std::string name;       // kernelspec actions; start_kernel: the body's "name" (empty: default)
+    std::string resource;   // kernelspec_resource
+    std::string session_id; // session actions
     std::map<std::string, std::string> env; // start_kernel: the body's "env", unfiltered
+    session_fields session;                 // create_session, update_session
 };
 
 // A CORS preflight (OPTIONS) on a gateway path: answered with the CORS headers, no token needed.
@@ -44,7 +62,7 @@ bool is_gateway_path(std::string_view path);
 std::variant<http_response, do_gateway, do_preflight> decide_gateway(std::string_view method, std::string_view path,
                                                                     std::string_view body);
 
-// Whether a start or restart would need a kernel (refused with 503 while stopping).
+// Whether an action may need a new kernel (refused with 503 while stopping).
 bool needs_new_kernel(gateway_action action);
 
 } // namespace kpool::serve

@@ -52,6 +52,9 @@ std::string route_label(std::string_view path) {
     if (path.starts_with("/api/kernels")) {
         return path.ends_with("/channels") ? "/api/kernels/channels" : "/api/kernels";
     }
+    if (path.starts_with("/api/sessions")) {
+        return "/api/sessions";
+    }
     if (path.starts_with("/api/kernelspecs") || path.starts_with("/kernelspecs/")) {
         return "/api/kernelspecs";
     }

@@ -116,7 +116,8 @@ void server::on_request(exchange_ptr ex) {
     }
     const door_request door{.method = ex->method(), .host = ex->authority(), .origin = ex->header("origin"),
                             .content_type = ex->header("content-type"),
-                            .sec_fetch_site = ex->header("sec-fetch-site")};
+                            .sec_fetch_site = ex->header("sec-fetch-site"),
+                            .authorization = ex->header("authorization")};
     for (auto& [name, value] : cors_headers(door, m_door, m_options.cors, ex->method() == "OPTIONS",
                                             ex->header("access-control-request-headers"))) {
         ex->add_header(std::move(name), std::move(value));

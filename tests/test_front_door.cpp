@@ -17,7 +17,7 @@ door_policy no_token() { return {.token_required = false, .tls = false, .allow_o
 door_request post(std::string_view host, std::optional<std::string> origin = std::nullopt,
                   std::optional<std::string> type = std::string("application/json")) {
     return {.method = "POST", .host = host, .origin = std::move(origin), .content_type = std::move(type),
-            .sec_fetch_site = std::nullopt};
+            .sec_fetch_site = std::nullopt, .authorization = std::nullopt};
 }
 
 int status_of(const door_request& r, const door_policy& p) {
@@ -47,7 +47,7 @@ TEST_SUITE("front door") {
         }
         CHECK(status_of(post("127.0.0.1:8890", std::nullopt, "application/json; charset=utf-8"), no_token()) == 0);
         CHECK(status_of(post("127.0.0.1:8890", std::nullopt, "Application/JSON"), no_token()) == 0);
-        door_request get{.method = "GET", .host = "127.0.0.1:1", .origin = {}, .content_type = {}, .sec_fetch_site = {}};
+        door_request get{.method = "GET", .host = "127.0.0.1:1", .origin = {}, .content_type = {}, .sec_fetch_site = {}, .authorization = {}};
         CHECK(status_of(get, no_token()) == 0); // GET, DELETE, OPTIONS: no body type asked
         get.method = "DELETE";
         CHECK(status_of(get, no_token()) == 0);
@@ -59,7 +59,7 @@ TEST_SUITE("front door") {
             CAPTURE(origin);
             CHECK(status_of(post("127.0.0.1:8890", std::string(origin)), no_token()) == 403);
             door_request ws{.method = "GET", .host = "127.0.0.1:8890", .origin = std::string(origin),
-                            .content_type = {}, .sec_fetch_site = {}};
+                            .content_type = {}, .sec_fetch_site = {}, .authorization = {}};
             CHECK(status_of(ws, no_token()) == 403);
             ws.method = "OPTIONS";
             CHECK(status_of(ws, no_token()) == 403);
@@ -117,9 +117,28 @@ TEST_SUITE("front door") {
         CHECK(refused->body.find("--json") != std::string::npos); // says how to send it with curl
     }
 
+    TEST_CASE("a token-scheme Authorization lets any body type through (JupyterLab's client posts text/plain)") {
+        door_request r = post("127.0.0.1:1", std::nullopt, "text/plain;charset=UTF-8");
+        for (const char* header : {"token abc", "Token abc", "Bearer abc", "bearer  abc"}) {
+            CAPTURE(header);
+            r.authorization = header;
+            CHECK(status_of(r, no_token()) == 0);
+        }
+        // Basic credentials a browser may remember and add by itself do not, nor a bare word.
+        for (const char* header : {"Basic dTpw", "tokenabc", ""}) {
+            CAPTURE(header);
+            r.authorization = header;
+            CHECK(status_of(r, no_token()) == 415);
+        }
+        // The origin checks still come first.
+        r.authorization = "token abc";
+        r.origin = "https://evil.example";
+        CHECK(status_of(r, no_token()) == 403);
+    }
+
     TEST_CASE("a request without Origin that a browser marks as another site's is 403") {
         door_request img{.method = "GET", .host = "127.0.0.1:1", .origin = {}, .content_type = {},
-                         .sec_fetch_site = std::string("cross-site")};
+                         .sec_fetch_site = std::string("cross-site"), .authorization = {}};
         CHECK(status_of(img, no_token()) == 403);
         img.sec_fetch_site = "same-site";
         CHECK(status_of(img, no_token()) == 403);

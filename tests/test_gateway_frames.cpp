@@ -63,11 +63,48 @@ TEST_SUITE("gateway") {
         CHECK(std::holds_alternative<do_preflight>(decide_gateway("OPTIONS", "/api/kernels", "")));
     }
 
+    TEST_CASE("routes: jupyter_server's sessions, and the bodies they read") {
+        CHECK(gateway_of("GET", "/api/sessions").action == gateway_action::list_sessions);
+        const auto made = gateway_of("POST", "/api/sessions",
+                                     R"({"path":"a/b.ipynb","name":"b.ipynb","type":"notebook","kernel":{"name":"ir"}})");
+        CHECK(made.action == gateway_action::create_session);
+        CHECK(made.session.path == "a/b.ipynb");
+        CHECK(made.session.name == "b.ipynb");
+        CHECK(made.session.type == "notebook");
+        CHECK(made.session.kernel_name == "ir");
+        CHECK_FALSE(made.session.kernel_id);
+        // Notebook 4.x's shape: the path inside "notebook", the type implied.
+        const auto old = gateway_of("POST", "/api/sessions", R"({"notebook":{"path":"c.ipynb"}})");
+        CHECK(old.session.path == "c.ipynb");
+        CHECK(old.session.type == "notebook");
+        const auto get = gateway_of("GET", "/api/sessions/s-1");
+        CHECK(get.action == gateway_action::get_session);
+        CHECK(get.session_id == "s-1");
+        const auto patch = gateway_of("PATCH", "/api/sessions/s-1", R"({"name":"new.ipynb","kernel":{"id":"k-2"}})");
+        CHECK(patch.action == gateway_action::update_session);
+        CHECK(patch.session.name == "new.ipynb");
+        CHECK(patch.session.kernel_id == "k-2");
+        CHECK_FALSE(patch.session.path);
+        CHECK(gateway_of("DELETE", "/api/sessions/s-1").action == gateway_action::delete_session);
+        CHECK(status_of("POST", "/api/sessions", R"({"name":"no path"})") == 400);
+        CHECK(status_of("POST", "/api/sessions", R"({"path":7})") == 400);
+        CHECK(status_of("POST", "/api/sessions", R"({"path":"a","kernel":"python3"})") == 400);
+        CHECK(status_of("POST", "/api/sessions", R"({"path":"a","kernel":{"name":"../x"}})") == 400);
+        CHECK(status_of("PATCH", "/api/sessions/s-1", "") == 400);
+        CHECK(status_of("PATCH", "/api/sessions/s-1", "null") == 400);
+        CHECK(status_of("GET", "/api/sessions/..") == 404);
+        auto refused = decide_gateway("PATCH", "/api/sessions", "{}");
+        REQUIRE(std::holds_alternative<http_response>(refused));
+        CHECK(std::get<http_response>(refused).status == 405);
+        CHECK(std::get<http_response>(refused).headers.at(0).second == "GET, POST");
+    }
+
     TEST_CASE("routes: wrong methods 405, unknown paths 404, bad bodies 400") {
         CHECK(status_of("PUT", "/api/kernels") == 405);
         CHECK(status_of("GET", "/api/kernels/x/restart") == 405);
         CHECK(status_of("DELETE", "/api/kernelspecs") == 405);
-        CHECK(status_of("GET", "/api/sessions") == 404);
+        CHECK(status_of("GET", "/api/sessionz") == 404);
+        CHECK(status_of("PUT", "/api/sessions/s1") == 405);
         CHECK(status_of("GET", "/kernelspecs/python3/../../etc/passwd") == 404);
         CHECK(status_of("GET", "/kernelspecs/python3/.hidden") == 404);
         CHECK(status_of("POST", "/api/kernels", "[1]") == 400);
@@ -96,6 +133,7 @@ TEST_SUITE("gateway") {
         request_view list{.method = "GET", .path = "/api/kernels", .query = "", .body = "", .authorization = {}};
         CHECK(std::holds_alternative<do_gateway>(decide(list, "", true))); // listing still works
         CHECK(route_label("/api/kernels/x/channels") == "/api/kernels/channels");
+        CHECK(route_label("/api/sessions/s1") == "/api/sessions");
         CHECK(route_label("/kernelspecs/a/b.png") == "/api/kernelspecs");
     }
 

@@ -53,12 +53,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::string_view method = request_line.substr(0, space);
     const std::string_view target = space == std::string_view::npos ? "" : request_line.substr(space + 1);
     const auto q = target.find('?');
-    door_request door{.method = method, .host = "", .origin = {}, .content_type = {}, .sec_fetch_site = {}};
+    door_request door{.method = method, .host = "", .origin = {}, .content_type = {}, .sec_fetch_site = {},
+                       .authorization = {}};
     for (bool more = true; more;) {
         more = false;
         for (const auto& [prefix, field] : {std::pair{std::string_view("Origin: "), &door.origin},
                                             std::pair{std::string_view("Content-Type: "), &door.content_type},
-                                            std::pair{std::string_view("Sec-Fetch-Site: "), &door.sec_fetch_site}}) {
+                                            std::pair{std::string_view("Sec-Fetch-Site: "), &door.sec_fetch_site},
+                                            std::pair{std::string_view("Authorization: "), &door.authorization}}) {
             if (rest.starts_with(prefix)) {
                 *field = std::string(next_line(rest).substr(prefix.size()));
                 more = true;
@@ -80,13 +82,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             continue;
         }
         // What passed: an allowed origin or the server's own; without a token a loopback Host or
-        // the allowed name; a POST body declared JSON.
+        // the allowed name; a POST body declared JSON, or sent with a token-scheme Authorization.
         check(!door.origin || lower(*door.origin) == "https://ok.example" ||
               (!door.host.empty() && lower(*door.origin) == "http://" + lower(door.host)));
         check(token_required || door.host.empty() || is_loopback_host(door.host) ||
               lower(door.host).find("devbox.test") != std::string::npos);
         if (method == "POST" || method == "PUT" || method == "PATCH") {
-            check(door.content_type && lower(*door.content_type).find("application/json") != std::string::npos);
+            const std::string scheme = door.authorization ? lower(*door.authorization) : "";
+            check((door.content_type && lower(*door.content_type).find("application/json") != std::string::npos) ||
+                  scheme.find("token") != std::string::npos || scheme.find("bearer") != std::string::npos);
         }
         const auto headers = cors_headers(door, policy, {}, method == "OPTIONS", door.content_type);
         check(headers.empty() || (door.origin && headers.front().second == *door.origin));

@@ -448,7 +448,8 @@ def test_cors_headers_and_websocket_origins(serve):
     (("POST", "/api/kernels", b"[1]"), 400),
     (("POST", "/api/kernels", b'{"name": "cobol"}'), 404),
     (("GET", "/api/kernels/0000/channels", b""), 404),
-    (("GET", "/api/sessions", b""), 404),
+    (("GET", "/api/sessions/0000", b""), 404),
+    (("GET", "/api/contents", b""), 404),
 ])
 def test_bad_gateway_requests_get_a_json_error(serve, request_, status):
     method, path, data = request_
