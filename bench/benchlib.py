@@ -46,7 +46,7 @@ def rss_mib(pid):
 class Daemon:
     """A kpoold with its own runtime directory and a fake kernelspec beside the real ones."""
 
-    def __init__(self, kpoold, pools_toml, max_kernels=400, daemon_toml=""):
+    def __init__(self, kpoold, pools_toml, max_kernels=400, daemon_toml="", state_dir=None):
         self.dir = tempfile.mkdtemp(prefix="kpool-bench-")
         spec = os.path.join(self.dir, "jupyter", "kernels", "fake")
         os.makedirs(spec)
@@ -58,7 +58,9 @@ class Daemon:
         with open(cfg, "w") as f:
             f.write('[daemon]\nruntime_dir = "%s/run"\nlog_level = "warn"\nmax_kernels = %d\n%s\n%s'
                     % (self.dir, max_kernels, daemon_toml, pools_toml))
-        env = dict(os.environ, JUPYTER_PATH=os.path.join(self.dir, "jupyter"))
+        # Its own state directory: a pool starts with nothing learned unless the scenario says.
+        env = dict(os.environ, JUPYTER_PATH=os.path.join(self.dir, "jupyter"),
+                   STATE_DIRECTORY=state_dir or os.path.join(self.dir, "state"))
         self.started = time.perf_counter()
         self.proc = subprocess.Popen([kpoold, "--config", cfg], env=env,
                                      stderr=open(os.path.join(self.dir, "kpoold.log"), "wb"))

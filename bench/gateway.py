@@ -6,9 +6,11 @@ refills behind), one pointing at Jupyter Kernel Gateway 2.5.2 (../shared/anchors
 jupyter_websocket mode, which starts a kernel per request). Each run is what a person opening a
 notebook waits for: POST /api/kernels, the kernel websocket, `1+1` to its execute_result; then
 a restart of that kernel to its next result; runs alternate between the servers. A fourth
-jupyter_server, pointing at kpool serve too, has TCP_NODELAY on its websockets
-(bench/jupyter_server_nodelay.py, a diagnostic): what it saves is jupyter_server's own wait for
-the client's delayed ACK, which every server here pays alike. Last, an
+jupyter_server, pointing at kpool serve too, runs kpool's notebook server extension
+(kpool.server_extension, which installing the kpool package enables: TCP_NODELAY on its websockets
+to the front end and to the gateway, and jupyter_server 1.x's gateway websocket keeping what the
+front end sends before it connects): what it saves is jupyter_server's own wait for the peer's
+delayed ACK and its lost first messages, which every other server here pays alike. Last, an
 execute round trip over kpool serve's websocket against the same over ZeroMQ to a pooled
 kernel directly (jupyter_client), both from one synchronous client; and what kpool serve's spare
 kernels take out of a start and a restart, measured without a notebook server in between: a
@@ -38,7 +40,8 @@ ANCHORS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 # Longer than kpool serve's once-a-second check, which replaces a spare a gateway start took.
 SPARE_BACK = 1.1
 
-NODELAY = "gateway: kpool serve, jupyter_server with TCP_NODELAY (diagnostic)"
+JSON = {"Content-Type": "application/json"}  # kpool serve answers 415 to a POST without it
+NODELAY = "gateway: kpool serve, jupyter_server + kpool.server_extension"
 
 
 def start_kpool_serve(b, endpoint, *args):
@@ -90,7 +93,7 @@ def round_trips(b, d, serve_url, n):
     import jupyter_client
     import urllib.request
     import websocket
-    req = urllib.request.Request(serve_url + "/api/kernels", method="POST", data=b"{}")
+    req = urllib.request.Request(serve_url + "/api/kernels", method="POST", data=b"{}", headers=JSON)
     kid = json.loads(urllib.request.urlopen(req, timeout=60).read())["id"]
     ws = websocket.create_connection(serve_url.replace("http", "ws") + "/api/kernels/%s/channels" % kid, timeout=60)
     over_ws = []
@@ -127,10 +130,11 @@ def direct_first_result(url, work, restart_id=None):
     import websocket
     t0 = time.perf_counter()
     if restart_id:
-        req = urllib.request.Request(url + "/api/kernels/%s/restart" % restart_id, method="POST", data=b"{}")
+        req = urllib.request.Request(url + "/api/kernels/%s/restart" % restart_id, method="POST", data=b"{}", headers=JSON)
     else:
         body = {"name": "python3", "env": {"KERNEL_WORKING_DIR": work, "KERNEL_USERNAME": "bench"}}
-        req = urllib.request.Request(url + "/api/kernels", method="POST", data=json.dumps(body).encode())
+        req = urllib.request.Request(url + "/api/kernels", method="POST", data=json.dumps(body).encode(),
+                                     headers=JSON)
     kid = json.loads(urllib.request.urlopen(req, timeout=60).read())["id"]
     ws = websocket.create_connection(url.replace("http", "ws") + "/api/kernels/%s/channels" % kid, timeout=60)
     ws.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -168,7 +172,8 @@ def gateway_bench(b):
     procs, servers = [], {}
     steps = {}
     try:
-        env = dict(os.environ, JUPYTER_PATH=os.path.join(work, "share", "jupyter"))
+        # PYTHONPATH: the kpool package, for the kpool.server_extension server.
+        env = dict(os.environ, JUPYTER_PATH=os.path.join(work, "share", "jupyter"), PYTHONPATH=b.site)
         d.wait_warm("python3", 4, timeout=300)
         serve, serve_url = start_kpool_serve(b, d.endpoint)
         procs.append(serve)
@@ -232,8 +237,9 @@ def gateway_bench(b):
          "jupyter_server 1.23 four times: a local plain kernelspec, `--gateway-url` to kpool serve (pool of 4 "
          "refilling behind), `--gateway-url` to Kernel Gateway 2.5.2. Each run: POST /api/kernels, the "
          "websocket, `1+1` to its result; then a restart to the next result. Runs alternate. Medians in ms. "
-         "The last row is jupyter_server with TCP_NODELAY on its websockets (a diagnostic, "
-         "bench/jupyter_server_nodelay.py): the rest pay its wait for the client's delayed ACK alike. An "
+         "The last row is jupyter_server with kpool's extension (kpool.server_extension: TCP_NODELAY on its "
+         "websockets, both ends, and no message lost before its gateway websocket connects): the rest pay "
+         "its wait for the peer's delayed ACK and its lost first messages alike. An "
          "execute is sent again when no busy status answers it within %d ms, then twice as long each time "
          "(jupyter_server 1.23 drops a message that comes before its own websocket to the gateway is being "
          "opened)." % (RESEND_AFTER * 1000),

@@ -136,6 +136,47 @@ std::string summary_line(const json& st) {
            (st.value("shutting_down", false) ? "  SHUTTING DOWN" : "");
 }
 
+// One line of what a fork pool's zygote pre-imports: learned (or listed), candidates, refused.
+std::string preload_line(const json& p) {
+    const json& pre = p.value("preload", json());
+    if (!pre.is_object()) {
+        return "";
+    }
+    const auto names = [](const json& list) {
+        std::string out;
+        for (const json& n : list) {
+            out += (out.empty() ? "" : ", ") + text(n);
+        }
+        return out.empty() ? std::string("none") : out;
+    };
+    const std::string mode = text(pre.value("mode", json()));
+    if (mode == "off") {
+        return text(p["name"]) + ": off";
+    }
+    const json& zygote = p.value("zygote", json::object());
+    std::string line = text(p["name"]) + ": " +
+                       (mode == "learn" ? "learned " + names(pre.value("learned", json::array()))
+                                        : "listed " + names(pre.value("listed", json::array()))) +
+                       "; pre-imported " + names(zygote.value("preload", json::object()).value("preloaded", json::array()));
+    if (const json& c = pre.value("candidates", json::object()); c.is_object() && !c.empty()) {
+        std::string cands;
+        for (const auto& [name, n] : c.items()) {
+            cands += (cands.empty() ? "" : ", ") + name + " (" + text(n) + ")";
+        }
+        line += "; candidates " + cands + " of the last " + text(pre.value("window", json()));
+    }
+    if (const json& r = pre.value("refused", json::object()); r.is_object() && !r.empty()) {
+        std::string refused;
+        for (const auto& [name, why] : r.items()) {
+            refused += (refused.empty() ? "" : "; ") + name + ": " + text(why);
+        }
+        line += "; refused " + refused;
+    }
+    line += "; zygote +" + fixed(pre.value("growth_mb", json()), 1) + " MB (cap " + text(pre.value("max_mb", json())) +
+            ")" + (pre.value("rebuilding", false) ? ", rebuilding" : "");
+    return line;
+}
+
 row with(std::string first, row r) {
     r.insert(r.begin(), std::move(first));
     return r;
@@ -151,8 +192,12 @@ std::string format_status(const json& st) {
     std::vector<std::string> errors;
     std::vector<std::string> launchers;
     std::vector<std::string> refills;
+    std::vector<std::string> preloads;
     for (const json& p : st.value("pools", json::array())) {
         pools.push_back(pool_row(p, counters));
+        if (std::string line = preload_line(p); !line.empty()) {
+            preloads.push_back(std::move(line));
+        }
         if (p.contains("last_error") && p["last_error"].is_string()) {
             errors.push_back(text(p["name"]) + ": " + text(p["last_error"]));
         }
@@ -171,6 +216,9 @@ std::string format_status(const json& st) {
     }
     for (const auto& r : refills) {
         out << "  refill " << r << '\n';
+    }
+    for (const auto& l : preloads) {
+        out << "  preload " << l << '\n';
     }
     for (const auto& e : errors) {
         out << "  last error " << e << '\n';

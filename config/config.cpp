@@ -11,6 +11,7 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <fstream>
 #include <initializer_list>
@@ -60,11 +61,14 @@ daemon_config read_daemon(const toml::table& root) {
                      {"control", "runtime_dir", "log_level", "max_kernels", "allowed_uids",
                       "allowed_gids", "curve_secret_key_file", "curve_allowed_keys", "metrics",
                       "background_priority", "background_limit_s", "refill_delay_s", "advertise_host",
-                      "kernel_ports"});
+                      "kernel_ports", "state_dir"});
 
     d.runtime_dir = read_string(table, "runtime_dir", default_runtime_dir());
     check_value(table, "runtime_dir", [&] { return !d.runtime_dir.empty() && d.runtime_dir[0] == '/'; },
                 "'runtime_dir' must be an absolute path");
+    d.state_dir = read_string(table, "state_dir", default_state_dir());
+    check_value(table, "state_dir", [&] { return !d.state_dir.empty() && d.state_dir[0] == '/'; },
+                "'state_dir' must be an absolute path");
     d.control = read_string(table, "control", default_control_endpoint(d.runtime_dir));
     const std::string_view ipc = "ipc://";
     check_value(table, "control", [&] { return d.control.starts_with(ipc) || d.is_tcp(); },
@@ -118,12 +122,31 @@ daemon_config read_daemon(const toml::table& root) {
     return d;
 }
 
+// A Python module's dotted name: identifiers (ASCII here) joined by dots.
+bool valid_module_name(const std::string& name) {
+    bool start = true;
+    for (const char c : name) {
+        const auto u = static_cast<unsigned char>(c);
+        if (c == '.') {
+            if (start) {
+                return false;
+            }
+            start = true;
+        } else if (std::isalpha(u) || c == '_' || (!start && std::isdigit(u))) {
+            start = false;
+        } else {
+            return false;
+        }
+    }
+    return !start;
+}
+
 pool_config read_pool(const std::string& name, const toml::table& table, const daemon_config& d) {
     check_known_keys(table, "[pools." + name + "]",
                      {"kernelspec", "size", "min", "max", "max_starting", "ready_timeout_s", "lease_s",
                       "shutdown_grace_s", "transport", "ip", "context_snippet", "heartbeat_s",
                       "heartbeat_timeout_s", "limits", "startup_code", "prime", "launcher", "python",
-                      "refill_delay_s"});
+                      "refill_delay_s", "preload", "preload_max_mb"});
     pool_config p;
     p.name = name;
     p.kernelspec = read_string(table, "kernelspec", name);
@@ -178,6 +201,23 @@ pool_config read_pool(const std::string& name, const toml::table& table, const d
                 "'launcher' must be \"auto\", \"spawn\" or \"fork\"");
     p.launcher = kind.value_or(launcher_kind::automatic);
     p.prime = read_bool(table, "prime", p.prime);
+    if (const toml::node* preload = table.get("preload"); preload != nullptr && preload->is_array()) {
+        p.preload = preload_mode::list;
+        p.preload_modules = read_names(table, "preload");
+        for (const toml::node& item : *preload->as_array()) {
+            const std::string& module = item.as_string()->get();
+            if (!valid_module_name(module)) {
+                fail(item.source(), "'preload' lists module names (\"pandas\", \"matplotlib.pyplot\"), not \"" +
+                                        module + "\"");
+            }
+        }
+    } else {
+        const std::string mode = read_string(table, "preload", "learn");
+        check_value(table, "preload", [&] { return mode == "learn" || mode == "off"; },
+                    "'preload' must be \"learn\", \"off\" or a list of module names");
+        p.preload = mode == "off" ? preload_mode::off : preload_mode::learn;
+    }
+    p.preload_max_mb = read_int(table, "preload_max_mb", p.preload_max_mb, 16, 1 << 20);
     p.refill_delay_s = read_optional_seconds(table, "refill_delay_s", 0, 10);
     p.heartbeat_s = read_seconds(table, "heartbeat_s", p.heartbeat_s, 0, 86400, false);
     p.heartbeat_timeout_s =
@@ -322,6 +362,18 @@ config default_config() {
         throw std::logic_error(cfg.err().message);
     }
     return std::move(cfg).value();
+}
+
+const char* to_string(preload_mode mode) {
+    switch (mode) {
+    case preload_mode::learn:
+        return "learn";
+    case preload_mode::off:
+        return "off";
+    case preload_mode::list:
+        return "list";
+    }
+    return "learn";
 }
 
 const char* to_string(launcher_kind kind) noexcept {

@@ -27,6 +27,9 @@ struct kernel_limits {
     bool operator==(const kernel_limits&) const = default;
 };
 
+enum class preload_mode { learn, off, list };
+const char* to_string(preload_mode mode);
+
 struct pool_config {
     std::string name;             // what clients ask for
     std::string kernelspec;       // defaults to name
@@ -60,6 +63,11 @@ struct pool_config {
     // Run the priming executes of the kernel's language (jupyter/kernel_priming.hpp) before it
     // counts as warm, so that a user's first cell is as fast as the next ones.
     bool prime = true;
+    // What a fork pool's zygote pre-imports beyond ipykernel (daemon/service/import_learning.hpp):
+    // learn (the default: the modules most of its recent kernels used), off, or a fixed list.
+    preload_mode preload = preload_mode::learn;
+    std::vector<std::string> preload_modules; // preload_mode::list
+    int preload_max_mb = 1024;                // the most pre-importing may add to the zygote
     // This pool's own refill_delay_s (see daemon_config's), if set.
     std::optional<double> refill_delay_s;
     // Idle warm kernels are sent a kernel_info_request every heartbeat_s (0: never); one that
@@ -75,6 +83,7 @@ enum class kernel_port_source { automatic, ephemeral, range };
 struct daemon_config {
     std::string control;     // ZeroMQ endpoint of the control ROUTER socket
     std::string runtime_dir; // connection files, ipc sockets
+    std::string state_dir;   // what survives a restart: the modules pools learned (paths.hpp)
     std::string log_level = "info";
     int max_kernels = 64;    // warm + starting + leased + stopping, all pools together
     // Starting and stopping kernels run at SCHED_IDLE, warm ones at normal priority

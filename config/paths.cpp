@@ -20,6 +20,23 @@ std::string default_runtime_dir() {
     return "/tmp/kpool-" + std::to_string(geteuid());
 }
 
+std::string default_state_dir() {
+    if (const char* systemd = std::getenv("STATE_DIRECTORY"); systemd != nullptr && *systemd == '/') {
+        const std::string first(systemd);
+        return first.substr(0, first.find(':')); // a list when the unit names several
+    }
+    if (geteuid() == 0) {
+        return "/var/lib/kpool";
+    }
+    if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg != nullptr && *xdg == '/') {
+        return std::string(xdg) + "/kpool";
+    }
+    if (const char* home = std::getenv("HOME"); home != nullptr && *home == '/') {
+        return std::string(home) + "/.local/state/kpool";
+    }
+    return "/tmp/kpool-" + std::to_string(geteuid()) + "-state";
+}
+
 std::string default_control_endpoint(const std::string& runtime_dir) {
     return "ipc://" + runtime_dir + "/control";
 }

@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 namespace kpool::protocol::zygote {
 namespace {
 
@@ -41,6 +43,67 @@ bool read_text(const json& j, const char* key, std::string& out) {
     return read(j, key, out);
 }
 
+// An optional list (absent or null: empty): `each` reads an item, false when it is malformed.
+template <class F> bool read_list(const json& j, const char* key, F each) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) {
+        return true;
+    }
+    return it->is_array() && std::all_of(it->begin(), it->end(), each);
+}
+
+// A list of module names (dotted or not, at most 200 characters).
+bool read_names(const json& j, const char* key, std::vector<std::string>& out) {
+    return read_list(j, key, [&](const json& v) {
+        if (!v.is_string() || v.get_ref<const std::string&>().empty() || v.get_ref<const std::string&>().size() > 200) {
+            return false;
+        }
+        out.push_back(v.get<std::string>());
+        return true;
+    });
+}
+
+// A list of [name, text] pairs.
+bool read_pairs(const json& j, const char* key, std::vector<std::pair<std::string, std::string>>& out) {
+    return read_list(j, key, [&](const json& v) {
+        if (!v.is_array() || v.size() != 2 || !v[0].is_string() || !v[1].is_string()) {
+            return false;
+        }
+        out.emplace_back(v[0].get<std::string>(), v[1].get<std::string>());
+        return true;
+    });
+}
+
+bool read_number(const json& j, const char* key, double& out) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) {
+        return true;
+    }
+    if (!it->is_number()) {
+        return false;
+    }
+    out = it->get<double>();
+    return true;
+}
+
+bool read_preload(const json& j, preload_report& out) {
+    if (!j.is_object()) {
+        return j.is_null();
+    }
+    const bool modules = read_list(j, "preloaded", [&](const json& m) {
+        preloaded_module pm;
+        if (!m.is_object() || !read(m, "name", pm.name) || !read_text(m, "file", pm.file) ||
+            !read_number(m, "mtime", pm.mtime)) {
+            return false;
+        }
+        out.preloaded.push_back(std::move(pm));
+        return true;
+    });
+    return modules && read_pairs(j, "refused", out.refused) && read_names(j, "warmed", out.warmed) &&
+           read_pairs(j, "warm_ups_refused", out.warm_ups_refused) && read_number(j, "growth_mb", out.growth_mb) &&
+           read_number(j, "rss_mb", out.rss_mb);
+}
+
 } // namespace
 
 std::string format(const fork_request& r) {
@@ -58,6 +121,10 @@ std::string format(const fork_request& r) {
     return dump_json(j) + "\n";
 }
 
+std::string format(const preload_plan& plan) {
+    return dump_json(json{{"modules", plan.modules}, {"max_mb", plan.max_mb}, {"request_env", plan.request_env}});
+}
+
 result<message> parse(std::string_view line) {
     const json j = json::parse(line, nullptr, false);
     if (!j.is_object()) {
@@ -70,6 +137,9 @@ result<message> parse(std::string_view line) {
         }
         if (j.contains("prebuilt") && (!read(j, "prebuilt", m.prebuilt) || !read_text(j, "why_not", m.why_not))) {
             return bad("'ready' has a malformed prebuilt or why_not");
+        }
+        if (j.contains("preload") && !read_preload(j["preload"], m.preload)) {
+            return bad("'ready' has a malformed preload report");
         }
         return message{m};
     }
@@ -104,6 +174,13 @@ result<message> parse(std::string_view line) {
         learned m;
         if (!read(j, "learned", m.pages) || !read_text(j, "why_not", m.why_not)) {
             return bad("'learned' needs a page count");
+        }
+        return message{m};
+    }
+    if (j.contains("imports")) {
+        imports m;
+        if (!read(j, "imports", m.pid) || !read_names(j, "modules", m.modules) || !read_pairs(j, "other", m.other)) {
+            return bad("'imports' needs a pid, modules and other");
         }
         return message{m};
     }

@@ -27,12 +27,36 @@ struct fork_request {
 };
 std::string format(const fork_request& request); // one line, '\n' included
 
+// kpoold -> zygote, on its command line: what to pre-import (most used first), the most the
+// zygote may grow by it, and the environment variables acquires set (a module that reads one
+// at import is refused).
+struct preload_plan {
+    std::vector<std::string> modules;
+    int max_mb = 1024;
+    std::vector<std::string> request_env;
+};
+std::string format(const preload_plan& plan); // JSON, no newline
+
 // zygote -> kpoold.
+struct preloaded_module {      // a module the zygote pre-imported
+    std::string name;
+    std::string file;          // its __file__ ("" for a namespace package or a built-in)
+    double mtime = 0;          // of `file` when it was imported: a later one means an upgrade
+};
+struct preload_report {        // what came of the zygote's preload plan
+    std::vector<preloaded_module> preloaded;
+    std::vector<std::pair<std::string, std::string>> refused; // module, why
+    std::vector<std::string> warmed;                           // warm-ups that ran
+    std::vector<std::pair<std::string, std::string>> warm_ups_refused;
+    double growth_mb = 0; // what pre-importing and warming added to the zygote
+    double rss_mb = 0;    // the zygote's resident size after it
+};
 struct ready {                 // once, after the imports and pre-building
     int pid = 0;
     int threads = 0;
     bool prebuilt = false;
     std::string why_not;       // why kernels are not pre-built, when they are not
+    preload_report preload;
 };
 struct forked {
     std::uint64_t request = 0;
@@ -57,7 +81,12 @@ struct learned {               // hot pages learned from the first pre-built ker
 struct complaint {             // a request line the zygote could not read
     std::string error;
 };
-using message = std::variant<ready, forked, fork_failed, exited, learned, complaint>;
+struct imports {               // the top-level modules a kernel used, sent as it ended
+    int pid = 0;
+    std::vector<std::string> modules;                        // installed ones
+    std::vector<std::pair<std::string, std::string>> other;  // the rest: module, where it was found
+};
+using message = std::variant<ready, forked, fork_failed, exited, learned, complaint, imports>;
 
 // A line without its '\n'. Errors name what is wrong; the caller logs and goes on.
 result<message> parse(std::string_view line);

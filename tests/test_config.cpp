@@ -212,6 +212,20 @@ open_files = 256
         CHECK(std::string(to_string(launcher_kind::automatic)) == "auto");
     }
 
+    TEST_CASE("preload: learn by default, off, or a list of modules; its cap; the state directory") {
+        const config cfg = parsed("[daemon]\nstate_dir = \"/srv/kpool-state\"\n[pools.a]\n[pools.b]\npreload = \"off\"\n"
+                                  "[pools.c]\npreload = [\"pandas\", \"matplotlib.pyplot\"]\npreload_max_mb = 256\n");
+        CHECK(cfg.daemon.state_dir == "/srv/kpool-state");
+        CHECK(cfg.pools[0].preload == preload_mode::learn);
+        CHECK(cfg.pools[0].preload_max_mb == 1024);
+        CHECK(cfg.pools[1].preload == preload_mode::off);
+        CHECK(cfg.pools[2].preload == preload_mode::list);
+        CHECK(cfg.pools[2].preload_modules == std::vector<std::string>{"pandas", "matplotlib.pyplot"});
+        CHECK(cfg.pools[2].preload_max_mb == 256);
+        CHECK(std::string(to_string(preload_mode::list)) == "list");
+        CHECK(parsed("[pools.a]\n").daemon.state_dir.starts_with("/"));
+    }
+
     TEST_CASE("control defaults to the runtime directory's socket") {
         auto cfg = parse_config("[daemon]\nruntime_dir = \"/srv/k\"\n[pools.a]\n", "t.toml");
         REQUIRE(cfg.ok());
@@ -314,6 +328,14 @@ open_files = 256
             {"[pools.a]\nsize = 2\nmax = 4\n", "t.toml:3:7: 'max' applies to size = \"auto\" only"},
             {"[pools.a]\nlauncher = \"clone\"\n", "t.toml:2:12: 'launcher' must be \"auto\", \"spawn\" or \"fork\""},
             {"[pools.a]\nprime = \"yes\"\n", "t.toml:2:9: 'prime' must be true or false, not a string"},
+            {"[pools.a]\npreload = \"always\"\n",
+             "t.toml:2:11: 'preload' must be \"learn\", \"off\" or a list of module names"},
+            {"[pools.a]\npreload = [\"pandas\", \"../x\"]\n",
+             "t.toml:2:22: 'preload' lists module names (\"pandas\", \"matplotlib.pyplot\"), not \"../x\""},
+            {"[pools.a]\npreload = [\"a..b\"]\n",
+             "t.toml:2:12: 'preload' lists module names (\"pandas\", \"matplotlib.pyplot\"), not \"a..b\""},
+            {"[pools.a]\npreload_max_mb = 1\n", "t.toml:2:18: 'preload_max_mb' must be from 16 to 1048576, not 1"},
+            {"[daemon]\nstate_dir = \"var\"\n[pools.a]\n", "t.toml:2:13: 'state_dir' must be an absolute path"},
             {"[daemon]\nmetrics = \"localhost:9464\"\n[pools.a]\n",
              "t.toml:2:11: 'metrics' must be HOST:PORT, e.g. \"127.0.0.1:9464\""},
             {"[daemon]\nmetrics = \"127.0.0.1:99999\"\n[pools.a]\n",

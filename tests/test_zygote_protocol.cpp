@@ -63,6 +63,26 @@ TEST_SUITE("zygote protocol") {
         REQUIRE(l);
         CHECK(std::get<learned>(*l).pages == 3120);
 
+        auto pre = parse(R"({"ready": 7, "threads": 1, "prebuilt": true, "why_not": null, "preload": {
+            "preloaded": [{"name": "pandas", "file": "/usr/lib/python3/dist-packages/pandas/__init__.py", "mtime": 1.5e9}],
+            "refused": [["grpc", "starts a thread at import"]], "warmed": ["pandas"],
+            "warm_ups_refused": [["matplotlib", "leaves a figure open"]], "growth_mb": 61.5, "rss_mb": 120.25}})");
+        REQUIRE(pre);
+        const preload_report& report = std::get<ready>(*pre).preload;
+        REQUIRE(report.preloaded.size() == 1);
+        CHECK(report.preloaded[0].name == "pandas");
+        CHECK(report.preloaded[0].mtime == doctest::Approx(1.5e9));
+        CHECK(report.refused.at(0).second == "starts a thread at import");
+        CHECK(report.warmed == std::vector<std::string>{"pandas"});
+        CHECK(report.warm_ups_refused.at(0).first == "matplotlib");
+        CHECK(report.growth_mb == doctest::Approx(61.5));
+
+        auto used = parse(R"j({"imports": 321, "modules": ["numpy", "pandas"], "other": [["utils", "not an installed module (found in /home/u/nb)"]]})j");
+        REQUIRE(used);
+        CHECK(std::get<imports>(*used).pid == 321);
+        CHECK(std::get<imports>(*used).modules == std::vector<std::string>{"numpy", "pandas"});
+        CHECK(std::get<imports>(*used).other.at(0).first == "utils");
+
         auto c = parse(R"({"error": "unreadable request"})");
         REQUIRE(c);
         CHECK(std::get<complaint>(*c).error == "unreadable request");
@@ -73,7 +93,11 @@ TEST_SUITE("zygote protocol") {
                                  R"({"forked": 3, "pid": -1})", R"({"forked": 3})",
                                  R"({"exited": 9, "code": 0})", R"({"ready": 1})",
                                  R"({"learned": -5})", R"({"ready": 1, "threads": 1, "prebuilt": "yes"})",
-                                 R"({"error": 5})", "{\"forked\": 1, \"pid\": 2"}) {
+                                 R"({"error": 5})", "{\"forked\": 1, \"pid\": 2",
+                                 R"({"imports": 1, "modules": [1]})", R"({"imports": 1, "other": [["a"]]})",
+                                 R"({"imports": "1", "modules": []})",
+                                 R"({"ready": 1, "threads": 1, "preload": {"preloaded": [{"file": "x"}]}})",
+                                 R"({"ready": 1, "threads": 1, "preload": {"refused": "all"}})"}) {
             CAPTURE(line);
             auto m = parse(line);
             REQUIRE_FALSE(m);

@@ -5,6 +5,7 @@
 #include "daemon/process/kernel_process.hpp"
 #include "daemon/process/spawn_launcher.hpp"
 #include "kpool/zygote_source.hpp"
+#include "kpool/zygote_warm_ups_source.hpp"
 #include "protocol/control.hpp"
 
 namespace kpool::daemon {
@@ -30,18 +31,21 @@ launcher_registry::launcher_registry(uv_loop_t* loop)
     : m_loop(loop), m_spawn(std::make_unique<spawn_launcher>(loop)), m_collect(loop) {}
 
 launcher_registry::~launcher_registry() {
+    m_standby.clear();
     m_zygotes.clear();
     m_retired.clear();
     m_spawn.reset(); // last: zygotes were launched through it; joins the spawner thread
 }
 
-void launcher_registry::set_run(std::string run_dir, std::string instance_id) {
+void launcher_registry::set_run(std::string run_dir, std::string instance_id, bool background) {
     m_run_dir = std::move(run_dir);
     m_instance = std::move(instance_id);
+    m_background = background;
 }
 
 void launcher_registry::configure(const config::pool_config& pc,
-                                  const result<resolved_kernelspec>& spec) {
+                                  const result<resolved_kernelspec>& spec,
+                                  const protocol::zygote::preload_plan& plan) {
     retire(pc.name);
     const launcher_choice& choice = m_choices[pc.name] = choose_launcher(pc, spec);
     if (choice.kind != config::launcher_kind::fork) {
@@ -51,7 +55,10 @@ void launcher_registry::configure(const config::pool_config& pc,
         logger("daemon")->error("pool {}: no zygote: {}", pc.name, spec.err().message);
         return;
     }
-    start_zygote(pc, *spec);
+    m_setups[pc.name] = setup{pc, *spec};
+    if (auto z = make_zygote(pc, *spec, plan, false)) {
+        m_zygotes[pc.name] = std::move(z);
+    }
 }
 
 bool launcher_registry::forks(const std::string& pool) const {
@@ -59,27 +66,109 @@ bool launcher_registry::forks(const std::string& pool) const {
     return it != m_choices.end() && it->second.kind == config::launcher_kind::fork;
 }
 
-void launcher_registry::start_zygote(const config::pool_config& pc, const resolved_kernelspec& spec) {
+bool launcher_registry::rebuild(const std::string& pool, const protocol::zygote::preload_plan& plan) {
+    const auto s = m_setups.find(pool);
+    if (s == m_setups.end() || !m_zygotes.contains(pool)) {
+        return false;
+    }
+    if (auto old = m_standby.extract(pool)) { // a newer plan wins over one still building
+        m_retired.push_back(std::move(old.mapped()));
+        collect(false);
+    }
+    if (auto z = make_zygote(s->second.config, s->second.spec, plan, m_background)) {
+        logger("daemon")->info("pool {}: rebuilding its zygote in the background", pool);
+        m_standby[pool] = std::move(z);
+        return true;
+    }
+    return false;
+}
+
+std::unique_ptr<zygote_launcher> launcher_registry::make_zygote(const config::pool_config& pc,
+                                                                const resolved_kernelspec& spec,
+                                                                const protocol::zygote::preload_plan& plan,
+                                                                bool background) {
     launch_spec zygote;
     const std::string socket_path = m_run_dir + "/z" + std::to_string(++m_zygotes_started);
     // The kernelspec's arguments with {connection_file} unexpanded: the zygote parses them once.
     const auto args = ipykernel_args(spec.spec.argv);
     zygote.argv = {spec.program, "-c", zygote_source, socket_path, pc.startup_code,
                    args ? protocol::dump_json(*args) : std::string("null"),
-                   pc.prime ? "prime" : "no-prime"};
+                   pc.prime ? "prime" : "no-prime",
+                   protocol::zygote::format(plan), zygote_warm_ups_source};
     // The kernels' environment exactly, so that what the imports read is what each kernel would
     // have read (the zygote compares, per request).
     zygote.env = kernel_environment(spec.spec, m_instance);
+    zygote.idle = background; // a rebuild is background work; the zygote leaves it once ready
     try {
-        m_zygotes[pc.name] =
-            std::make_unique<zygote_launcher>(m_loop, *m_spawn, std::move(zygote), socket_path, pc.name);
+        auto z = std::make_unique<zygote_launcher>(m_loop, *m_spawn, std::move(zygote), socket_path, pc.name);
+        const zygote_launcher* id = z.get();
+        const std::string pool = pc.name;
+        z->set_events({[this, pool, id](const protocol::zygote::ready& r) { on_ready(pool, id, r); },
+                       [this, pool](const protocol::zygote::imports& m) {
+                           if (m_events.on_imports) {
+                               m_events.on_imports(pool, m);
+                           }
+                       },
+                       [this, pool, id](const exit_status& st) { on_exit(pool, id, st); }});
+        return z;
     } catch (const std::exception& e) {
         logger("daemon")->error("pool {}: no zygote: {}", pc.name, e.what());
+        return nullptr;
+    }
+}
+
+void launcher_registry::on_ready(const std::string& pool, const zygote_launcher* z,
+                                 const protocol::zygote::ready& ready) {
+    const auto current = m_zygotes.find(pool);
+    const auto standby = m_standby.find(pool);
+    const bool took_over = standby != m_standby.end() && standby->second.get() == z;
+    if (took_over) {
+        const bool old_prebuilt = current != m_zygotes.end() && current->second->describe().value("prebuilt", false);
+        if (!ready.prebuilt && old_prebuilt) {
+            return drop_standby(pool, "the zygote with them could not pre-build kernels: " + ready.why_not);
+        }
+        if (current != m_zygotes.end()) {
+            m_retired.push_back(std::move(current->second));
+        }
+        m_zygotes[pool] = std::move(standby->second);
+        m_standby.erase(standby);
+        collect(false);
+        logger("daemon")->info("pool {}: the rebuilt zygote takes over", pool);
+    } else if (current == m_zygotes.end() || current->second.get() != z) {
+        return; // a retired zygote that restarted: it forks nothing more
+    }
+    if (m_events.on_built) {
+        m_events.on_built(pool, ready, took_over);
+    }
+}
+
+void launcher_registry::on_exit(const std::string& pool, const zygote_launcher* z, const exit_status& status) {
+    const auto standby = m_standby.find(pool);
+    if (standby != m_standby.end() && standby->second.get() == z && !z->ready()) {
+        drop_standby(pool, "the zygote with them exited before it was ready (" + status.describe() + ")");
+    }
+}
+
+void launcher_registry::drop_standby(const std::string& pool, const std::string& why) {
+    auto node = m_standby.extract(pool);
+    if (node.empty()) {
+        return;
+    }
+    logger("daemon")->warn("pool {}: the rebuilt zygote does not take over: {}", pool, why);
+    m_retired.push_back(std::move(node.mapped()));
+    collect(false); // not now: we are inside its callback
+    if (m_events.on_rebuild_failed) {
+        m_events.on_rebuild_failed(pool, why);
     }
 }
 
 void launcher_registry::retire(const std::string& pool) {
     m_choices.erase(pool);
+    m_setups.erase(pool);
+    if (auto it = m_standby.find(pool); it != m_standby.end()) {
+        m_retired.push_back(std::move(it->second));
+        m_standby.erase(it);
+    }
     if (auto it = m_zygotes.find(pool); it != m_zygotes.end()) {
         m_retired.push_back(std::move(it->second));
         m_zygotes.erase(it);
@@ -102,6 +191,7 @@ void launcher_registry::describe(const config::pool_config& pc, nlohmann::json& 
     if (auto it = m_zygotes.find(pc.name); it != m_zygotes.end()) {
         status["zygote_ready"] = it->second->ready();
         status["zygote"] = it->second->describe();
+        status["zygote"]["rebuilding"] = m_standby.contains(pc.name);
     }
 }
 
@@ -110,6 +200,7 @@ void launcher_registry::collect(bool everything) {
     m_collect.start(std::chrono::milliseconds(0), [this] {
         std::erase_if(m_retired, [](const auto& z) { return z->childless(); });
         if (m_collect_everything) {
+            m_standby.clear();
             m_zygotes.clear();
             m_retired.clear();
         }

@@ -2,7 +2,7 @@
 
 kpoold compiles this file in and starts it with the kernelspec's own interpreter:
 
-    PYTHON -c <this file> SOCKET_PATH STARTUP_CODE ARGS_TEMPLATE_JSON PRIME
+    PYTHON -c <this file> SOCKET_PATH STARTUP_CODE ARGS_TEMPLATE_JSON PRIME [PRELOAD_JSON WARM_UPS]
 
 It imports ipykernel and IPython (and the import statements of the pool's startup_code) once,
 then pre-builds what every kernel would build the same way and that holds no thread, socket,
@@ -16,6 +16,26 @@ transformers and the compiler's caches are built here once; it leaves no trace (
 count, In/Out, `_`, history are untouched, and the child builds its own history and namespace).
 gc.freeze() then keeps the inherited objects out of each kernel's collections, whose first full
 pass would otherwise touch (and copy) all of them.
+
+PRELOAD_JSON ({"modules": [...], "max_mb": N, "request_env": [...]}) names the modules the pool
+learned its kernels import (or the ones its `preload` lists), most used first. Each is tried
+first in a probe child forked from here: it must be an installed module (the standard library or
+the interpreter's site directories; not a user's site directory, not found through a kernel's
+cwd, a notebook's folder or a path added at run time), import without error, start no thread,
+leave no file descriptor open and read no environment variable that requests set
+(`request_env`). Those that pass are imported here, while the zygote's growth stays under
+`max_mb`, and then warmed: WARM_UPS (daemon/process/zygote_warm_ups.py) runs the first-use set-up
+of the libraries it knows (a figure to PNG, a DataFrame's reprs), again tried first in a probe
+that checks it leaves no output, file, thread, open figure or name behind. The ready message
+says what was pre-imported (with each module's file and mtime, for kpoold to see upgrades), what
+was refused and why, and how much the zygote grew.
+
+Each child reports, when its kernel ends, the top-level modules it used: those it imported
+(beyond the zygote's) and those its user namespace holds (a learned module is pre-imported, so
+only the namespace shows that it is still used), each installed or not (with where it was
+found). A learned module that a kernel's own working directory shadows (./utils.py, ./utils/)
+is dropped from sys.modules when the kernel starts there or is moved there, so the user's
+`import utils` finds the local one, as in a kernel that never had it.
 
 Each child then builds only what is its own: Session and key, ZeroMQ context, sockets and
 threads, the kernel object, a real HistoryManager (its own sqlite connection and session
@@ -41,13 +61,17 @@ Protocol, one JSON object per line (protocol/zygote_protocol.hpp is kpoold's sid
   kpoold -> zygote  {"fork": ID, "args": [...], "connection_file": PATH, "env": {...},
                      "cwd": DIR or "", "log": PATH, "limits": [[RESOURCE, VALUE], ...],
                      "idle": BOOL}
-  zygote -> kpoold  {"ready": PID, "threads": N, "prebuilt": BOOL, "why_not": TEXT}   once
+  zygote -> kpoold  {"ready": PID, "threads": N, "prebuilt": BOOL, "why_not": TEXT,
+                     "preload": {"preloaded": [{"name", "file", "mtime"}], "refused": [[NAME, WHY]],
+                                 "warmed": [NAME], "warm_ups_refused": [[NAME, WHY]],
+                                 "growth_mb": MB, "rss_mb": MB}}   once
                     {"forked": ID, "pid": PID, "prebuilt": BOOL, "why_not": TEXT,
                      "at_idle": BOOL}
                     {"failed": ID, "error": TEXT}
                     {"exited": PID, "code": CODE, "signal": SIGNUM}
                     {"learned": PAGES, "why_not": TEXT}   hot pages learned (or why not)
                     {"error": TEXT}                        a request it could not read
+                    {"imports": PID, "modules": [NAME], "other": [[NAME, WHERE]]}   a kernel ended
 The zygote reaps its children and reports their exits: kpoold is not their parent.
 
 A background request ("idle": true, a refill nobody waits for) is forked at SCHED_IDLE: the
@@ -87,14 +111,19 @@ import ast  # noqa: E402
 import atexit  # noqa: E402
 import ctypes  # noqa: E402
 import gc  # noqa: E402
+import importlib.util  # noqa: E402
 import json  # noqa: E402
 import random  # noqa: E402
 import select  # noqa: E402
 import signal  # noqa: E402
+import site  # noqa: E402
 import socket  # noqa: E402
 import sys  # noqa: E402
+import sysconfig  # noqa: E402
+import tempfile  # noqa: E402
 import threading  # noqa: E402
 import traceback  # noqa: E402
+import types  # noqa: E402
 
 PR_SET_PDEATHSIG = 1
 MADV_POPULATE_WRITE = 23  # Linux 5.14
@@ -106,6 +135,9 @@ WATCHED_ENV = ("HOME", "IPYTHONDIR", "PATH", "LANG", "MPLBACKEND")
 WATCHED_ENV_PREFIXES = ("JUPYTER_", "XDG_", "PYTHON", "LC_")
 # Set by the zygote for itself only (silences debugpy's frozen-modules warning at import).
 ZYGOTE_ONLY_ENV = "PYDEVD_DISABLE_FILE_VALIDATION"
+PROBE_TIMEOUT = 120  # seconds a probe child may take to import a module and warm it
+MAX_REPORTED_OTHER = 64  # modules a kernel reports as not installed, at most
+PRELOADED = ()  # the modules the Preloader imported here: what a kernel's cwd may shadow
 
 
 class EnvironmentReads:
@@ -142,7 +174,15 @@ def preload(startup_code):
 
 
 def open_fds():
-    return {int(name) for name in os.listdir("/proc/self/fd")}
+    """This process's open file descriptors (not the one listing them, closed by then)."""
+    fds = set()
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            os.fstat(int(name))
+            fds.add(int(name))
+        except OSError:
+            pass
+    return fds
 
 
 def writable_private_ranges():
@@ -178,6 +218,330 @@ def exclusive_pages():
             if run_start is not None:
                 runs.append([(first + run_start) * PAGE, count - run_start])
     return runs
+
+
+class ModuleOrigins:
+    """Where a top-level module comes from: the interpreter's own (the standard library, its
+    site directories: what its packages installed) or anywhere else (a user's site directory,
+    a kernel's cwd, a notebook's folder, PYTHONPATH, a path added at run time)."""
+
+    def __init__(self):
+        paths = sysconfig.get_paths()
+        self.installed = sorted({os.path.realpath(paths[k]) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+                                | {os.path.realpath(p) for p in site.getsitepackages()})
+        try:
+            self.user_site = os.path.realpath(site.getusersitepackages())
+        except Exception:
+            self.user_site = None
+
+    @staticmethod
+    def _under(path, directory):
+        return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+    def why_not_installed(self, spec):
+        """None for an installed module (its importlib spec), else why it does not count."""
+        if spec is None:
+            return "not found"
+        if spec.origin in ("built-in", "frozen") or spec.origin is None and not spec.submodule_search_locations:
+            return None
+        places = list(spec.submodule_search_locations or []) or [spec.origin]
+        for place in places:
+            real = os.path.realpath(place)
+            if self.user_site and self._under(real, self.user_site):
+                return "in a user's site directory (%s)" % os.path.dirname(real)
+            if not any(self._under(real, d) for d in self.installed):
+                return "not an installed module (found in %s)" % os.path.dirname(real)
+        return None
+
+    def of_imported(self, name):
+        module = sys.modules.get(name)
+        return self.why_not_installed(getattr(module, "__spec__", None)) if module is not None else "not imported"
+
+
+def rss_kb():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+class Traces:
+    """What a piece of code left behind in this process: threads, file descriptors, output on
+    fds 1 and 2, files in the working directory, pyplot figures, names in the shell's user
+    namespace. Used in probe children only (it moves the cwd and the output fds)."""
+
+    def __init__(self, shell):
+        self.shell = shell
+        self.dir = tempfile.mkdtemp(prefix="kpool-probe-")
+        os.chdir(self.dir)
+        self.out = tempfile.TemporaryFile()
+        os.dup2(self.out.fileno(), 1)
+        os.dup2(self.out.fileno(), 2)
+        self.reset()
+
+    def reset(self):
+        self.threads, self.fds = threading.active_count(), open_fds()
+        self.names = set(self.shell.user_ns) if self.shell is not None else set()
+        self.count = self.shell.execution_count if self.shell is not None else None
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.out.seek(0, os.SEEK_END)
+        self.out_at = self.out.tell()
+
+    def remove_dir(self):
+        for entry in os.listdir(self.dir):
+            try:
+                os.unlink(os.path.join(self.dir, entry))
+            except OSError:
+                pass
+        try:
+            os.rmdir(self.dir)
+        except OSError:
+            pass
+
+    def left(self, output_matters):
+        """None, or what was left behind since the last reset."""
+        if threading.active_count() != self.threads:
+            return "starts a thread"
+        opened = open_fds() - self.fds
+        if opened:
+            where = []
+            for fd in sorted(opened):
+                try:
+                    where.append(os.readlink("/proc/self/fd/%d" % fd))
+                except OSError:
+                    where.append(str(fd))
+            return "leaves file descriptor(s) open (%s)" % ", ".join(where)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.out.seek(0, os.SEEK_END)
+        if output_matters and self.out.tell() != self.out_at:
+            self.out.seek(self.out_at)
+            return "prints %r" % self.out.read(120).decode(errors="replace")
+        if os.listdir(self.dir):
+            return "leaves a file (%s)" % sorted(os.listdir(self.dir))[0]
+        pyplot = sys.modules.get("matplotlib.pyplot")
+        if pyplot is not None and pyplot.get_fignums():
+            return "leaves a figure open"
+        if self.shell is not None and (set(self.shell.user_ns) != self.names or
+                                       self.shell.execution_count != self.count):
+            return "leaves a trace in the shell (names or execution count)"
+        return None
+
+
+def probe_in_child(name, warm_up, shell, request_env):
+    """In a probe child: import `name` (and warm it) as the zygote would; what happened."""
+    traces = Traces(shell)
+    try:
+        return try_import(name, warm_up, shell, request_env, traces)
+    finally:
+        traces.remove_dir()
+
+
+def try_import(name, warm_up, shell, request_env, traces):
+    before = rss_kb()
+    with EnvironmentReads() as reads:
+        try:
+            importlib.import_module(name)
+        except BaseException as e:
+            return {"why": "import failed: %s: %s" % (type(e).__name__, str(e)[:200])}
+    left = traces.left(output_matters=False)
+    if left is not None:
+        return {"why": left + " at import"}
+    read = sorted(n for n in reads.names if isinstance(n, str) and n in request_env)
+    if read:
+        return {"why": "reads $%s at import, which requests set" % read[0]}
+    result = {"kb": rss_kb() - before, "warm_up": None}
+    if warm_up is not None:
+        traces.reset()
+        try:
+            warm_up(shell)
+            result["warm_up"] = traces.left(output_matters=True)
+        except BaseException as e:
+            result["warm_up"] = "failed: %s: %s" % (type(e).__name__, str(e)[:200])
+    return result
+
+
+def probe(name, warm_up, shell, request_env):
+    """Forks a probe child for `name`; its findings, or why it gave none."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            found = probe_in_child(name, warm_up, shell, request_env)
+        except BaseException as e:
+            found = {"why": "probe failed: %s: %s" % (type(e).__name__, e)}
+        try:
+            os.write(w, json.dumps(found).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    data, deadline = b"", PROBE_TIMEOUT
+    try:
+        while True:
+            readable, _, _ = select.select([r], [], [], deadline)
+            if not readable:
+                os.kill(pid, signal.SIGKILL)
+                return {"why": "took over %d s to import" % PROBE_TIMEOUT}
+            chunk = os.read(r, 65536)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(r)
+        os.waitpid(pid, 0)
+    try:
+        return json.loads(data)
+    except ValueError:
+        return {"why": "the probe child died importing it"}
+
+
+class Preloader:
+    """The learned (or listed) modules, tried in probes, imported here under the size cap, then
+    warmed (see the module docstring); `report` is what the ready message says of it."""
+
+    def __init__(self, plan, warm_ups_source):
+        self.modules = [m for m in plan.get("modules", []) if isinstance(m, str) and module_name(m)]
+        self.max_kb = int(plan.get("max_mb", 0)) * 1024
+        self.request_env = set(plan.get("request_env", []))
+        self.warm_ups = {}
+        if warm_ups_source:
+            namespace = {}
+            exec(compile(warm_ups_source, "<zygote_warm_ups.py>", "exec"), namespace)
+            self.warm_ups = namespace.get("WARM_UPS", {})
+        self.names = []  # pre-imported here
+        self.report = {"preloaded": [], "refused": [], "warmed": [], "warm_ups_refused": [],
+                       "growth_mb": 0.0, "rss_mb": round(rss_kb() / 1024, 1)}
+
+    def refuse(self, name, why):
+        self.report["refused"].append([name, why])
+
+    def record(self, name, module):
+        self.names.append(name)
+        path = getattr(module, "__file__", None) or ""
+        try:
+            mtime = os.stat(path).st_mtime if path else 0
+        except OSError:
+            mtime = 0
+        self.report["preloaded"].append({"name": name, "file": path, "mtime": mtime})
+
+    def run(self, shell):
+        origins = ModuleOrigins()
+        start = rss_kb()
+        to_warm = []
+        for name in self.modules:
+            top = name.partition(".")[0]
+            # Imported already: by an earlier one (pandas brings numpy) or by ipykernel.
+            already = name in sys.modules
+            if not already:
+                # The top level's spec: finding a submodule's would import its package here.
+                why = origins.why_not_installed(importlib.util.find_spec(top)) if top not in sys.modules else None
+                if why is not None:
+                    self.refuse(name, why)
+                    continue
+            # One warm-up per library.
+            warm_up = self.warm_ups.get(top) if top not in {t for t, _ in to_warm} else None
+            if already and warm_up is None:
+                self.record(name, sys.modules[name])
+                continue
+            found = probe(name, warm_up, shell, self.request_env)
+            if found.get("why"):
+                self.refuse(name, found["why"])
+                continue
+            if already:
+                module = sys.modules[name]
+            else:
+                grown = rss_kb() - start
+                if self.max_kb and grown + found.get("kb", 0) > self.max_kb:
+                    self.refuse(name, "over the zygote's size cap (%d MB: %.0f MB used, it takes %.0f)"
+                                % (self.max_kb // 1024, grown / 1024, found.get("kb", 0) / 1024))
+                    continue
+                try:
+                    module = importlib.import_module(name)
+                except BaseException as e:  # passed its probe: not expected
+                    self.refuse(name, "import failed: %s: %s" % (type(e).__name__, e))
+                    continue
+            self.record(name, module)
+            if warm_up is not None:
+                if found.get("warm_up"):
+                    self.report["warm_ups_refused"].append([top, found["warm_up"]])
+                else:
+                    to_warm.append((top, warm_up))
+        for name, warm_up in to_warm:
+            try:
+                warm_up(shell)
+                self.report["warmed"].append(name)
+            except BaseException as e:  # passed its probe: not expected, never fatal
+                self.report["warm_ups_refused"].append([name, "failed: %s: %s" % (type(e).__name__, e)])
+        self.report["growth_mb"] = round((rss_kb() - start) / 1024, 1)
+        self.report["rss_mb"] = round(rss_kb() / 1024, 1)
+
+
+def module_name(name):
+    """Whether `name` is a module's dotted name (pandas, matplotlib.pyplot)."""
+    return bool(name) and all(part.isidentifier() for part in name.split("."))
+
+
+def unshadow(preloaded, directory):
+    """Drops the pre-imported modules that `directory` (a kernel's cwd, first on its sys.path)
+    has a module of the same name for, so that an import finds that one, as in a fresh kernel."""
+    try:
+        entries = os.listdir(directory)
+    except OSError:
+        return
+    here = set()
+    for entry in entries:
+        base, _, ext = entry.partition(".")
+        if ext in ("", "py", "pyc") or ext.endswith("so"):
+            here.add(base)
+    for top in {name.partition(".")[0] for name in preloaded}:
+        if top in here:
+            for loaded in [m for m in sys.modules if m == top or m.startswith(top + ".")]:
+                del sys.modules[loaded]
+
+
+def used_modules(base, learned):
+    """In a kernel that ends: the modules it used, as {"modules": installed ones, "other":
+    [[name, where]]}: the top-level modules it imported beyond the zygote's `base`, and what
+    its user namespace holds that is not `base`'s or is one of the `learned` the zygote
+    pre-imported: modules by their full name (`plt` is matplotlib.pyplot, the part worth
+    pre-importing), and the top-level modules of its objects."""
+    names = {n.partition(".")[0] for n in list(sys.modules)} - base
+    try:
+        from IPython import get_ipython
+        shell = get_ipython()
+        values = list(shell.user_ns.values()) if shell is not None else []
+    except Exception:
+        values = []
+    learned_tops = {n.partition(".")[0] for n in learned}
+    for value in values:
+        whole = isinstance(value, types.ModuleType)
+        if whole:
+            module = getattr(value, "__name__", None)
+        else:
+            module = getattr(value, "__module__", None)
+            if not isinstance(module, str):
+                module = getattr(type(value), "__module__", None)
+        if not isinstance(module, str):
+            continue
+        top = module.partition(".")[0]
+        if top not in base or top in learned_tops:
+            names.update((module, top) if whole else (top,))
+    names -= {"__main__", "builtins", "__mp_main__"}
+    origins = ModuleOrigins()
+    modules, other = [], []
+    for name in sorted(names):
+        if not module_name(name):
+            continue
+        top = name.partition(".")[0]
+        why = origins.of_imported(top) if top in sys.modules else "not imported"
+        if why is None:
+            modules.append(name)
+        elif len(other) < MAX_REPORTED_OTHER:
+            other.append([name, why])
+    return {"modules": modules, "other": other}
 
 
 class Prebuilt:
@@ -359,6 +723,7 @@ def context_dispatch(kernel, dispatch_control):
         try:
             if content.get("cwd") is not None:
                 os.chdir(content["cwd"].encode())
+                unshadow(PRELOADED, os.getcwd())
             for name, value in (content.get("env") or {}).items():
                 os.environb[name.encode()] = value.encode()
             if content.get("python"):  # kpoold's own setup code (in-memory history)
@@ -545,7 +910,8 @@ class HotPageLearner:
             os.close(self.report[0])
 
 
-def become_kernel(request, refused, report_fd, zygote_pid, libc, prebuilt, env_set_by_imports):
+def become_kernel(request, refused, report_fd, zygote_pid, libc, prebuilt, env_set_by_imports, imports_sock,
+                  base_modules):
     """The child's side of a fork: leave the zygote's plumbing (already closed by the caller)
     behind, take the request's process group, limits, environment, cwd and log, and run the
     kernel, pre-built or not. Never returns."""
@@ -571,6 +937,7 @@ def become_kernel(request, refused, report_fd, zygote_pid, libc, prebuilt, env_s
             os.environ.setdefault(name, value)
         if request.get("cwd"):
             os.chdir(request["cwd"])
+        unshadow(PRELOADED, os.getcwd())
         log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -595,6 +962,12 @@ def become_kernel(request, refused, report_fd, zygote_pid, libc, prebuilt, env_s
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except BaseException:
         traceback.print_exc()
+    # What this kernel used, for the pool to learn from (one datagram; lost if the zygote is gone).
+    try:
+        used = used_modules(base_modules, set(PRELOADED))
+        imports_sock.send(json.dumps(dict(used, pid=os.getpid())).encode())
+    except Exception:
+        traceback.print_exc()
     # As an interpreter that ends normally would: atexit functions (IPython's history
     # end_session, ipykernel's connection file cleanup), then the final flush.
     try:
@@ -618,8 +991,13 @@ class Zygote:
     """Serves fork requests: reads them from the channel, forks (the policy decides fast or
     slow path, the learner whether this child reports its hot pages), reaps and reports."""
 
-    def __init__(self, channel, policy, learner, after_fork, env_set_by_imports):
+    def __init__(self, channel, policy, learner, after_fork, env_set_by_imports, preload_report):
         self.pid = os.getpid()
+        self.preload_report = preload_report
+        # Each kernel's datagram of the modules it used (used_modules), sent as it ends.
+        self.imports_r, self.imports_w = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.imports_r.setblocking(False)
+        self.base_modules = {n.partition(".")[0] for n in list(sys.modules)}
         self.libc = ctypes.CDLL(None, use_errno=True)
         self.channel = channel
         self.policy = policy
@@ -632,11 +1010,18 @@ class Zygote:
         after_fork.madvise = madvise
 
     def serve(self):
+        # A zygote built in the background (a rebuild with what the pool learned) started at
+        # SCHED_IDLE; serving forks is foreground work.
+        if os.sched_getscheduler(0) == os.SCHED_IDLE and self.idle_forks:
+            self.back_to_normal_priority()
         self.channel.send({"ready": self.pid, "threads": threading.active_count(),
-                           "prebuilt": self.policy.why_not is None, "why_not": self.policy.why_not})
+                           "prebuilt": self.policy.why_not is None, "why_not": self.policy.why_not,
+                           "preload": self.preload_report})
         while True:
-            watched = [self.channel.sock, self.channel.wake_r] + self.learner.fds()
+            watched = [self.channel.sock, self.channel.wake_r, self.imports_r] + self.learner.fds()
             readable, _, _ = select.select(watched, [], [])
+            if self.imports_r in readable:
+                self.forward_imports()
             if self.channel.wake_r in readable:
                 self.channel.drain_wakeups()
                 reap_children(self.channel)
@@ -650,6 +1035,18 @@ class Zygote:
                     return  # kpoold is gone; our children die with us (parent-death signal)
                 for line in lines:
                     self.handle(line)
+
+    def forward_imports(self):
+        while True:
+            try:
+                data = self.imports_r.recv(1 << 20)
+            except BlockingIOError:
+                return
+            try:
+                used = json.loads(data)
+                self.channel.send({"imports": int(used["pid"]), "modules": used["modules"], "other": used["other"]})
+            except (ValueError, KeyError, TypeError):
+                pass  # a kernel's (not ours to trust blindly): dropped
 
     def handle(self, line):
         try:
@@ -710,10 +1107,11 @@ class Zygote:
                     os.close(report_r)
                 self.channel.close_in_child()
                 self.learner.close_in_child()
+                self.imports_r.close()
             except BaseException:
                 os._exit(1)  # never back into the zygote's loop
             become_kernel(request, refused, report_w, self.pid, self.libc, self.policy.prebuilt,
-                          self.env_set_by_imports)
+                          self.env_set_by_imports, self.imports_w, self.base_modules)
         if at_idle:
             self.back_to_normal_priority()
         if learn:
@@ -724,17 +1122,30 @@ class Zygote:
 
 
 def main():
+    global PRELOADED
     path, startup_code = sys.argv[1], sys.argv[2]
     template = json.loads(sys.argv[3]) if len(sys.argv) > 3 else None
     prime = len(sys.argv) > 4 and sys.argv[4] == "prime"
+    plan = json.loads(sys.argv[5]) if len(sys.argv) > 5 and sys.argv[5] else None
+    warm_ups_source = sys.argv[6] if len(sys.argv) > 6 else ""
     env_at_start = dict(os.environ)
     own = ZYGOTE_ONLY_ENV not in os.environ
     if own:
         os.environ[ZYGOTE_ONLY_ENV] = "1"
+    preloader = Preloader(plan if isinstance(plan, dict) else {}, warm_ups_source)
     with EnvironmentReads() as reads:
         preload(startup_code)
         prebuilt = Prebuilt(template or [], prime)
         why_not = "no argument template" if template is None else prebuilt.build()
+        threads, fds = threading.active_count(), open_fds()
+        cwd = os.getcwd()
+        preloader.run(prebuilt.shell if why_not is None else None)
+        os.chdir(cwd)
+        if why_not is None and threading.active_count() != threads:
+            why_not = "pre-importing the learned modules started a thread"
+        elif why_not is None and open_fds() - fds:
+            why_not = "pre-importing the learned modules left file descriptor(s) open"
+    PRELOADED = tuple(preloader.names)
     if own:
         del os.environ[ZYGOTE_ONLY_ENV]
     if why_not is not None and prebuilt.app is not None:
@@ -744,7 +1155,7 @@ def main():
     gc.freeze()  # the first full collection in a kernel would touch (and copy) every object
     Zygote(Channel(path), FastPathPolicy(prebuilt, why_not, reads.names, env_at_start),
            HotPageLearner(AFTER_FORK, nothing_to_learn=why_not is not None), AFTER_FORK,
-           env_set_by_imports).serve()
+           env_set_by_imports, preloader.report).serve()
 
 
 main()

@@ -19,6 +19,27 @@ namespace {
 using json = nlohmann::json;
 namespace zp = protocol::zygote;
 
+json pairs_object(const std::vector<std::pair<std::string, std::string>>& pairs) {
+    json out = json::object();
+    for (const auto& [name, why] : pairs) {
+        out[name] = why;
+    }
+    return out;
+}
+
+json describe_preload(const zp::preload_report& r) {
+    json modules = json::array();
+    for (const auto& m : r.preloaded) {
+        modules.push_back(m.name);
+    }
+    return {{"preloaded", modules},
+            {"refused", pairs_object(r.refused)},
+            {"warmed", r.warmed},
+            {"warm_ups_refused", pairs_object(r.warm_ups_refused)},
+            {"growth_mb", r.growth_mb},
+            {"rss_mb", r.rss_mb}};
+}
+
 } // namespace
 
 std::optional<std::vector<std::string>> ipykernel_args(const std::vector<std::string>& argv) {
@@ -167,6 +188,8 @@ void zygote_launcher::on_message(const zp::message& msg) {
             on_exited(m);
         } else if constexpr (std::is_same_v<T, zp::learned>) {
             on_learned(m);
+        } else if constexpr (std::is_same_v<T, zp::imports>) {
+            on_imports(m);
         } else {
             logger("kernel")->error("zygote {} could not read a request: {}", m_name,
                                     protocol::echo_safe(m.error));
@@ -189,6 +212,28 @@ void zygote_launcher::on_ready(const zp::ready& m) {
         log->warn("zygote {}: its imports started {} threads; a fork copies only one, which "
                   "some libraries do not survive",
                   m_name, m.threads);
+    }
+    m_preload = m.preload;
+    if (!m.preload.preloaded.empty() || !m.preload.refused.empty()) {
+        std::string names;
+        for (const auto& p : m.preload.preloaded) {
+            names += (names.empty() ? "" : ", ") + p.name;
+        }
+        log->info("zygote {} pre-imported {} module(s) ({}), refused {}, warmed {}, grew {:.1f} MB", m_name,
+                  m.preload.preloaded.size(), names.empty() ? "none" : names, m.preload.refused.size(),
+                  m.preload.warmed.size(), m.preload.growth_mb);
+        for (const auto& [name, why] : m.preload.refused) {
+            log->info("zygote {}: not pre-importing {}: {}", m_name, protocol::echo_safe(name), protocol::echo_safe(why));
+        }
+    }
+    if (m_events.on_ready) {
+        m_events.on_ready(m); // may retire or destroy this launcher (deferred by its owner)
+    }
+}
+
+void zygote_launcher::on_imports(const zp::imports& m) {
+    if (m_events.on_imports) {
+        m_events.on_imports(m);
     }
 }
 
@@ -262,7 +307,8 @@ nlohmann::json zygote_launcher::describe() const {
                 {"forked_at_idle", m_stats.forked_at_idle},
                 {"hot_pages", m_stats.hot_pages ? json(*m_stats.hot_pages) : json(nullptr)},
                 {"hot_pages_why_not",
-                 m_stats.hot_pages_why_not.empty() ? json(nullptr) : json(m_stats.hot_pages_why_not)}};
+                 m_stats.hot_pages_why_not.empty() ? json(nullptr) : json(m_stats.hot_pages_why_not)},
+                {"preload", describe_preload(m_preload)}};
 }
 
 void zygote_launcher::finish_child(const std::shared_ptr<child>& c, exit_status status) {
@@ -306,6 +352,9 @@ void zygote_launcher::on_zygote_exit(const exit_status& status) {
         finish_child(c, exit_status{127, 0});
     }
     m_restart.start(delay, [this] { start_zygote(); });
+    if (m_events.on_exit) {
+        m_events.on_exit(status); // its owner may drop this launcher (deferred)
+    }
     m_zygote.reset(); // last: we are inside its exit callback, which allows this
 }
 

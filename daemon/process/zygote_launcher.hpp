@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 #include <uv.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -32,6 +33,15 @@ namespace kpool::daemon {
 // The arguments after `PYTHON -m ipykernel_launcher` (or `-m ipykernel`), or nothing if the
 // kernelspec is not an ipykernel started that way (then a zygote cannot stand in for it).
 std::optional<std::vector<std::string>> ipykernel_args(const std::vector<std::string>& argv);
+
+// What a zygote tells its owner besides launches: it is ready (after each start, with what it
+// pre-imported), a kernel it forked ended and reported the modules it used, the zygote process
+// exited (it restarts itself with backoff unless its owner drops it).
+struct zygote_events {
+    std::function<void(const protocol::zygote::ready&)> on_ready;
+    std::function<void(const protocol::zygote::imports&)> on_imports;
+    std::function<void(const exit_status&)> on_exit;
+};
 
 class zygote_launcher final : public launcher {
 public:
@@ -47,7 +57,11 @@ public:
     result<std::unique_ptr<launched_process>> launch(const launch_spec& spec,
                                                      launch_callbacks callbacks) override;
 
+    void set_events(zygote_events events) { m_events = std::move(events); }
+
     bool ready() const { return m_ready; }
+    // What its last ready message said it pre-imported, refused and warmed.
+    const protocol::zygote::preload_report& preload() const { return m_preload; }
     // No kernel of this zygote is alive (or being forked): it can go.
     bool childless() const { return m_by_pid.empty() && m_by_request.empty(); }
     // For status: readiness, whether kernels are pre-built (and why not), how many were, hot
@@ -66,6 +80,7 @@ private:
     void on_fork_failed(const protocol::zygote::fork_failed& m);
     void on_exited(const protocol::zygote::exited& m);
     void on_learned(const protocol::zygote::learned& m);
+    void on_imports(const protocol::zygote::imports& m);
     void on_zygote_exit(const exit_status& status);
     void send_line(const std::string& line);
     void finish_child(const std::shared_ptr<child>& c, exit_status status);
@@ -84,6 +99,8 @@ private:
     uv_timer m_restart;
     int m_failures = 0;
     bool m_ready = false;
+    zygote_events m_events;
+    protocol::zygote::preload_report m_preload;
 
     // What the zygote said about pre-building, and what came of it.
     struct stats {

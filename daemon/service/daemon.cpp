@@ -136,6 +136,8 @@ daemon::~daemon() {
     m_deadline_timer.reset();
     m_watchdog_timer.reset();
     m_signals.clear();
+    m_launchers->set_events({}); // nothing reaches import learning from here on
+    m_learning.reset();
     m_launchers.reset();
     m_metrics.reset();
     uv_walk(
@@ -207,9 +209,21 @@ int daemon::run() {
         log->warn("starting kernels run at normal CPU priority: {}", m_priority.why_not);
     }
     use_kernel_ports(m_cfg.daemon);
-    m_launchers->set_run(m_instance->path(), m_instance->id());
+    m_launchers->set_run(m_instance->path(), m_instance->id(), background_priority());
+    m_learning = std::make_unique<import_learning>(&m_loop, *m_launchers, m_cfg.daemon.state_dir);
+    m_launchers->set_events(
+        {[this](const std::string& pool, const protocol::zygote::ready& r, bool took_over) {
+             m_learning->built(pool, r);
+             if (auto it = m_pools.find(pool); took_over && it != m_pools.end()) {
+                 // Warm kernels of the old zygote lack what the new one pre-imports: forks of
+                 // the new one replace them (a fork costs little; leased kernels run on).
+                 it->second->reconfigure(it->second->config(), true, clock::now());
+             }
+         },
+         [this](const std::string& pool, const std::string& why) { m_learning->rebuild_failed(pool, why); },
+         [this](const std::string& pool, const protocol::zygote::imports& m) { m_learning->kernel_used(pool, m); }});
     for (const auto& pc : m_cfg.pools) {
-        m_launchers->configure(pc, kernelspec_of(pc));
+        m_launchers->configure(pc, kernelspec_of(pc), m_learning->configure(pc));
     }
     if (auto st = bind_control(); !st) {
         log->critical("{}", st.err().message);

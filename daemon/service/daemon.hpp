@@ -23,6 +23,7 @@
 #include "daemon/process/port_registry.hpp"
 #include "daemon/process/runtime_files.hpp"
 #include "daemon/service/control_server.hpp"
+#include "daemon/service/import_learning.hpp"
 #include "daemon/service/kernel_table.hpp"
 #include "daemon/service/metrics.hpp"
 #include "daemon/service/sd_notify.hpp"
@@ -108,6 +109,8 @@ private:
     // False if the client could not be reached and the kernel was untouched (back to warm).
     bool hand_over(pending_acquire pending, const kernel_entry& kernel);
     bool send_acquire_reply(const pending_acquire& pending, const kernel_entry& kernel);
+    // The variable names an acquire or context op sets, for the pool's import learning.
+    void learn_request_env(const std::string& pool, const std::map<std::string, std::string>& env);
     // What an acquire or context op asks of a pool's kernel (history only where it means something).
     kernel_context wanted_context(const config::pool_config& pc, const std::optional<std::string>& cwd,
                                   const std::map<std::string, std::string>& env, bool memory_history) const;
@@ -177,6 +180,7 @@ private:
     uv_loop_t m_loop{};
     zmq::context_t m_zmq;
     std::unique_ptr<launcher_registry> m_launchers;
+    std::unique_ptr<import_learning> m_learning; // after m_launchers, which it rebuilds zygotes with
     cpu_priority::support m_priority; // whether starting kernels can run as background work
     std::uint64_t m_starved_starts = 0; // starts given normal priority after background_limit_s
     // Whether they do: the config wants it and the daemon may.

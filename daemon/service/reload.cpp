@@ -72,6 +72,7 @@ void daemon::reload() {
         }
         it->second->retire(now);
         m_launchers->retire(it->first);
+        m_learning->forget(it->first);
         if (!it->second->empty()) {
             m_removed_pools.push_back(std::move(it->second)); // leased kernels run on
         } else if (m_metrics) {
@@ -82,7 +83,7 @@ void daemon::reload() {
     for (const config::pool_config& pc : next->pools) {
         auto it = m_pools.find(pc.name);
         if (it == m_pools.end()) {
-            m_launchers->configure(pc, kernelspec_of(pc));
+            m_launchers->configure(pc, kernelspec_of(pc), m_learning->configure(pc));
             log->info("pool {} added: size {}", pc.name, pc.size);
             m_pools.emplace(pc.name, make_pool(pc)).first->second->refill(now);
             continue;
@@ -91,8 +92,13 @@ void daemon::reload() {
         // pool's zygote: the old one lives on until its kernels are gone). A resize, a new
         // lease or timeout keeps both: the warm kernels are what the new config would start.
         const bool replace = specs_changed.count(pc.name) != 0 || kernels_differ(it->second->config(), pc);
+        const config::pool_config& was = it->second->config();
+        const auto plan = m_learning->configure(pc);
         if (replace) {
-            m_launchers->configure(pc, kernelspec_of(pc));
+            m_launchers->configure(pc, kernelspec_of(pc), plan);
+        } else if (was.preload != pc.preload || was.preload_modules != pc.preload_modules ||
+                   was.preload_max_mb != pc.preload_max_mb) {
+            m_launchers->rebuild(pc.name, plan); // the kernels stay: only what their zygote holds changes
         }
         if (replace || !(it->second->config() == pc)) {
             it->second->reconfigure(pc, replace, now);

@@ -136,6 +136,7 @@ std::string daemon::op_acquire(const envelope& env, const protocol::control_requ
     std::string setup_code;
     std::optional<kernel_context> context;
     const kernel_context wanted = wanted_context(p.config(), args->cwd, args->env, args->memory_history);
+    learn_request_env(pool_name, args->env);
     if (wanted.cwd || !wanted.env.empty() || wanted.memory_history) {
         // Rendered before a kernel is taken, so an impossible request costs the pool nothing.
         auto code = context_code_for(p.config(), wanted);
@@ -402,6 +403,17 @@ std::string daemon::op_renew(const envelope&, const protocol::control_request& r
     return protocol::make_ok_reply({{"lease_remaining_s", args->lease_s}}, req.req_id);
 }
 
+void daemon::learn_request_env(const std::string& pool, const std::map<std::string, std::string>& env) {
+    if (env.empty()) {
+        return;
+    }
+    std::vector<std::string> names;
+    for (const auto& [name, value] : env) {
+        names.push_back(name);
+    }
+    m_learning->requests_set(pool, names);
+}
+
 std::string daemon::op_context(const envelope& env, const protocol::control_request& req) {
     auto args = protocol::parse_context(req.body);
     if (!args) {
@@ -420,6 +432,7 @@ std::string daemon::op_context(const envelope& env, const protocol::control_requ
             req.req_id);
     }
     const kernel_context context = wanted_context(p->config(), args->cwd, args->env, args->memory_history);
+    learn_request_env(p->config().name, args->env);
     if (!context.cwd && context.env.empty() && !context.memory_history) {
         return protocol::make_ok_reply(json::object(), req.req_id); // history asked of a kernel that has none
     }
@@ -457,6 +470,7 @@ std::string daemon::op_status(const envelope&, const protocol::control_request& 
     for_each_pool([&](pool& p) {
         json ps = pool_status_json(p, now);
         m_launchers->describe(p.config(), ps);
+        ps["preload"] = m_launchers->forks(p.config().name) ? m_learning->describe(p.config().name) : json(nullptr);
         const refill_delay delay =
             refill_delay_for(m_cfg.daemon, p.config(), m_launchers->forks(p.config().name));
         ps["refill_delay_s"] = delay.seconds;

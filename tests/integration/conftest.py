@@ -73,6 +73,9 @@ def pytest_configure(config):
                    check=True, cwd=work)
     sys.path.insert(0, PYTHON_SITE)
     os.environ["PYTHONPATH"] = PYTHON_SITE + os.pathsep + os.environ.get("PYTHONPATH", "")
+    # Any kpoold a test starts outside Daemon learns into the run's own directory, never the
+    # user's (or /var/lib/kpool).
+    os.environ["STATE_DIRECTORY"] = os.path.join(work, "state")
 
 
 def pytest_unconfigure(config):
@@ -142,6 +145,42 @@ def coalesced(outputs):
     return out
 
 
+def tcp_connections(pid):
+    """The established TCP connections of process `pid` (IPv4): [(fd, local port, remote port)]."""
+    by_inode = {}
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except FileNotFoundError:
+            continue
+        if target.startswith("socket:["):
+            by_inode[target[8:-1]] = int(fd)
+    out = []
+    with open("/proc/%d/net/tcp" % pid) as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            if fields[3] == "01" and fields[9] in by_inode:  # ESTABLISHED, and this process's
+                out.append((by_inode[fields[9]], int(fields[1].split(":")[1], 16), int(fields[2].split(":")[1], 16)))
+    return out
+
+
+def tcp_nodelay(pid, fd):
+    """Whether socket `fd` of process `pid` (a child of ours) has TCP_NODELAY set: a copy of the
+    descriptor taken with pidfd_getfd(2), asked with getsockopt."""
+    import ctypes
+    import socket
+    libc = ctypes.CDLL(None, use_errno=True)
+    pidfd = os.pidfd_open(pid)
+    try:
+        copy = libc.syscall(438, pidfd, fd, 0)  # SYS_pidfd_getfd, on x86_64 and arm64 alike
+        if copy < 0:
+            raise OSError(ctypes.get_errno(), "pidfd_getfd(%d, %d)" % (pid, fd))
+    finally:
+        os.close(pidfd)
+    with socket.socket(fileno=copy) as s:
+        return s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+
+
 def wait_until(predicate, timeout=10.0, interval=0.05, what="condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -171,6 +210,8 @@ class Daemon:
                 self.runtime_dir, textwrap.dedent(daemon_toml), textwrap.dedent(pools_toml)))
         self.log_path = os.path.join(workdir, "kpoold.log")
         self.env = dict(os.environ, **(env or {}))
+        # What pools learn to pre-import is this daemon's own (a test may share it on purpose).
+        self.env["STATE_DIRECTORY"] = (env or {}).get("STATE_DIRECTORY", os.path.join(workdir, "state"))
         self.args = args if args is not None else ["--config", self.config_path]
         self.ctx = zmq.Context.instance()
         self.seen_pids = set()

@@ -2,8 +2,13 @@
 jupyter_server 1.23 and classic Notebook 6.4 started with --gateway-url, used through their own
 REST API and kernel websockets as a browser uses them: start, execute, interrupt, restart,
 list, delete, comms with buffers, a websocket dropped and reopened mid-execution, several
-kernels at once, and a wrong gateway token refused."""
+kernels at once, and a wrong gateway token refused; a person's path through classic Notebook's
+page in Debian's chromium (tests/js/notebook_page.js); and kpool's notebook server extension
+(kpool.server_extension), enabled by installing the kpool package, turning Nagle off on both of the
+server's websockets."""
+import json
 import os
+import shutil
 import socket
 import subprocess
 import threading
@@ -12,7 +17,7 @@ import time
 import pytest
 import requests
 
-from conftest import module_daemon, wait_until
+from conftest import SOURCE_DIR, module_daemon, tcp_connections, tcp_nodelay, wait_until
 from test_gateway import COMM_ECHO, POOLS, KernelSocket, stdout_of
 from test_serve import Serve
 
@@ -45,7 +50,7 @@ def free_port():
 class NotebookServer:
     """jupyter_server or classic Notebook with --gateway-url, in Jupyter directories of its own."""
 
-    def __init__(self, module, gateway_url, tmp, gateway_token=GATEWAY_TOKEN):
+    def __init__(self, module, gateway_url, tmp, gateway_token=GATEWAY_TOKEN, python="/usr/bin/python3"):
         app = "ServerApp" if module == "jupyter_server" else "NotebookApp"
         port = free_port()
         self.url = "http://127.0.0.1:%d" % port
@@ -54,7 +59,8 @@ class NotebookServer:
             os.makedirs(d, exist_ok=True)
         env = dict(os.environ, JUPYTER_CONFIG_DIR=dirs["config"], JUPYTER_RUNTIME_DIR=dirs["runtime"],
                    IPYTHONDIR=dirs["ipython"], JUPYTER_GATEWAY_AUTH_TOKEN=gateway_token)
-        args = ["/usr/bin/python3", "-m", module, "--no-browser", "--ip=127.0.0.1", "--port=%d" % port,
+        self.port = port
+        args = [python, "-m", module, "--no-browser", "--ip=127.0.0.1", "--port=%d" % port,
                 "--gateway-url=" + gateway_url, "--%s.token=%s" % (app, SERVER_TOKEN),
                 "--%s.%s=%s" % (app, "root_dir" if app == "ServerApp" else "notebook_dir", dirs["root"])]
         if os.geteuid() == 0:
@@ -210,5 +216,109 @@ def test_a_wrong_gateway_token_is_refused(gateway, tmp_path):
         # a thread of the fixture: it may arrive just after jupyter_server's own answer.
         wait_until(lambda: any(" 401 " in line and "/api/k" in line for line in gateway.log),
                    timeout=10, what="kpool serve's 401 in its access log")
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def kpool_venv(tmp_path_factory):
+    """A virtual environment (on Debian's packages) with the kpool package installed as a user
+    installs it: its python, and the config files the install put in its etc/jupyter."""
+    venv = tmp_path_factory.mktemp("kpool-venv")
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
+    src = tmp_path_factory.mktemp("kpool-src") / "python"
+    shutil.copytree(os.path.join(SOURCE_DIR, "python"), src,
+                    ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    subprocess.run(["/usr/bin/python3", "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--quiet",
+                    "--root-user-action=ignore", "--no-build-isolation", "--no-deps", "--no-index", str(src)],
+                   check=True, cwd=str(src.parent))
+    return venv
+
+
+def websocket_nagle(server, gateway, ks):
+    """Whether the server's two sockets of websocket `ks` have TCP_NODELAY: the one it accepted
+    from us, and its gateway client's to kpool serve (each of those, if it has several)."""
+    pid = server.proc.pid
+    mine = ks.ws.sock.getsockname()[1]
+    gateway_port = int(gateway.url.rsplit(":", 1)[1])
+    conns = tcp_connections(pid)
+    accepted = [fd for fd, local, remote in conns if (local, remote) == (server.port, mine)]
+    to_gateway = [fd for fd, local, remote in conns if remote == gateway_port]
+    assert len(accepted) == 1 and to_gateway, conns
+    return tcp_nodelay(pid, accepted[0]), [tcp_nodelay(pid, fd) for fd in to_gateway]
+
+
+@pytest.mark.parametrize("module", ["jupyter_server", "notebook"])
+def test_installing_kpool_turns_nagle_off_on_the_servers_websockets(module, gateway, kpool_venv, tmp_path):
+    # Without the package's extension, Nagle is on at both ends (what costs each message after
+    # an execute's first the peer's delayed ACK: bench scenarios 15 and 18).
+    plain = NotebookServer(module, gateway.url, tmp_path / "plain")
+    try:
+        kid = plain.api("POST", "/api/kernels", json={"name": "python3"}).json()["id"]
+        ks = plain.socket(kid)
+        assert ks.execute("1 + 1")[1]["status"] == "ok"
+        accepted, to_gateway = websocket_nagle(plain, gateway, ks)
+        assert not accepted and not any(to_gateway), (accepted, to_gateway)
+        ks.close()
+        assert plain.api("DELETE", "/api/kernels/" + kid).status_code == 204
+    finally:
+        plain.stop()
+    # Installed in a virtual environment, it is enabled there with nothing more to do.
+    server = NotebookServer(module, gateway.url, tmp_path / "venv", python=str(kpool_venv / "bin" / "python"))
+    try:
+        assert "kpool.server_extension: TCP_NODELAY on websockets" in server.log()
+        kid = server.api("POST", "/api/kernels", json={"name": "python3"}).json()["id"]
+        ks = server.socket(kid)
+        iopub, reply = ks.execute("print('through', 'both')")
+        assert reply["status"] == "ok" and stdout_of(iopub) == "through both\n"
+        accepted, to_gateway = websocket_nagle(server, gateway, ks)
+        assert accepted and any(to_gateway), (accepted, to_gateway)
+        ks.close()
+        if module == "jupyter_server":
+            # 1.23's gateway client lost a message sent before its own websocket to the gateway
+            # was being opened (about every second new websocket): sent once, at once, each of
+            # these must be answered (the websocket's 30 s timeout fails the test otherwise).
+            assert "messages sent before the gateway websocket connects are kept" in server.log()
+            for _ in range(6):
+                early = KernelSocket(server, kid, query="?session_id=abc",
+                                     header=["Authorization: token " + SERVER_TOKEN])
+                assert stdout_of(early.execute("print('first')")[0]) == "first\n"
+                early.close()
+        assert server.api("DELETE", "/api/kernels/" + kid).status_code == 204
+    finally:
+        server.stop()
+
+
+JS = os.path.join(os.path.dirname(__file__), "..", "js")
+
+
+def test_a_person_runs_answers_interrupts_and_restarts_in_notebooks_page(gateway, daemon, tmp_path):
+    if not os.path.isdir(os.path.join(JS, "node_modules", "playwright-core")) or not shutil.which("chromium"):
+        pytest.fail("this test needs chromium and tests/js's node modules (scripts/dev installs both)")
+    server = NotebookServer("notebook", gateway.url, tmp_path)
+    nb = {"cells": [{"cell_type": "code", "execution_count": None, "id": "c0", "metadata": {}, "outputs": [],
+                     "source": ""}],
+          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+          "nbformat": 4, "nbformat_minor": 5}
+    (tmp_path / "root" / "kpool.ipynb").write_text(json.dumps(nb))
+    # Kept where the suite runs when the page does not show what it should.
+    shot = os.path.join(os.environ.get("KPOOL_ARTIFACTS", os.path.join(os.getcwd(), "test-artifacts")),
+                        "notebook_page.png")
+    os.makedirs(os.path.dirname(shot), exist_ok=True)
+    try:
+        out = subprocess.run(["node", os.path.join(JS, "notebook_page.js"), "--url",
+                              server.url + "/notebooks/kpool.ipynb?token=" + SERVER_TOKEN, "--screenshot", shot],
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr + server.log()
+        steps = json.loads(out.stdout)["steps"]
+        assert "kpool" in steps["opened"]
+        assert steps["run"].strip() == "answer 42"
+        assert steps["prompt"].strip() == "name?"
+        assert "hello kpool" in steps["input"]
+        assert "KeyboardInterrupt" in steps["interrupted"]
+        assert steps["after_restart"].strip() == "False"  # a fresh kernel behind the same id
+        # The page's kernel was one of the gateway's, from kpoold's pool.
+        sessions = server.api("GET", "/api/sessions").json()
+        assert len(sessions) == 1 and sessions[0]["kernel"]["id"] in kernel_ids_at(gateway)
     finally:
         server.stop()

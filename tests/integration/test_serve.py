@@ -18,7 +18,7 @@ import pytest
 import requests
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from conftest import module_daemon, wait_until
+from conftest import module_daemon, tcp_connections, tcp_nodelay, wait_until
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 KPOOL = os.environ.get("KPOOL_CLI") or os.path.join(HERE, "..", "..", "build", "kpool")
@@ -294,6 +294,20 @@ def test_off_loopback_without_a_token_is_refused(daemon):
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 1
     assert "listening on 0.0.0.0 (not loopback) needs a token" in r.stderr
+
+
+def test_every_connection_kpool_serve_accepts_has_nagle_off(serve):
+    # A websocket's kernel messages are small writes one after another: with Nagle on, each
+    # after the first would wait for the client's delayed ACK (~40 ms).
+    s = serve()
+    port = int(s.url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port)) as c:
+        c.sendall(b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert c.recv(4096).startswith(b"HTTP/1.1 ")
+        mine = c.getsockname()[1]
+        accepted = [fd for fd, local, remote in tcp_connections(s.proc.pid) if (local, remote) == (port, mine)]
+        assert len(accepted) == 1
+        assert tcp_nodelay(s.proc.pid, accepted[0])
 
 
 def test_health_says_whether_a_daemon_can_serve(serve, daemon, tmp_path):
