@@ -1,0 +1,230 @@
+"""bench/run.py's scenario 19: a real report notebook on pools that learn their imports (issue #35).
+
+The notebook is an ordinary small report: a `parameters` cell; `import numpy, pandas,
+matplotlib.pyplot` with `%matplotlib inline`; a DataFrame; one figure; a `response` cell with
+`df.describe().to_json()`. One kpoold, two fork pools of 3 ipykernels on the same kernelspec,
+side by side in one run: `plain` (preload = "off": the zygote has ipykernel only, as before
+#35) and `learned` (preload = "learn", the default), which first serves 20 requests to learn
+from and rebuilds its zygote. Then, alternating between the pools: `kpool serve` GET
+/v1/run/report.ipynb at c=1 (p50) and c=4 (req/s), and `kpool run` as a whole process; beside
+them Voila 0.4.6 (a new kernel per request) and papermill 2.6.0 on the same notebook
+(../shared/anchors). Last, the memory and refill cost of learning: each zygote's RSS, a warm
+kernel's private memory (Private_Dirty + Private_Clean, smaps_rollup) and the refill rate from
+empty (kernels/s), pool by pool."""
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+
+import nbformat
+import requests
+from nbformat.v4 import new_code_cell, new_notebook
+
+from benchlib import PYTHON, Daemon, percentile
+from serve import ANCHORS, bounded_get, load, start_peer, stop_peer
+
+POOLS = """
+[pools.plain]
+kernelspec = "python3"
+launcher = "fork"
+size = 3
+preload = "off"
+[pools.learned]
+kernelspec = "python3"
+launcher = "fork"
+size = 3
+"""
+
+LEARN_FROM = 20
+
+
+def report_notebook(path):
+    cells = [
+        new_code_cell("region = 'north'\nrows = 200", metadata={"tags": ["parameters"]}),
+        new_code_cell("import numpy as np\nimport pandas as pd\nimport matplotlib.pyplot as plt\n%matplotlib inline"),
+        new_code_cell("rng = np.random.default_rng(7)\n"
+                      "df = pd.DataFrame({'day': np.arange(rows), 'sales': rng.normal(100, 15, rows).round(2)})\n"
+                      "df['region'] = region\ndf.head()"),
+        new_code_cell("fig, ax = plt.subplots(figsize=(5, 3))\nax.plot(df['day'], df['sales'])\n"
+                      "ax.set_title('sales, ' + region)\nplt.show()"),
+        new_code_cell("df.describe().to_json()", metadata={"tags": ["response"]}),
+    ]
+    nbformat.write(new_notebook(cells=cells, metadata={
+        "kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}}), path)
+
+
+def private_mib(pid):
+    total = 0
+    with open("/proc/%d/smaps_rollup" % pid) as f:
+        for line in f:
+            if line.startswith(("Private_Dirty:", "Private_Clean:")):
+                total += int(line.split()[1])
+    return total / 1024
+
+
+def rss_of(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def report_bench(b):
+    quick = b.args.quick
+    runs = 7 if quick else 21
+    root = tempfile.mkdtemp(prefix="kpool-bench-report-")
+    nb = os.path.join(root, "report.ipynb")
+    report_notebook(nb)
+    d = Daemon(b.kpoold, POOLS)
+    cli = os.path.join(b.args.build, "kpool")
+    proc = subprocess.Popen([cli, "--endpoint", d.endpoint, "serve", "--no-token", "--listen", "127.0.0.1:0",
+                             "--root", root, "--queue-timeout", "60"], stderr=subprocess.PIPE, text=True)
+    url = "http://" + re.search(r"://(127\.0\.0\.1:\d+)/", proc.stderr.readline()).group(1)
+    threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+    lines = []
+    times = {}
+    try:
+        for pool in ("plain", "learned"):
+            d.wait_warm(pool, 3, timeout=600)
+
+        def run_once(pool):
+            t = time.perf_counter()
+            r = requests.get(url + "/v1/run/report.ipynb?region=south&kernel=" + pool, timeout=120)
+            assert r.status_code == 200 and '"sales"' in r.text, (r.status_code, r.text[:300])
+            return (time.perf_counter() - t) * 1000
+
+        # What the learned pool learns from: ordinary requests.
+        for _ in range(LEARN_FROM):
+            run_once("learned")
+        end = time.monotonic() + 300
+        while time.monotonic() < end:
+            pre = d.pool("learned")["zygote"]["preload"]
+            if {"numpy", "pandas", "matplotlib.pyplot"} <= set(pre["preloaded"]) and \
+                    not d.pool("learned")["zygote"]["rebuilding"]:
+                break
+            time.sleep(0.5)
+        learned_status = d.pool("learned")
+        for pool in ("plain", "learned"):
+            d.wait_warm(pool, 3, timeout=600)
+
+        def settle(pool):
+            d.wait_warm(pool, 3, timeout=600)
+            time.sleep(0.5)
+
+        serve_ms = {"plain": [], "learned": []}
+        run_ms = {"plain": [], "learned": []}
+        out_dir = tempfile.mkdtemp(prefix="kpool-bench-report-run-")
+        for i in range(runs):
+            for pool in ("plain", "learned"):
+                settle(pool)
+                serve_ms[pool].append(run_once(pool))
+                settle(pool)
+                t = time.perf_counter()
+                r = subprocess.run([cli, "--endpoint", d.endpoint, "run", nb, os.path.join(out_dir, "%d.ipynb" % i),
+                                    "-k", pool, "-p", "region", "south"], capture_output=True)
+                assert r.returncode == 0, r.stderr
+                run_ms[pool].append((time.perf_counter() - t) * 1000)
+        rates = {}
+        for pool in ("plain", "learned"):
+            settle(pool)
+            n = 8 if quick else 24
+
+            def one(s, pool=pool):
+                r = s.get(url + "/v1/run/report.ipynb?kernel=" + pool, timeout=120)
+                return r.status_code
+            seconds, results = load(n, 4, one)
+            rates[pool] = sum(1 for _, st in results if st == 200) / seconds
+        # Memory and refill, pool by pool.
+        memory = {}
+        for pool in ("plain", "learned"):
+            settle(pool)
+            st = d.pool(pool)
+            warm = [k for k in d.status()["kernels"] if k["pool"] == pool and k["state"] == "warm"]
+            memory[pool] = {"zygote_rss_mib": rss_of(st["zygote"]["pid"]),
+                            "kernel_private_mib": statistics.median(private_mib(k["pid"]) for k in warm)}
+            assert d.rpc(op="resize", pool=pool, size=0)["ok"]
+            end = time.monotonic() + 60
+            while d.pool(pool)["warm"] + d.pool(pool)["starting"] > 0 and time.monotonic() < end:
+                time.sleep(0.1)
+            t = time.perf_counter()
+            assert d.rpc(op="resize", pool=pool, size=8)["ok"]
+            d.wait_warm(pool, 8, timeout=600)
+            memory[pool]["refill_per_s"] = 8 / (time.perf_counter() - t)
+            assert d.rpc(op="resize", pool=pool, size=3)["ok"]
+        times = {"serve_ms": serve_ms, "run_ms": run_ms, "rates": rates, "memory": memory}
+    finally:
+        stop_peer(proc)
+        d.close()
+    # The peers, on the same notebook, after kpool's pools are gone (they would share the cores).
+    peers = {}
+    from notebook_server import free_port
+    if os.path.isdir(os.path.join(ANCHORS, "voila")):
+        port = free_port()
+        voila = start_peer("voila", ["voila", "report.ipynb", "--no-browser", "--port=%d" % port,
+                                     "--Voila.ip=127.0.0.1", "--Voila.connection_dir_root=" + root], root, port)
+        try:
+            def voila_one(s):
+                status, text = bounded_get(s, "http://127.0.0.1:%d/" % port)
+                return status if "sales" in text or status != 200 else 500
+            load(1, 1, voila_one)
+            seconds, results = load(5 if quick else 9, 1, voila_one)
+            ok = [ms for ms, st in results if st == 200]
+            peers["Voila 0.4.6, a new kernel per request, c=1"] = {
+                "p50_ms": percentile(ok, 50) if ok else None, "rate": len(ok) / seconds}
+        finally:
+            stop_peer(voila)
+    if os.path.isdir(os.path.join(ANCHORS, "papermill")):
+        env = dict(os.environ, PYTHONPATH=os.path.join(ANCHORS, "papermill"))
+        pm = []
+        for i in range(3 if quick else 7):
+            t = time.perf_counter()
+            subprocess.run([PYTHON, "-m", "papermill", nb, os.path.join(root, "pm%d.ipynb" % i), "-p", "region", "south",
+                            "--no-progress-bar"], env=env, check=True, capture_output=True)
+            pm.append((time.perf_counter() - t) * 1000)
+        peers["papermill 2.6.0, whole process"] = {"p50_ms": statistics.median(pm), "rate": None}
+    shutil.rmtree(root, ignore_errors=True)
+
+    serve_ms, run_ms, rates, memory = times["serve_ms"], times["run_ms"], times["rates"], times["memory"]
+    p50 = statistics.median
+    pre = learned_status["preload"]
+    lines += ["| path | plain pool (preload off) | learned pool | ratio |", "| --- | --- | --- | --- |",
+              "| `kpool serve` GET /v1/run/report.ipynb, c=1, p50 ms (%d runs) | %.1f | **%.1f** | %.1fx |"
+              % (runs, p50(serve_ms["plain"]), p50(serve_ms["learned"]), p50(serve_ms["plain"]) / p50(serve_ms["learned"])),
+              "| `kpool serve`, c=4, req/s | %.2f | **%.2f** | %.1fx |"
+              % (rates["plain"], rates["learned"], rates["learned"] / rates["plain"]),
+              "| `kpool run report.ipynb`, whole process, p50 ms | %.1f | **%.1f** | %.1fx |"
+              % (p50(run_ms["plain"]), p50(run_ms["learned"]), p50(run_ms["plain"]) / p50(run_ms["learned"])),
+              "| zygote RSS, MiB | %.1f | %.1f | |" % (memory["plain"]["zygote_rss_mib"], memory["learned"]["zygote_rss_mib"]),
+              "| a warm kernel's private memory, MiB (median) | %.1f | %.1f | |"
+              % (memory["plain"]["kernel_private_mib"], memory["learned"]["kernel_private_mib"]),
+              "| refill from empty to 8, kernels/s | %.1f | %.1f | %.2fx |"
+              % (memory["plain"]["refill_per_s"], memory["learned"]["refill_per_s"],
+                 memory["learned"]["refill_per_s"] / memory["plain"]["refill_per_s"]), ""]
+    if peers:
+        lines += ["| peer on the same notebook | p50 ms | req/s |", "| --- | --- | --- |"]
+        for label, v in peers.items():
+            lines.append("| %s | %s | %s |" % (label, "%.1f" % v["p50_ms"] if v["p50_ms"] else "-",
+                                              "%.2f" % v["rate"] if v["rate"] else "-"))
+        lines.append("")
+        voila = peers.get("Voila 0.4.6, a new kernel per request, c=1")
+        if voila and voila["rate"]:
+            lines.append("At c=1 the learned pool serves %.1fx Voila's requests per second (1000 / p50)."
+                         % ((1000 / p50(serve_ms["learned"])) / voila["rate"]))
+            lines.append("")
+    lines.append("Learned after %d requests: %s; refused: %s; zygote grew %.1f MB; warmed: %s."
+                 % (LEARN_FROM, ", ".join(pre.get("learned", [])), json.dumps(pre.get("refused", {})),
+                    pre.get("growth_mb", 0), ", ".join(learned_status["zygote"]["preload"].get("warmed", []))))
+    b.md("## 19. A real report notebook on a pool that learned its imports", "",
+         "Two fork pools of 3 ipykernels in one kpoold, runs alternating: `plain` (preload = \"off\") and "
+         "`learned` (preload = \"learn\", the default) after %d requests to learn from. The notebook: a "
+         "parameters cell, numpy/pandas/matplotlib with %%matplotlib inline, a DataFrame, a figure, a "
+         "`response` cell (df.describe().to_json()). Peers run after kpool's pools are stopped." % LEARN_FROM, "",
+         *lines, "")
+    b.results["report_notebook"] = {"serve_ms": serve_ms, "run_ms": run_ms, "rates": rates, "memory": memory,
+                                    "peers": peers, "learned": pre}
