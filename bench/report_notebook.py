@@ -7,8 +7,10 @@ side by side in one run: `plain` (preload = "off": the zygote has ipykernel only
 #35) and `learned` (preload = "learn", the default), which first serves 20 requests to learn
 from and rebuilds its zygote. Then, alternating between the pools: `kpool serve` GET
 /v1/run/report.ipynb at c=1 (p50) and c=4 (req/s), and `kpool run` as a whole process; beside
-them Voila 0.4.6 (a new kernel per request) and papermill 2.6.0 on the same notebook
-(../shared/anchors). Last, the memory and refill cost of learning: each zygote's RSS, a warm
+them Voila 0.4.6 (a new kernel per request), Jupyter Kernel Gateway 2.5.2 in notebook-http mode
+(its seed cells, the imports, once per kernel and the endpoint cell per request on 4 shared
+kernels: the shared-kernel anchor, which isolates nothing) and papermill 2.6.0 on the same
+notebook (../shared/anchors). Last, the memory and refill cost of learning: each zygote's RSS, a warm
 kernel's private memory (Private_Dirty + Private_Clean, smaps_rollup) and the refill rate from
 empty (kernels/s), pool by pool."""
 import json
@@ -145,7 +147,7 @@ def report_bench(b):
         for pool in ("plain", "learned"):
             settle(pool)
             st = d.pool(pool)
-            warm = [k for k in d.status()["kernels"] if k["pool"] == pool and k["state"] == "warm"]
+            warm = [k for k in d.rpc(op="status")["kernels"] if k["pool"] == pool and k["state"] == "warm"]
             memory[pool] = {"zygote_rss_mib": rss_of(st["zygote"]["pid"]),
                             "kernel_private_mib": statistics.median(private_mib(k["pid"]) for k in warm)}
             assert d.rpc(op="resize", pool=pool, size=0)["ok"]
@@ -179,6 +181,32 @@ def report_bench(b):
                 "p50_ms": percentile(ok, 50) if ok else None, "rate": len(ok) / seconds}
         finally:
             stop_peer(voila)
+    if os.path.isdir(os.path.join(ANCHORS, "kernel_gateway")):
+        # The shared-kernel anchor: the imports seeded once per kernel, the rest per request.
+        kg_nb = os.path.join(root, "kg_report.ipynb")
+        nbformat.write(new_notebook(cells=[
+            new_code_cell("import io\nimport numpy as np\nimport pandas as pd\nimport matplotlib\nmatplotlib.use('Agg')\n"
+                          "import matplotlib.pyplot as plt"),
+            new_code_cell("# GET /report\nrng = np.random.default_rng(7)\n"
+                          "df = pd.DataFrame({'day': np.arange(200), 'sales': rng.normal(100, 15, 200).round(2)})\n"
+                          "fig, ax = plt.subplots(figsize=(5, 3))\nax.plot(df['day'], df['sales'])\n"
+                          "fig.savefig(io.BytesIO(), format='png')\nplt.close(fig)\nprint(df.describe().to_json())")],
+            metadata={"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}}), kg_nb)
+        port = free_port()
+        kg = start_peer("kernel_gateway", ["kernel_gateway", "--KernelGatewayApp.api=kernel_gateway.notebook_http",
+                                           "--KernelGatewayApp.seed_uri=" + kg_nb, "--KernelGatewayApp.prespawn_count=4",
+                                           "--KernelGatewayApp.ip=127.0.0.1", "--port=%d" % port], root, port)
+        try:
+            def kg_one(s):
+                status, text = bounded_get(s, "http://127.0.0.1:%d/report" % port)
+                return status if '"sales"' in text or status != 200 else 500
+            load(2, 1, kg_one)
+            seconds, results = load(7 if quick else 21, 1, kg_one)
+            ok = [ms for ms, st in results if st == 200]
+            peers["Kernel Gateway 2.5.2 notebook-http (seeded, 4 shared kernels), c=1"] = {
+                "p50_ms": percentile(ok, 50) if ok else None, "rate": len(ok) / seconds}
+        finally:
+            stop_peer(kg)
     if os.path.isdir(os.path.join(ANCHORS, "papermill")):
         env = dict(os.environ, PYTHONPATH=os.path.join(ANCHORS, "papermill"))
         pm = []

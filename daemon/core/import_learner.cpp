@@ -49,15 +49,12 @@ std::vector<std::string> import_learner::wanted() const {
         const auto it = used.find(name);
         return it == used.end() ? std::size_t{0} : it->second;
     };
-    // Until the window has seen enough kernels, what was learned before stays (a restart keeps it).
+    // What was learned stays: once a module is pre-imported, kernels no longer show they use it
+    // (it is in the zygote before them; only names in their namespace do, and the libraries it
+    // brought in never). Forgetting on what they show would rebuild the zygote back and forth.
     const bool judged = m_window.size() >= m_settings.min_kernels;
     for (const std::string& name : m_preloaded) {
-        if (m_refused.contains(name)) {
-            continue;
-        }
-        const bool still = !judged || m_window.size() < m_settings.window ||
-                           static_cast<double>(count_of(name)) >= std::ceil(m_settings.keep_share * n);
-        if (still) {
+        if (!m_refused.contains(name)) {
             chosen.emplace_back(count_of(name), name);
         }
     }

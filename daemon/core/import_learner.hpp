@@ -1,10 +1,11 @@
 // What a forked pool's zygote should pre-import (issue #35): learned from the top-level modules
 // its recent kernels used, each reported by the kernel as it ends (daemon/process/zygote.py).
 // A module used by at least half of the last `window` kernels (once `min_kernels` have
-// reported) is wanted; one already pre-imported stays wanted until fewer than a fifth of the
-// last `window` use it (so the zygote is not rebuilt back and forth around the half). Modules
-// the zygote refused (not installed, a thread at import, ...) are remembered with why and never
-// wanted again; those refused only for the size cap are tried again with the next build.
+// reported) is wanted; one already pre-imported stays wanted (once it is in the zygote, kernels
+// no longer show that they use it, nor the libraries it brought in: forgetting on what they
+// show would rebuild the zygote back and forth). Modules the zygote refused (not installed, a
+// thread at import, ...) are remembered with why and never wanted again; those refused only for
+// the size cap are tried again with the next build. To forget, delete the state file.
 // Pure: the daemon feeds it reports and zygote outcomes and persists state() (import_state.hpp).
 #pragma once
 
@@ -25,7 +26,6 @@ public:
         std::size_t window = 20;      // the kernels whose reports count
         std::size_t min_kernels = 3;  // reports before anything is learned
         double learn_share = 0.5;     // of the window: a module used this often is wanted
-        double keep_share = 0.2;      // ... and a pre-imported one is kept down to this
     };
 
     import_learner() = default;

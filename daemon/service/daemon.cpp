@@ -223,7 +223,7 @@ int daemon::run() {
          [this](const std::string& pool, const std::string& why) { m_learning->rebuild_failed(pool, why); },
          [this](const std::string& pool, const protocol::zygote::imports& m) { m_learning->kernel_used(pool, m); }});
     for (const auto& pc : m_cfg.pools) {
-        m_launchers->configure(pc, kernelspec_of(pc), m_learning->configure(pc));
+        m_launchers->configure(pc, kernelspec_of(pc), m_learning->configure(pc, pool_environment(pc)));
     }
     if (auto st = bind_control(); !st) {
         log->critical("{}", st.err().message);

@@ -109,6 +109,8 @@ private:
     // False if the client could not be reached and the kernel was untouched (back to warm).
     bool hand_over(pending_acquire pending, const kernel_entry& kernel);
     bool send_acquire_reply(const pending_acquire& pending, const kernel_entry& kernel);
+    // The environment a pool's zygote and kernels start with ("NAME=value"), for import learning.
+    std::vector<std::string> pool_environment(const config::pool_config& pc) const;
     // The variable names an acquire or context op sets, for the pool's import learning.
     void learn_request_env(const std::string& pool, const std::map<std::string, std::string>& env);
     // What an acquire or context op asks of a pool's kernel (history only where it means something).

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -44,9 +45,15 @@ import_learning::import_learning(uv_loop_t* loop, launcher_registry& launchers, 
     m_check.unref();
 }
 
-zp::preload_plan import_learning::configure(const config::pool_config& pc) {
+zp::preload_plan import_learning::configure(const config::pool_config& pc, const std::vector<std::string>& kernel_env) {
     auto [it, added] = m_pools.try_emplace(pc.name);
     pool_learning& p = it->second;
+    p.kernel_env.clear();
+    for (const std::string& entry : kernel_env) {
+        if (const auto eq = entry.find('='); eq != std::string::npos) {
+            p.kernel_env[entry.substr(0, eq)] = entry.substr(eq + 1);
+        }
+    }
     const bool same_kernels = !added && p.config.kernelspec == pc.kernelspec && p.config.python == pc.python;
     p.config = pc;
     if (added || !same_kernels) {
@@ -64,16 +71,20 @@ zp::preload_plan import_learning::configure(const config::pool_config& pc) {
 
 void import_learning::forget(const std::string& pool) { m_pools.erase(pool); }
 
-void import_learning::requests_set(const std::string& pool, const std::vector<std::string>& names) {
+void import_learning::requests_set(const std::string& pool, const std::map<std::string, std::string>& env) {
     auto it = m_pools.find(pool);
     if (it == m_pools.end()) {
         return;
     }
-    for (const std::string& name : names) {
-        if (it->second.request_env.size() >= max_request_env) {
+    pool_learning& p = it->second;
+    for (const auto& [name, value] : env) {
+        if (p.request_env.size() >= max_request_env) {
             break;
         }
-        it->second.request_env.insert(name);
+        const auto same = p.kernel_env.find(name);
+        if (same == p.kernel_env.end() || same->second != value) {
+            p.request_env.insert(name);
+        }
     }
 }
 
@@ -190,8 +201,8 @@ void import_learning::check_files() {
             if (m.file.empty()) {
                 continue;
             }
-            const double now = mtime_of(m.file);
-            if (now != m.mtime) {
+            // Python's st_mtime and ours may differ in the last bits: a millisecond is a change.
+            if (std::abs(mtime_of(m.file) - m.mtime) > 1e-3) {
                 logger("daemon")->info("pool {}: {} changed on disk ({}): the zygote is rebuilt", pool,
                                        protocol::echo_safe(m.name), protocol::echo_safe(m.file));
                 p.files.clear(); // once: the rebuild's ready sets them again

@@ -35,20 +35,22 @@ namespace kpool::daemon {
 class import_learning {
 public:
     static constexpr auto rebuild_every = std::chrono::seconds(10);
-    static constexpr auto check_every = std::chrono::seconds(30);
+    static constexpr auto check_every = std::chrono::seconds(5); // a stat() per pre-imported module
 
     import_learning(uv_loop_t* loop, launcher_registry& launchers, std::string state_dir);
     import_learning(const import_learning&) = delete;
     import_learning& operator=(const import_learning&) = delete;
 
-    // A pool at start or after a reload (its saved state read the first time). The plan its
-    // zygote should be started with.
-    protocol::zygote::preload_plan configure(const config::pool_config& pc);
+    // A pool at start or after a reload (its saved state read the first time), with the
+    // environment its zygote and kernels start with ("NAME=value"). The plan its zygote
+    // should be started with.
+    protocol::zygote::preload_plan configure(const config::pool_config& pc, const std::vector<std::string>& kernel_env);
     // The pool is gone.
     void forget(const std::string& pool);
 
-    // The variables an acquire of `pool` sets in its kernel.
-    void requests_set(const std::string& pool, const std::vector<std::string>& names);
+    // The variables an acquire of `pool` sets in its kernel: those whose value differs from the
+    // pool's own (kpool run sends its whole environment, mostly the same) are remembered.
+    void requests_set(const std::string& pool, const std::map<std::string, std::string>& env);
 
     // From the launchers (registry_events).
     void kernel_used(const std::string& pool, const protocol::zygote::imports& report);
@@ -65,6 +67,7 @@ private:
         config::pool_config config;
         import_learner learner;
         std::set<std::string> request_env;
+        std::map<std::string, std::string> kernel_env; // what its kernels start with
         protocol::zygote::preload_plan plan;             // what the zygote was last asked for
         std::vector<protocol::zygote::preloaded_module> files; // what the zygote has, with mtimes
         double growth_mb = 0;

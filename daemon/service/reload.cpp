@@ -83,7 +83,7 @@ void daemon::reload() {
     for (const config::pool_config& pc : next->pools) {
         auto it = m_pools.find(pc.name);
         if (it == m_pools.end()) {
-            m_launchers->configure(pc, kernelspec_of(pc), m_learning->configure(pc));
+            m_launchers->configure(pc, kernelspec_of(pc), m_learning->configure(pc, pool_environment(pc)));
             log->info("pool {} added: size {}", pc.name, pc.size);
             m_pools.emplace(pc.name, make_pool(pc)).first->second->refill(now);
             continue;
@@ -93,7 +93,7 @@ void daemon::reload() {
         // lease or timeout keeps both: the warm kernels are what the new config would start.
         const bool replace = specs_changed.count(pc.name) != 0 || kernels_differ(it->second->config(), pc);
         const config::pool_config& was = it->second->config();
-        const auto plan = m_learning->configure(pc);
+        const auto plan = m_learning->configure(pc, pool_environment(pc));
         if (replace) {
             m_launchers->configure(pc, kernelspec_of(pc), plan);
         } else if (was.preload != pc.preload || was.preload_modules != pc.preload_modules ||

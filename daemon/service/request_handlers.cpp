@@ -403,15 +403,15 @@ std::string daemon::op_renew(const envelope&, const protocol::control_request& r
     return protocol::make_ok_reply({{"lease_remaining_s", args->lease_s}}, req.req_id);
 }
 
+std::vector<std::string> daemon::pool_environment(const config::pool_config& pc) const {
+    const auto& spec = kernelspec_of(pc);
+    return spec && m_instance ? kernel_environment(spec->spec, m_instance->id()) : std::vector<std::string>{};
+}
+
 void daemon::learn_request_env(const std::string& pool, const std::map<std::string, std::string>& env) {
-    if (env.empty()) {
-        return;
+    if (!env.empty()) {
+        m_learning->requests_set(pool, env);
     }
-    std::vector<std::string> names;
-    for (const auto& [name, value] : env) {
-        names.push_back(name);
-    }
-    m_learning->requests_set(pool, names);
 }
 
 std::string daemon::op_context(const envelope& env, const protocol::control_request& req) {

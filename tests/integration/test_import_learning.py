@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import textwrap
+import time
 
 import pytest
 
@@ -25,6 +26,7 @@ VENV_MODULES = {
     "kpool_fd": "import os\nKEPT = open(os.__file__)\n",
     "kpool_env": "import os\nMODE = os.environ.get('KPOOL_TEST_MODE', 'default')\n",
     "kpool_shadow": "WHO = 'installed'\n",
+    "kpool_upgraded": "WHO = 'installed'\n",
 }
 
 
@@ -97,6 +99,10 @@ def test_a_pool_learns_its_kernels_imports_and_later_kernels_have_them(kpoold, v
                what="a zygote with the learned modules")
     assert ours(preload(d)["learned"]) == ["kpool_learn_a", "kpool_learn_b"]
     assert preload(d)["rebuilds"] >= 1 and not preload(d)["rebuilding"]
+    # Settled: nothing more to learn, no upgrade seen (the files' check runs every 5 s).
+    rebuilds = preload(d)["rebuilds"]
+    time.sleep(6)
+    assert preload(d)["rebuilds"] == rebuilds
     d.wait_warm("py", 1, timeout=60)
     k = d.acquire("py")
     # Pre-imported before the user's first cell, and the kernel is still a fresh one.
@@ -147,6 +153,29 @@ def test_a_notebook_folders_own_module_wins_over_a_learned_one(kpoold, venv, tmp
     d.wait_warm("py", 1, timeout=60)
     k = d.acquire("py")
     assert run_code(k["connection_file"], "import kpool_shadow; print(kpool_shadow.WHO)") == "installed\n"
+    assert d.rpc(op="release", kernel_id=k["kernel_id"])["ok"]
+
+
+def test_a_learned_module_upgraded_on_disk_gets_the_zygote_rebuilt(kpoold, venv, tmp_path):
+    d = kpoold(pool_toml(venv))
+    ready(d)
+    use(d, "import kpool_upgraded")
+    wait_until(lambda: ours(preloaded(d)) == ["kpool_upgraded"], timeout=120, what="kpool_upgraded pre-imported")
+    d.wait_warm("py", 1, timeout=60)
+    rebuilds = preload(d)["rebuilds"]
+    k = d.acquire("py")
+    site = os.path.dirname(run_code(k["connection_file"], "import kpool_upgraded; print(kpool_upgraded.__file__, end='')"))
+    assert d.rpc(op="release", kernel_id=k["kernel_id"])["ok"]
+    path = os.path.join(site, "kpool_upgraded.py")
+    with open(path, "w") as f:
+        f.write("WHO = 'upgraded'\n")
+    os.utime(path, (time.time() + 5, time.time() + 5))  # a new mtime even within the same second
+    wait_until(lambda: preload(d)["rebuilds"] > rebuilds and not preload(d)["rebuilding"], timeout=120,
+               what="a rebuild after the upgrade")
+    assert preload(d)["last_rebuild_why"] == "kpool_upgraded changed on disk"
+    d.wait_warm("py", 1, timeout=60)
+    k = d.acquire("py")
+    assert run_code(k["connection_file"], "import kpool_upgraded; print(kpool_upgraded.WHO)") == "upgraded\n"
     assert d.rpc(op="release", kernel_id=k["kernel_id"])["ok"]
 
 
