@@ -625,6 +625,7 @@ def warm_up():
     sqlite3.connect(":memory:").close()
     from jupyter_client import localinterfaces
     localinterfaces.localhost()
+    import faulthandler  # noqa: F401  (every kernel's start imports it: not one to learn)
     import ipykernel.comm  # noqa: F401
     import ipykernel.control  # noqa: F401
     import ipykernel.heartbeat  # noqa: F401
