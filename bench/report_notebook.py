@@ -27,7 +27,8 @@ import nbformat
 import requests
 from nbformat.v4 import new_code_cell, new_notebook
 
-from benchlib import PYTHON, Daemon, percentile
+from benchlib import PYTHON, Daemon, percentile, rss_mib
+from refill import private_mib
 from serve import ANCHORS, bounded_get, load, start_peer, stop_peer
 
 POOLS = """
@@ -58,23 +59,6 @@ def report_notebook(path):
     ]
     nbformat.write(new_notebook(cells=cells, metadata={
         "kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}}), path)
-
-
-def private_mib(pid):
-    total = 0
-    with open("/proc/%d/smaps_rollup" % pid) as f:
-        for line in f:
-            if line.startswith(("Private_Dirty:", "Private_Clean:")):
-                total += int(line.split()[1])
-    return total / 1024
-
-
-def rss_of(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def report_bench(b):
@@ -148,7 +132,7 @@ def report_bench(b):
             settle(pool)
             st = d.pool(pool)
             warm = [k for k in d.rpc(op="status")["kernels"] if k["pool"] == pool and k["state"] == "warm"]
-            memory[pool] = {"zygote_rss_mib": rss_of(st["zygote"]["pid"]),
+            memory[pool] = {"zygote_rss_mib": rss_mib(st["zygote"]["pid"]),
                             "kernel_private_mib": statistics.median(private_mib(k["pid"]) for k in warm)}
             assert d.rpc(op="resize", pool=pool, size=0)["ok"]
             end = time.monotonic() + 60
