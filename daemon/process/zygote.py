@@ -136,6 +136,7 @@ WATCHED_ENV_PREFIXES = ("JUPYTER_", "XDG_", "PYTHON", "LC_")
 # Set by the zygote for itself only (silences debugpy's frozen-modules warning at import).
 ZYGOTE_ONLY_ENV = "PYDEVD_DISABLE_FILE_VALIDATION"
 PROBE_TIMEOUT = 120  # seconds a probe child may take to import a module and warm it
+BACKGROUND_LIMIT_S = 5  # a rebuild at SCHED_IDLE goes on at normal priority after this long
 MAX_REPORTED_OTHER = 64  # modules a kernel reports as not installed, at most
 PRELOADED = ()  # the modules the Preloader imported here: what a kernel's cwd may shadow
 
@@ -363,6 +364,34 @@ def try_import(name, warm_up, shell, request_env, traces):
     return result
 
 
+PROBES = set()  # probe children running: raised from SCHED_IDLE with the zygote (BackgroundLimit)
+
+
+class BackgroundLimit:
+    """A zygote rebuilt in the background starts at SCHED_IDLE; on a host with no idle CPU it
+    would never get there. After `seconds` it (and the probe it waits for) go on at normal
+    priority, as kpoold's starting kernels do after background_limit_s."""
+
+    def __init__(self, seconds):
+        self.armed = os.sched_getscheduler(0) == os.SCHED_IDLE and may_leave_sched_idle()
+        if self.armed:
+            signal.signal(signal.SIGALRM, self.escalate)
+            signal.setitimer(signal.ITIMER_REAL, seconds)
+
+    @staticmethod
+    def escalate(*_):
+        for pid in [0] + sorted(PROBES):
+            try:
+                os.sched_setscheduler(pid, os.SCHED_OTHER, os.sched_param(0))
+            except OSError:
+                pass
+
+    def disarm(self):
+        if self.armed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)
+
+
 def probe(name, warm_up, shell, request_env):
     """Forks a probe child for `name`; its findings, or why it gave none."""
     r, w = os.pipe()
@@ -378,6 +407,7 @@ def probe(name, warm_up, shell, request_env):
         finally:
             os._exit(0)
     os.close(w)
+    PROBES.add(pid)
     data, deadline = b"", PROBE_TIMEOUT
     try:
         while True:
@@ -392,6 +422,7 @@ def probe(name, warm_up, shell, request_env):
     finally:
         os.close(r)
         os.waitpid(pid, 0)
+        PROBES.discard(pid)
     try:
         return json.loads(data)
     except ValueError:
@@ -1134,6 +1165,7 @@ def main():
     if own:
         os.environ[ZYGOTE_ONLY_ENV] = "1"
     preloader = Preloader(plan if isinstance(plan, dict) else {}, warm_ups_source)
+    limit = BackgroundLimit(BACKGROUND_LIMIT_S)
     with EnvironmentReads() as reads:
         preload(startup_code)
         prebuilt = Prebuilt(template or [], prime)
@@ -1141,6 +1173,7 @@ def main():
         threads, fds = threading.active_count(), open_fds()
         cwd = os.getcwd()
         preloader.run(prebuilt.shell if why_not is None else None)
+        limit.disarm()
         os.chdir(cwd)
         if why_not is None and threading.active_count() != threads:
             why_not = "pre-importing the learned modules started a thread"
