@@ -475,16 +475,20 @@ def test_a_certificate_without_its_key_is_refused(daemon, tmp_path):
     assert "TLS needs both a certificate (--cert) and its key (--key)" in r.stderr
 
 
-def test_a_daemon_that_dies_mid_run_ends_the_request_with_502(kpoold):
+def test_a_daemon_that_dies_mid_run_ends_the_request_with_502(kpoold, tmp_path):
     d = kpoold("[pools.python3]\nsize = 1\n")
     d.wait_warm("python3", 1, timeout=60)
     # It watches kpoold's leases: no spare (--spares 0), so the one leased kernel is the request's.
     s = Serve(d.endpoint, "--spares", "0")
     try:
         got = []
-        t = threading.Thread(target=lambda: got.append(exec_(s, "import time; time.sleep(60)")))
+        # The kernel says when it runs the code: before that the daemon's death is a failed
+        # lease (503), not a kernel lost mid-run.
+        running = tmp_path / "running"
+        code = f"import time; open({str(running)!r}, 'w').close(); time.sleep(60)"
+        t = threading.Thread(target=lambda: got.append(exec_(s, code)))
         t.start()
-        wait_until(lambda: d.pool("python3")["leased"] == 1, timeout=10, what="the kernel leased")
+        wait_until(running.exists, timeout=10, what="the code running")
         started = time.monotonic()
         d.expected_exit = -signal.SIGKILL
         d.proc.kill()
