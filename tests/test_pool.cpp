@@ -443,6 +443,20 @@ TEST_SUITE("pool") {
         CHECK_FALSE(f.p->next_deadline().has_value()); // no backoff left to wait out
     }
 
+    TEST_CASE("replace_unleased restarts warm and starting kernels, never a leased one") {
+        fixture f(3, 3);
+        f.p->refill(f.now);
+        f.warm("k1");
+        f.warm("k2"); // k3 still starting
+        REQUIRE(granted(f.p->acquire(1, 5s, std::nullopt, f.now)) != nullptr); // k1 leased
+        f.p->refill(f.now);                                                      // k4 starts
+        f.p->replace_unleased(f.now);
+        CHECK(f.driver.stopped == std::vector<std::string>{"k3", "k4", "k2"});
+        CHECK(f.kernel("k1").state == kernel_state::leased);
+        CHECK(f.p->count(kernel_state::starting) == 3); // the pool's size again, all new
+        CHECK(f.driver.started.size() == 7);
+    }
+
     TEST_CASE("drain stops idle kernels and refuses acquires until resized; retire is for good") {
         fixture f(2, 2);
         f.p->refill(f.now);

@@ -496,6 +496,12 @@ void pool::resize(int size, clock::time_point now) {
     refill(now);
 }
 
+void pool::replace_unleased(clock::time_point now) {
+    logger("pool")->info("pool {}: unleased kernels replaced", m_cfg.name);
+    stop_surplus(0, now);
+    refill(now);
+}
+
 void pool::drain(clock::time_point now) {
     logger("pool")->info("pool {} drained", m_cfg.name);
     m_cfg.size = 0;

@@ -189,6 +189,9 @@ public:
     // stops the surplus, a larger one starts the difference.
     void reconfigure(config::pool_config cfg, bool replace_warm, clock::time_point now);
     void resize(int size, clock::time_point now);
+    // The unleased kernels (warm and starting) stopped and started again, as they are started
+    // now: their launcher has something new in it (a zygote that pre-imports more).
+    void replace_unleased(clock::time_point now);
     // Size 0, every warm and starting kernel stopped, waiters and new acquires refused with
     // `unavailable` until the next resize.
     void drain(clock::time_point now);

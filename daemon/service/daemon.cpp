@@ -214,10 +214,12 @@ int daemon::run() {
     m_launchers->set_events(
         {[this](const std::string& pool, const protocol::zygote::ready& r, bool took_over) {
              m_learning->built(pool, r);
-             if (auto it = m_pools.find(pool); took_over && it != m_pools.end()) {
-                 // Warm kernels of the old zygote lack what the new one pre-imports: forks of
-                 // the new one replace them (a fork costs little; leased kernels run on).
-                 it->second->reconfigure(it->second->config(), true, clock::now());
+             // Warm kernels of the old zygote lack what the new one pre-imports, and so do
+             // those spawned while the first one started (say, pre-importing what a restart
+             // kept): forks of it replace them (a fork costs little; leased kernels run on).
+             const bool cold_inside = took_over || !r.preload.preloaded.empty();
+             if (auto it = m_pools.find(pool); cold_inside && it != m_pools.end()) {
+                 it->second->replace_unleased(clock::now());
              }
          },
          [this](const std::string& pool, const std::string& why) { m_learning->rebuild_failed(pool, why); },

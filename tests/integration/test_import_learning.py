@@ -193,10 +193,15 @@ def test_a_restart_keeps_what_was_learned_and_off_and_lists_do_not_learn(kpoold,
     assert d.stop() == 0
     # The next kpoold's first zygote has it, before any kernel reported anything.
     again = kpoold(pool_toml(venv), env={"STATE_DIRECTORY": state})
-    ready(again)
+    wait_until(lambda: again.pool("py").get("zygote_ready"), timeout=60, what="the zygote")
     assert ours(preloaded(again)) == ["kpool_learn_a"]
     assert preload(again)["refused"] == {"kpool_thread": "starts a thread at import"}
     assert preload(again)["kernels_reported"] == 0
+    # The kernel spawned while that zygote started lacks it: a fork of the zygote replaced it.
+    again.wait_warm("py", 1, timeout=60)
+    k = again.acquire("py")
+    assert run_code(k["connection_file"], "import sys; print('kpool_learn_a' in sys.modules)") == "True\n"
+    assert again.rpc(op="release", kernel_id=k["kernel_id"])["ok"]
     assert again.stop() == 0
     # preload = a list: exactly that, nothing learned; "off": nothing at all.
     listed = kpoold(pool_toml(venv, 'preload = ["kpool_learn_b"]'), env={"STATE_DIRECTORY": state})
