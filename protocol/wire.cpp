@@ -3,6 +3,7 @@
 
 #include "protocol/hmac.hpp"
 #include "protocol/python_json.hpp"
+#include "protocol/stamps.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -31,19 +32,6 @@ error malformed(std::string message) { return {errc::bad_request, std::move(mess
 std::string wire_message::msg_type() const { return string_field(header, "msg_type"); }
 std::string wire_message::msg_id() const { return string_field(header, "msg_id"); }
 std::string wire_message::parent_msg_id() const { return string_field(parent_header, "msg_id"); }
-
-std::string iso8601_now() {
-    using namespace std::chrono;
-    const auto now = system_clock::now();
-    const std::time_t secs = system_clock::to_time_t(now);
-    const auto micros = duration_cast<microseconds>(now.time_since_epoch()).count() % 1000000;
-    std::tm tm{};
-    gmtime_r(&secs, &tm);
-    char buf[40];
-    const std::size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-    std::snprintf(buf + n, sizeof buf - n, ".%06lldZ", static_cast<long long>(micros));
-    return buf;
-}
 
 json make_header(std::string_view msg_type, std::string_view session) {
     return json{{"msg_id", random_hex(16)},

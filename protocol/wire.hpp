@@ -52,7 +52,4 @@ std::string strip_ansi(const std::string& text);
 // one line each, ANSI colours removed unless `keep_colour`. Non-string items are skipped.
 std::string traceback_text(const nlohmann::json& traceback, bool keep_colour = false);
 
-// The current UTC time as ISO 8601 with microseconds, as Jupyter dates are written.
-std::string iso8601_now();
-
 } // namespace kpool::protocol

@@ -4,6 +4,7 @@
 #include "daemon/loop/logging.hpp"
 #include "kpool/version.hpp"
 #include "protocol/control.hpp"
+#include "protocol/stamps.hpp"
 #include "serve/deadlines.hpp"
 #include "serve/routing.hpp"
 #include "serve/server.hpp"
@@ -330,7 +331,7 @@ void gateway::launch(const exchange_ptr& ex, const std::string& kernel_name, con
             m_owner.retire(std::move(kernel->channels));
             return done(std::nullopt, error_response(502, "kernel_died", "the client went away"));
         }
-        const std::string id = random_uuid();
+        const std::string id = protocol::random_uuid();
         auto k = std::make_unique<gateway_kernel>(m_owner.loop(), id, name, std::move(*kernel));
         daemon::logger("gateway")->info("kernel {} started ({} from kpoold, pool {})", id, k->lease().kernel_id, name);
         m_kernels[id] = held{std::move(k), cwd, env, false, 0};

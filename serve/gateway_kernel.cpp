@@ -4,34 +4,13 @@
 #include "daemon/loop/logging.hpp"
 #include "protocol/control.hpp"
 #include "protocol/hmac.hpp"
+#include "protocol/stamps.hpp"
 #include "protocol/wire.hpp"
-
-#include <ctime>
 
 namespace kpool::serve {
 
 using json = nlohmann::json;
 using namespace std::chrono_literals;
-
-std::string iso_utc(std::chrono::system_clock::time_point t) {
-    const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
-    const std::time_t seconds = static_cast<std::time_t>(micros / 1000000);
-    std::tm tm{};
-    gmtime_r(&seconds, &tm);
-    char text[40];
-    const std::size_t n = std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &tm);
-    char frac[16];
-    std::snprintf(frac, sizeof frac, ".%06lldZ", static_cast<long long>(micros % 1000000));
-    return std::string(text, n) + frac;
-}
-
-std::string random_uuid() {
-    std::string hex = protocol::random_hex(16);
-    hex[12] = '4';                                                           // version 4
-    hex[16] = "89ab"[std::stoi(hex.substr(16, 1), nullptr, 16) & 3];        // RFC 4122 variant
-    return hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-" + hex.substr(16, 4) + "-" +
-           hex.substr(20);
-}
 
 gateway_kernel::gateway_kernel(uv_loop_t* loop, std::string id, std::string name, connected_kernel kernel)
     : m_id(std::move(id)), m_name(std::move(name)), m_lease(std::move(kernel.lease)),
@@ -103,15 +82,15 @@ std::size_t gateway_kernel::connections() const {
 json gateway_kernel::model() const {
     return {{"id", m_id},
             {"name", m_name},
-            {"last_activity", iso_utc(m_last_activity)},
+            {"last_activity", protocol::iso8601_utc(m_last_activity)},
             {"execution_state", m_execution_state},
             {"connections", connections()}};
 }
 
 void gateway_kernel::announce(const std::string& execution_state) {
     m_execution_state = execution_state;
-    const json header = {{"msg_id", random_uuid()}, {"msg_type", "status"}, {"username", "kpool"},
-                         {"session", m_id},        {"date", protocol::iso8601_now()}, {"version", "5.3"}};
+    const json header = {{"msg_id", protocol::random_uuid()}, {"msg_type", "status"}, {"username", "kpool"},
+                         {"session", m_id},        {"date", protocol::iso8601_now()}, {"version", protocol::wire_protocol_version}};
     channel_message m{"iopub",
                       {header.dump(), "{}", "{}", json{{"execution_state", execution_state}}.dump()}};
     deliver(m, std::nullopt);

@@ -86,9 +86,4 @@ private:
     std::chrono::system_clock::time_point m_last_activity = std::chrono::system_clock::now();
 };
 
-// A time as jupyter_server writes last_activity: %Y-%m-%dT%H:%M:%S.%fZ (UTC).
-std::string iso_utc(std::chrono::system_clock::time_point t);
-// A fresh random UUID (version 4), the shape of Jupyter's kernel ids.
-std::string random_uuid();
-
 } // namespace kpool::serve

@@ -3,6 +3,7 @@
 
 #include "daemon/loop/logging.hpp"
 #include "protocol/control.hpp"
+#include "protocol/stamps.hpp"
 #include "serve/gateway.hpp"
 #include "serve/gateway_kernel.hpp"
 
@@ -117,7 +118,7 @@ void gateway_sessions::create(exchange_ptr ex, const session_fields& f) {
             return m_kernels.answer(ex, created(std::move(*m))); // jupyter_server: the one there is
         }
     }
-    session fresh{random_uuid(), path, f.name.value_or(""), f.type.value_or("notebook"), ""};
+    session fresh{protocol::random_uuid(), path, f.name.value_or(""), f.type.value_or("notebook"), ""};
     // An existing kernel is used when named; an unknown id starts one, as jupyter_server does.
     if (f.kernel_id && m_kernels.kernel_model(*f.kernel_id)) {
         fresh.kernel_id = *f.kernel_id;

@@ -2,6 +2,7 @@
 // (jupyter_server's legacy JSON/binary and v1.kernel.websocket.jupyter.org), and the model's
 // time format and ids.
 #include "serve/gateway_kernel.hpp"
+#include "protocol/stamps.hpp"
 #include "serve/gateway_routes.hpp"
 #include "serve/routing.hpp"
 #include "serve/ws_frames.hpp"
@@ -213,9 +214,9 @@ TEST_SUITE("gateway") {
 
     TEST_CASE("the kernel model's time and ids look as jupyter_server's do") {
         const auto t = std::chrono::system_clock::time_point(std::chrono::microseconds(1'700'000'000'123'456));
-        CHECK(iso_utc(t) == "2023-11-14T22:13:20.123456Z");
-        const std::string id = random_uuid();
+        CHECK(kpool::protocol::iso8601_utc(t) == "2023-11-14T22:13:20.123456Z");
+        const std::string id = kpool::protocol::random_uuid();
         CHECK(std::regex_match(id, std::regex("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")));
-        CHECK(random_uuid() != id);
+        CHECK(kpool::protocol::random_uuid() != id);
     }
 }

@@ -8,7 +8,7 @@
 #include "jupyter/kernel_priming.hpp"
 #include "kpool/version.hpp"
 #include "protocol/control.hpp"
-#include "protocol/hmac.hpp"
+#include "protocol/stamps.hpp"
 
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -76,14 +76,7 @@ result<std::string> read_curve_secret_key(const std::string& path) {
 
 } // namespace
 
-// A UUID-4 shaped id, like jupyter_server's kernel ids.
-std::string make_kernel_id() {
-    std::string hex = protocol::random_hex(16);
-    hex[12] = '4';
-    hex[16] = "89ab"[hex[16] % 4];
-    return hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-" +
-           hex.substr(16, 4) + "-" + hex.substr(20);
-}
+std::string make_kernel_id() { return protocol::random_uuid(); }
 
 void daemon::use_kernel_ports(const config::daemon_config& cfg) {
     kernel_port_plan plan = plan_kernel_ports(cfg, ephemeral_port_range());
