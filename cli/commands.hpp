@@ -1,5 +1,6 @@
-// The kpool commands, one table: name, usage line, word count, options, handler. A new command
-// is one row here and its handler (control ops in control_commands.cpp).
+// The kpool commands, one table (cli/main.cpp): name, usage line, summary, word count, options,
+// handler. The full usage text is made from the rows: a new command is one row and its handler
+// (control ops in control_commands.cpp).
 #pragma once
 
 #include "cli/invocation.hpp"
@@ -11,6 +12,7 @@ namespace kpool::cli {
 struct command {
     const char* name;
     const char* usage;       // after "kpool "
+    const char* summary;     // what it does, for the full usage (lines split by \n)
     std::size_t min_words;   // positional words after the command
     std::size_t max_words;
     unsigned options;        // of `option`
