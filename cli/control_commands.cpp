@@ -5,6 +5,8 @@
 #include "cli/exit_status.hpp"
 #include "cli/format.hpp"
 #include "protocol/control.hpp"
+#include "protocol/control_replies.hpp"
+#include "protocol/control_requests.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -87,7 +89,7 @@ int ping_command(const invocation& inv) {
     auto daemons = inv.daemons();
     int worst = exit_status::ok;
     for (const auto& e : daemons.endpoints()) {
-        worst = std::max(worst, print_answer(inv, daemons.daemon(e).request({{"op", "ping"}}, quick),
+        worst = std::max(worst, print_answer(inv, daemons.daemon(e).request(protocol::requests::ping(), quick),
                                              [&](const json& r) {
                                                  std::printf("kpoold %s (protocol %d) at %s\n",
                                                              r.value("version", "?").c_str(),
@@ -100,7 +102,7 @@ int ping_command(const invocation& inv) {
 int status_command(const invocation& inv) {
     auto daemons = inv.daemons();
     if (daemons.endpoints().size() == 1) {
-        return print_answer(inv, daemons.first().request({{"op", "status"}}, quick),
+        return print_answer(inv, daemons.first().request(protocol::requests::status(), quick),
                             [](const json& r) { std::fputs(format_status(r).c_str(), stdout); });
     }
     std::vector<daemon_status> all;
@@ -129,12 +131,13 @@ int status_command(const invocation& inv) {
 
 int kernelspecs_command(const invocation& inv) {
     auto daemons = inv.daemons();
-    return print_answer(inv, daemons.first().request({{"op", "kernelspecs"}}, quick),
+    return print_answer(inv, daemons.first().request(protocol::requests::kernelspecs(), quick),
                         [](const json& r) { std::fputs(format_kernelspecs(r).c_str(), stdout); });
 }
 
 int acquire_command(const invocation& inv) {
-    json req{{"op", "acquire"}, {"pool", inv.words[0]}};
+    protocol::acquire_args req;
+    req.pool = inv.words[0];
     std::chrono::milliseconds wait = protocol::default_acquire_timeout;
     if (auto it = inv.values.find("--timeout"); it != inv.values.end()) {
         // A bare number stays milliseconds here, as it always was; say so, since every other
@@ -147,7 +150,7 @@ int acquire_command(const invocation& inv) {
             std::fprintf(stderr, "kpool: note: --timeout %s is %s milliseconds; write %sms, or 5s for seconds\n",
                          it->second.c_str(), it->second.c_str(), it->second.c_str());
         }
-        req["timeout_ms"] = d->value.count();
+        req.timeout_ms = d->value.count();
         wait = d->value;
     }
     if (auto it = inv.values.find("--lease"); it != inv.values.end()) {
@@ -155,16 +158,14 @@ int acquire_command(const invocation& inv) {
         if (!d) {
             throw usage_error{duration_usage("--lease", it->second, bare_unit::seconds)};
         }
-        req["lease_s"] = static_cast<double>(d->value.count()) / 1000;
+        req.lease_s = static_cast<double>(d->value.count()) / 1000;
     }
     if (auto it = inv.values.find("--cwd"); it != inv.values.end()) {
-        req["cwd"] = it->second;
+        req.cwd = it->second;
     }
-    if (!inv.env.empty()) {
-        req["env"] = inv.env;
-    }
+    req.env = inv.env;
     auto daemons = inv.daemons();
-    auto answer = daemons.acquire(req, wait + quick);
+    auto answer = daemons.acquire(protocol::requests::acquire(req), wait + quick);
     if (answer.reply && answer.reply->value("ok", false) && daemons.endpoints().size() > 1) {
         (*answer.reply)["endpoint"] = answer.endpoint; // which daemon holds it
     }
@@ -174,30 +175,27 @@ int acquire_command(const invocation& inv) {
 }
 
 int release_command(const invocation& inv) {
-    return call_for_kernel(inv, {{"op", "release"}, {"kernel_id", inv.words[0]}});
+    return call_for_kernel(inv, protocol::requests::release(inv.words[0]));
 }
 
 int signal_command(const invocation& inv) {
-    return call_for_kernel(inv, {{"op", "signal"},
-                                 {"kernel_id", inv.words[0]},
-                                 {"signum", signal_number(inv.words[1])}});
+    return call_for_kernel(inv, protocol::requests::signal(inv.words[0], signal_number(inv.words[1])));
 }
 
 int poll_command(const invocation& inv) {
-    return call_for_kernel(inv, {{"op", "poll"}, {"kernel_id", inv.words[0]}}, [](const json& r) {
-        if (r.value("alive", false)) {
+    return call_for_kernel(inv, protocol::requests::poll(inv.words[0]), [](const json& r) {
+        const auto polled = protocol::read_poll_reply(r);
+        if (!polled || polled->alive) {
             std::printf("running\n");
         } else {
-            std::printf("exited %lld\n", r.value("exit_code", 0LL));
+            std::printf("exited %d\n", polled->exit_code.value_or(0));
         }
     });
 }
 
 int resize_command(const invocation& inv) {
     return call_each(inv,
-                     {{"op", "resize"},
-                      {"pool", inv.words[0]},
-                      {"size", number<std::int64_t>(inv.words[1], "SIZE")}},
+                     protocol::requests::resize(inv.words[0], number<std::int64_t>(inv.words[1], "SIZE")),
                      [](const json& r, const std::string& who) {
                          std::printf("%s%s: size %lld (was %lld)\n", who.c_str(),
                                      r.value("pool", "").c_str(), r.value("size", 0LL),
@@ -206,7 +204,7 @@ int resize_command(const invocation& inv) {
 }
 
 int drain_command(const invocation& inv) {
-    return call_each(inv, {{"op", "drain"}, {"pool", inv.words[0]}},
+    return call_each(inv, protocol::requests::drain(inv.words[0]),
                      [](const json& r, const std::string& who) {
                          std::printf("%s%s: drained (size was %lld)\n", who.c_str(),
                                      r.value("pool", "").c_str(), r.value("previous_size", 0LL));

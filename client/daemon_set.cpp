@@ -1,6 +1,9 @@
 // daemon_set: which kpoold to ask, failover, and the owner of each kernel.
 #include "client/daemon_set.hpp"
 
+#include "protocol/control_replies.hpp"
+#include "protocol/control_requests.hpp"
+
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <sys/socket.h>
@@ -13,13 +16,6 @@ namespace kpool::client {
 namespace {
 
 using json = nlohmann::json;
-
-// Replies after which an acquire tries the next daemon: this one cannot serve it now.
-bool fails_over(const json& reply) {
-    static const std::set<std::string> codes = {"capacity", "unavailable", "unknown_pool",
-                                                "shutting_down"};
-    return codes.count(reply.value("error", json::object()).value("code", std::string())) != 0;
-}
 
 result<std::vector<std::string>> resolve_dns(const std::string& item) {
     const std::string rest = item.substr(4);
@@ -90,11 +86,7 @@ result<std::vector<std::string>> parse_endpoints(const std::string& setting) {
 }
 
 daemon_set::daemon_set(std::vector<std::string> endpoints, curve_keys keys)
-    : m_endpoints(std::move(endpoints)), m_keys(std::move(keys)) {
-    for (const auto& e : m_endpoints) {
-        m_views[e];
-    }
-}
+    : m_endpoints(std::move(endpoints)), m_keys(std::move(keys)) {}
 
 control_client& daemon_set::daemon(const std::string& endpoint) {
     auto& c = m_clients[endpoint];
@@ -104,86 +96,47 @@ control_client& daemon_set::daemon(const std::string& endpoint) {
     return *c;
 }
 
-bool daemon_set::is_down(const view& v, clock::time_point now) const {
-    return v.down_until && *v.down_until > now;
-}
-
 void daemon_set::learn_status(const std::string& endpoint, const json& status) {
-    view& v = m_views[endpoint];
-    v.warm.clear();
-    for (const json& p : status.value("pools", json::array())) {
-        if (!p.value("removed", false) && !p.value("drained", false)) {
-            v.warm[p.value("name", std::string())] = p.value("warm", 0);
-        }
+    if (auto pools = protocol::read_status_pools(status)) {
+        m_spread.learn_status(endpoint, *pools);
     }
-    v.learnt = clock::now();
-    v.down_until.reset();
 }
 
 void daemon_set::refresh_stale_views(std::chrono::milliseconds budget) {
-    const auto now = clock::now();
     // Reading views must not eat the acquire's time: a short wait per daemon.
     const auto each = std::clamp(budget / 4, std::chrono::milliseconds(1), std::chrono::milliseconds(200));
     for (const auto& e : m_endpoints) {
-        view& v = m_views[e];
-        if (is_down(v, now) || (v.learnt && now - *v.learnt < view_ttl)) {
+        if (!m_spread.stale(e)) {
             continue;
         }
-        auto reply = daemon(e).request({{"op", "status"}}, each);
-        if (reply && reply->value("ok", false)) {
+        auto reply = daemon(e).request(protocol::requests::status(), each);
+        if (!reply) {
+            m_spread.mark_down(e);
+        } else if (!protocol::refusal_of(*reply)) {
             learn_status(e, *reply);
-        } else if (!reply) {
-            v.down_until = clock::now() + down_for;
         }
     }
 }
 
-std::vector<std::string> daemon_set::order(const std::string& pool) {
-    const auto now = clock::now();
-    std::vector<std::string> up;
-    std::vector<std::string> down;
-    bool fresh = true;
-    for (const auto& e : m_endpoints) {
-        const view& v = m_views[e];
-        if (is_down(v, now)) {
-            down.push_back(e);
-        } else {
-            up.push_back(e);
-            fresh = fresh && v.learnt && now - *v.learnt < view_ttl;
-        }
-    }
-    std::shuffle(up.begin(), up.end(), m_random);
-    std::shuffle(down.begin(), down.end(), m_random);
-    auto warm = [&](const std::string& e) {
-        const auto& w = m_views[e].warm;
-        auto it = w.find(pool);
-        return it == w.end() ? 0 : it->second;
-    };
-    auto by_warm = [&](const std::string& a, const std::string& b) { return warm(a) > warm(b); };
-    if (!fresh && up.size() >= 2) {
-        // Power of two choices: the better of two picked at random goes first.
-        if (warm(up[1]) > warm(up[0])) {
-            std::swap(up[0], up[1]);
-        }
-        std::stable_sort(up.begin() + 1, up.end(), by_warm);
-    } else {
-        std::stable_sort(up.begin(), up.end(), by_warm); // stable: the shuffle breaks ties
-    }
-    up.insert(up.end(), down.begin(), down.end());
-    return up;
-}
+std::vector<std::string> daemon_set::order(const std::string& pool) { return m_spread.order(pool, m_endpoints); }
 
 daemon_set::answer daemon_set::acquire(const json& request, std::chrono::milliseconds wait) {
     const std::string pool = request.value("pool", std::string());
     if (m_endpoints.size() == 1) {
         answer a{first().request(request, wait), m_endpoints.front()};
-        if (a.reply && a.reply->value("ok", false)) {
-            m_owner[a.reply->value("kernel_id", std::string())] = a.endpoint;
+        if (a.reply) {
+            if (auto acquired = protocol::read_acquire_reply(*a.reply)) {
+                m_owner[acquired->kernel_id] = a.endpoint;
+            }
         }
         return a;
     }
     const auto deadline = clock::now() + wait;
     refresh_stale_views(wait);
+    std::optional<std::int64_t> asked;
+    if (auto it = request.find("timeout_ms"); it != request.end() && it->is_number_integer()) {
+        asked = it->get<std::int64_t>();
+    }
     answer last{error{errc::timeout, "no kpoold answered within " + std::to_string(wait.count()) + " ms"}, ""};
     for (const auto& e : order(pool)) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
@@ -191,31 +144,23 @@ daemon_set::answer daemon_set::acquire(const json& request, std::chrono::millise
             break;
         }
         json attempt = request;
-        // The daemon waits for a kernel only as long as this client still does (with room for
-        // the reply to come back).
-        const auto margin = std::chrono::milliseconds(5000);
-        attempt["timeout_ms"] = std::max<std::int64_t>(0, (left - margin).count());
-        if (request.contains("timeout_ms")) {
-            attempt["timeout_ms"] = std::min(attempt["timeout_ms"].get<std::int64_t>(),
-                                             request["timeout_ms"].get<std::int64_t>());
-        }
+        attempt["timeout_ms"] = spread::attempt_timeout_ms(asked, left);
         answer a{daemon(e).request(attempt, left), e};
-        view& v = m_views[e];
         if (!a.reply) {
-            v.down_until = clock::now() + down_for;
+            m_spread.mark_down(e);
             last = std::move(a);
             continue;
         }
-        if (a.reply->value("ok", false)) {
-            v.warm[pool] = a.reply->value("pool_warm", 0);
-            v.down_until.reset();
-            m_owner[a.reply->value("kernel_id", std::string())] = e;
+        auto acquired = protocol::read_acquire_reply(*a.reply);
+        if (acquired) {
+            m_spread.learn_acquired(e, pool, acquired->pool_warm);
+            m_owner[acquired->kernel_id] = e;
             return a;
         }
-        if (!fails_over(*a.reply)) {
+        if (!spread::fails_over(acquired.err())) {
             return a;
         }
-        v.warm[pool] = 0;
+        m_spread.learn_refused(e, pool);
         last = std::move(a);
     }
     return last;
@@ -242,9 +187,8 @@ daemon_set::answer daemon_set::request_for_kernel(const std::string& kernel_id, 
             }
             continue;
         }
-        const bool not_here = !a.reply->value("ok", false) &&
-                              a.reply->value("error", json::object()).value("code", std::string()) ==
-                                  "unknown_kernel";
+        const auto refused = protocol::refusal_of(*a.reply);
+        const bool not_here = refused && refused->code == errc::unknown_kernel;
         if (!not_here) {
             m_owner[kernel_id] = e;
             return a;
@@ -260,8 +204,8 @@ daemon_set::answer daemon_set::request_for_kernel(const std::string& kernel_id, 
 std::vector<daemon_set::answer> daemon_set::statuses(std::chrono::milliseconds timeout) {
     std::vector<answer> out;
     for (const auto& e : m_endpoints) {
-        answer a{daemon(e).request({{"op", "status"}}, timeout), e};
-        if (a.reply && a.reply->value("ok", false)) {
+        answer a{daemon(e).request(protocol::requests::status(), timeout), e};
+        if (a.reply) {
             learn_status(e, *a.reply);
         }
         out.push_back(std::move(a));

@@ -1,6 +1,9 @@
 // leased_kernel: acquire + connect + release around the Jupyter client.
 #include "client/leased_kernel.hpp"
 
+#include "protocol/control_replies.hpp"
+#include "protocol/control_requests.hpp"
+
 #include <csignal>
 
 namespace kpool::client {
@@ -20,36 +23,30 @@ leased_kernel::leased_kernel(daemon_set& daemons, std::string id,
 
 std::variant<std::unique_ptr<leased_kernel>, acquire_failure>
 leased_kernel::acquire(daemon_set& daemons, const acquire_request& request) {
-    json req{{"op", "acquire"}, {"pool", request.pool}, {"timeout_ms", request.wait.count()}};
-    if (request.cwd) {
-        req["cwd"] = *request.cwd;
-    }
-    if (!request.env.empty()) {
-        req["env"] = request.env;
-    }
-    if (request.lease_s) {
-        req["lease_s"] = *request.lease_s;
-    }
-    if (request.memory_history) {
-        req["history"] = "memory";
-    }
-    auto answer = daemons.acquire(req, request.wait + control_timeout);
+    protocol::acquire_args args;
+    args.pool = request.pool;
+    args.timeout_ms = request.wait.count();
+    args.cwd = request.cwd;
+    args.env = request.env;
+    args.lease_s = request.lease_s;
+    args.memory_history = request.memory_history;
+    auto answer = daemons.acquire(protocol::requests::acquire(args), request.wait + control_timeout);
     auto& reply = answer.reply;
     if (!reply) {
         return acquire_failure{acquire_failure::kind::unreachable, reply.err().message};
     }
-    if (!reply->value("ok", false)) {
-        const json& e = reply->value("error", json::object());
-        return acquire_failure{acquire_failure::kind::refused, e.value("code", std::string("internal")) + ": " +
-                                      e.value("message", std::string())};
+    auto acquired = protocol::read_acquire_reply(*reply);
+    if (!acquired) {
+        return acquire_failure{acquire_failure::kind::refused,
+                               std::string(to_string(acquired.err().code)) + ": " + acquired.err().message};
     }
-    auto info = protocol::connection_info_from_json(reply->value("connection", json::object()));
-    const std::string id = reply->value("kernel_id", std::string());
-    if (!info) {
-        (void)daemons.request_for_kernel(id, {{"op", "release"}, {"kernel_id", id}}, control_timeout);
-        return acquire_failure{acquire_failure::kind::refused, "kpoold sent an unusable connection: " + info.err().message};
+    const std::string id = acquired->kernel_id;
+    if (!acquired->connection) {
+        (void)daemons.request_for_kernel(id, protocol::requests::release(id), control_timeout);
+        return acquire_failure{acquire_failure::kind::refused,
+                               "kpoold sent an unusable connection: " + acquired->connection.err().message};
     }
-    std::unique_ptr<leased_kernel> kernel(new leased_kernel(daemons, id, *info));
+    std::unique_ptr<leased_kernel> kernel(new leased_kernel(daemons, id, *acquired->connection));
     auto ready = kernel->m_client->wait_until_ready(10000ms);
     if (!ready) {
         return acquire_failure{acquire_failure::kind::refused, "kernel " + id + ": " + ready.err().message};
@@ -60,7 +57,7 @@ leased_kernel::acquire(daemon_set& daemons, const acquire_request& request) {
 
 leased_kernel::~leased_kernel() {
     m_client.reset(); // our sockets close before the kernel goes
-    (void)request({{"op", "release"}, {"kernel_id", m_id}});
+    (void)request(protocol::requests::release(m_id));
 }
 
 result<json> leased_kernel::request(const json& req) {
@@ -68,13 +65,17 @@ result<json> leased_kernel::request(const json& req) {
 }
 
 bool leased_kernel::alive() {
-    auto reply = request({{"op", "poll"}, {"kernel_id", m_id}});
+    auto reply = request(protocol::requests::poll(m_id));
     // No answer from kpoold says nothing about the kernel: keep waiting for it.
-    return !reply || !reply->value("ok", false) || reply->value("alive", true);
+    if (!reply) {
+        return true;
+    }
+    auto polled = protocol::read_poll_reply(*reply);
+    return !polled || polled->alive;
 }
 
 void leased_kernel::interrupt() {
-    (void)request({{"op", "signal"}, {"kernel_id", m_id}, {"signum", SIGINT}});
+    (void)request(protocol::requests::signal(m_id, SIGINT));
 }
 
 jupyter::execute_hooks leased_kernel::hooks(std::function<bool()> cancelled) {

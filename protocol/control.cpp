@@ -1,9 +1,9 @@
 // Control protocol v1: request validation and reply encoding.
 #include "protocol/control.hpp"
 
+#include "protocol/control_ops.hpp"
+
 #include <algorithm>
-#include <cmath>
-#include <initializer_list>
 
 namespace kpool::protocol {
 namespace {
@@ -39,27 +39,6 @@ int nesting_depth(std::string_view text) {
         }
     }
     return deepest;
-}
-
-status only_fields(const json& body, std::initializer_list<std::string_view> allowed) {
-    for (const auto& [key, value] : body.items()) {
-        if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
-            return bad("unknown field '" + echo_safe(key) + "'");
-        }
-    }
-    return ok_status();
-}
-
-// "history": "memory" or "file" (the default).
-result<bool> memory_history_field(const json& body) {
-    auto it = body.find("history");
-    if (it == body.end()) {
-        return false;
-    }
-    if (!it->is_string() || (*it != "memory" && *it != "file")) {
-        return bad("field 'history' must be \"memory\" or \"file\"");
-    }
-    return *it == "memory";
 }
 
 result<std::string> required_string(const json& body, const char* name) {
@@ -145,139 +124,74 @@ json salvage_req_id(std::string_view bytes) {
 }
 
 namespace {
-result<double> lease_seconds(const json& v) {
-    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() <= 0 || v.get<double>() > max_lease_s) {
-        return bad("field 'lease_s' must be a number above 0 and at most 31536000");
-    }
-    return v.get<double>();
+// The checked body of `op`, or why it fails its op's table row.
+status check_op(std::string_view op, const json& body) {
+    const op_spec* spec = find_control_op(op);
+    return spec != nullptr ? check_fields(*spec, body) : status(bad("unknown op"));
 }
 
-// cwd and env, as acquire and context take them.
-status parse_context_fields(const json& body, std::optional<std::string>& cwd,
-                            std::map<std::string, std::string>& env) {
-    if (auto it = body.find("cwd"); it != body.end() && !it->is_null()) {
-        if (!it->is_string() || it->get_ref<const std::string&>().empty() ||
-            it->get_ref<const std::string&>()[0] != '/') {
-            return bad("field 'cwd' must be an absolute path");
-        }
-        cwd = it->get<std::string>();
+std::optional<std::string> optional_path(const json& body, const char* name) {
+    auto it = body.find(name);
+    if (it == body.end() || it->is_null()) {
+        return std::nullopt;
     }
-    if (auto it = body.find("env"); it != body.end() && !it->is_null()) {
-        if (!it->is_object()) {
-            return bad("field 'env' must be an object of strings");
-        }
-        for (const auto& [name, value] : it->items()) {
-            if (name.empty() || name.find('=') != std::string::npos || !value.is_string()) {
-                return bad("field 'env': '" + echo_safe(name) +
-                           "' must be a name without '=' with a string value");
-            }
-            env.emplace(name, value.get<std::string>());
-        }
-    }
-    return ok_status();
+    return it->get<std::string>();
 }
+
+std::map<std::string, std::string> env_field_of(const json& body) {
+    auto it = body.find("env");
+    return it == body.end() ? std::map<std::string, std::string>{} : env_of(*it);
+}
+
+bool memory_history(const json& body) { return body.value("history", "file") == "memory"; }
 } // namespace
 
+// Each parser: the op's table row checks the body; what is read here is already valid.
 result<acquire_args> parse_acquire(const json& body) {
-    if (auto st = only_fields(body, {"op", "req_id", "pool", "timeout_ms", "lease_s", "cwd", "env", "history"});
-        !st) {
+    if (auto st = check_op("acquire", body); !st) {
         return st.err();
     }
     acquire_args args;
-    auto pool = required_string(body, "pool");
-    if (!pool) {
-        return pool.err();
-    }
-    args.pool = std::move(*pool);
+    args.pool = body.at("pool").get<std::string>();
     if (auto it = body.find("timeout_ms"); it != body.end()) {
-        if (!it->is_number_integer() || it->get<std::int64_t>() < 0 ||
-            it->get<std::int64_t>() > max_timeout_ms) {
-            return bad("field 'timeout_ms' must be an integer from 0 to " +
-                       std::to_string(max_timeout_ms));
-        }
         args.timeout_ms = it->get<std::int64_t>();
     }
     if (auto it = body.find("lease_s"); it != body.end()) {
-        auto lease = lease_seconds(*it);
-        if (!lease) {
-            return lease.err();
-        }
-        args.lease_s = *lease;
+        args.lease_s = it->get<double>();
     }
-    if (auto st = parse_context_fields(body, args.cwd, args.env); !st) {
-        return st.err();
-    }
-    auto history = memory_history_field(body);
-    if (!history) {
-        return history.err();
-    }
-    args.memory_history = *history;
+    args.cwd = optional_path(body, "cwd");
+    args.env = env_field_of(body);
+    args.memory_history = memory_history(body);
     return args;
 }
 
 result<kernel_args> parse_kernel_op(const json& body) {
-    if (auto st = only_fields(body, {"op", "req_id", "kernel_id"}); !st) {
+    if (auto st = check_op("release", body); !st) { // release and poll take the same fields
         return st.err();
     }
-    auto id = required_string(body, "kernel_id");
-    if (!id) {
-        return id.err();
-    }
-    return kernel_args{std::move(*id)};
+    return kernel_args{body.at("kernel_id").get<std::string>()};
 }
 
 result<signal_args> parse_signal(const json& body) {
-    if (auto st = only_fields(body, {"op", "req_id", "kernel_id", "signum"}); !st) {
+    if (auto st = check_op("signal", body); !st) {
         return st.err();
     }
-    auto id = required_string(body, "kernel_id");
-    if (!id) {
-        return id.err();
-    }
-    auto it = body.find("signum");
-    if (it == body.end() || !it->is_number_integer() || it->get<std::int64_t>() < 1 ||
-        it->get<std::int64_t>() > 64) {
-        return bad("field 'signum' must be a signal number from 1 to 64");
-    }
-    return signal_args{std::move(*id), static_cast<int>(it->get<std::int64_t>())};
+    return signal_args{body.at("kernel_id").get<std::string>(), body.at("signum").get<int>()};
 }
 
 result<renew_args> parse_renew(const json& body) {
-    if (auto st = only_fields(body, {"op", "req_id", "kernel_id", "lease_s"}); !st) {
+    if (auto st = check_op("renew", body); !st) {
         return st.err();
     }
-    auto id = required_string(body, "kernel_id");
-    if (!id) {
-        return id.err();
-    }
-    auto it = body.find("lease_s");
-    if (it == body.end()) {
-        return bad("missing field 'lease_s'");
-    }
-    auto lease = lease_seconds(*it);
-    if (!lease) {
-        return lease.err();
-    }
-    return renew_args{std::move(*id), *lease};
+    return renew_args{body.at("kernel_id").get<std::string>(), body.at("lease_s").get<double>()};
 }
 
 result<context_args> parse_context(const json& body) {
-    if (auto st = only_fields(body, {"op", "req_id", "kernel_id", "cwd", "env", "history"}); !st) {
+    if (auto st = check_op("context", body); !st) {
         return st.err();
     }
-    auto id = required_string(body, "kernel_id");
-    if (!id) {
-        return id.err();
-    }
-    context_args args{std::move(*id), std::nullopt, {}, false};
-    if (auto st = parse_context_fields(body, args.cwd, args.env); !st) {
-        return st.err();
-    }
-    auto history = memory_history_field(body);
-    if (!history) {
-        return history.err();
-    }
-    args.memory_history = *history;
+    context_args args{body.at("kernel_id").get<std::string>(), optional_path(body, "cwd"), env_field_of(body),
+                      memory_history(body)};
     if (!args.cwd && args.env.empty() && !args.memory_history) {
         return bad("give 'cwd', 'env' or 'history'");
     }
@@ -285,33 +199,20 @@ result<context_args> parse_context(const json& body) {
 }
 
 result<pool_args> parse_resize(const json& body) {
-    if (auto st = only_fields(body, {"op", "req_id", "pool", "size"}); !st) {
+    if (auto st = check_op("resize", body); !st) {
         return st.err();
     }
-    auto name = required_string(body, "pool");
-    if (!name) {
-        return name.err();
-    }
-    auto it = body.find("size");
-    if (it == body.end() || !it->is_number_integer() || it->get<std::int64_t>() < 0 ||
-        it->get<std::int64_t>() > 4096) {
-        return bad("field 'size' must be an integer from 0 to 4096");
-    }
-    return pool_args{std::move(*name), static_cast<int>(it->get<std::int64_t>())};
+    return pool_args{body.at("pool").get<std::string>(), body.at("size").get<int>()};
 }
 
 result<pool_args> parse_drain(const json& body) {
-    if (auto st = only_fields(body, {"op", "req_id", "pool"}); !st) {
+    if (auto st = check_op("drain", body); !st) {
         return st.err();
     }
-    auto name = required_string(body, "pool");
-    if (!name) {
-        return name.err();
-    }
-    return pool_args{std::move(*name), std::nullopt};
+    return pool_args{body.at("pool").get<std::string>(), std::nullopt};
 }
 
-status parse_no_args(const json& body) { return only_fields(body, {"op", "req_id"}); }
+status parse_no_args(const json& body) { return check_op("ping", body); }
 
 std::string make_ok_reply(json fields, const json& req_id) {
     fields["ok"] = true;

@@ -13,10 +13,19 @@
 
 namespace kpool::protocol {
 
+// A pool as status reports it: the part clients steer by (protocol/control_replies reads it).
 struct pool_summary {
     std::string name;
     std::string kernelspec;
     int warm = 0;
+    int size = 0;
+    int starting = 0;
+    int leased = 0;
+    bool failing = false;
+    bool drained = false;
+    bool removed = false;
+    std::string language{}; // its kernelspec's, when the daemon knows it
+    std::optional<double> time_to_warm_s_p50{}; // recent; none before a kernel got warm
 };
 
 // The pool `wanted` names among `pools` (those that can serve: not removed), if any.

@@ -5,7 +5,7 @@
 #include "kpool/version.hpp"
 #include "notebook/nbformat.hpp"
 #include "params/translators.hpp"
-#include "protocol/pool_names.hpp"
+#include "protocol/control_replies.hpp"
 #include "runner/local_kernel.hpp"
 #include "runner/notebook_engine.hpp"
 #include "runner/notebook_files.hpp"
@@ -60,24 +60,21 @@ pool_choice choose_pool(client::daemon_set& daemons, const run_options& options,
         }
         return {"", wanted_kernel, "", "no kpoold answered (" + unreachable + ")"};
     }
-    const json pools = status->value("pools", json::array());
+    auto listed = protocol::read_status_pools(*status);
     std::string names;
     std::vector<protocol::pool_summary> serving;
-    for (const json& p : pools) {
-        if (p.value("removed", false)) {
-            continue;
+    for (protocol::pool_summary& p : listed ? *listed : std::vector<protocol::pool_summary>{}) {
+        if (!p.removed) {
+            names += (names.empty() ? "" : ", ") + p.name + " (kernelspec " + p.kernelspec + ")";
+            serving.push_back(std::move(p));
         }
-        const std::string name = p.value("name", "");
-        names += (names.empty() ? "" : ", ") + name + " (kernelspec " + p.value("kernelspec", "") + ")";
-        serving.push_back({name, p.value("kernelspec", ""), p.value("warm", 0)});
     }
     // --pool, -k and the notebook's kernelspec name a kernel by the one rule of every client.
     const std::string& wanted = !options.pool.empty() ? options.pool : wanted_kernel;
     if (const auto chosen = protocol::resolve_pool_name(wanted, serving)) {
-        for (const json& p : pools) {
-            if (p.value("name", "") == *chosen && !p.value("removed", false)) {
-                const json& lang = p.value("language", json());
-                return {*chosen, p.value("kernelspec", ""), lang.is_string() ? lang.get<std::string>() : "", ""};
+        for (const protocol::pool_summary& p : serving) {
+            if (p.name == *chosen) {
+                return {p.name, p.kernelspec, p.language, ""};
             }
         }
     }

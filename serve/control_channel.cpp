@@ -1,6 +1,9 @@
 // control_channel: kpoold requests and replies over a DEALER socket watched by the loop.
 #include "serve/control_channel.hpp"
 
+#include "protocol/control_replies.hpp"
+#include "protocol/control_requests.hpp"
+
 #include "daemon/loop/zmq_frames.hpp"
 
 #include <sys/stat.h>
@@ -45,7 +48,7 @@ void control_channel::request(json request, std::chrono::milliseconds timeout, r
     }
     const std::uint64_t id = m_next_id++;
     request["req_id"] = id;
-    const bool acquire = request.value("op", "") == "acquire";
+    const bool acquire = protocol::requests::op_of(request) == "acquire";
     const std::string body = request.dump();
     try {
         m_socket.send(zmq::message_t(), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
@@ -98,10 +101,11 @@ void control_channel::on_reply(const json& reply) {
     const auto id = req_id.get<std::uint64_t>();
     auto it = m_pending.find(id);
     if (it == m_pending.end()) {
-        if (m_abandoned_acquires.erase(id) > 0 && reply.value("ok", false) && reply.contains("kernel_id")) {
-            // Our caller gave up before this kernel came: nobody will use it.
-            request({{"op", "release"}, {"kernel_id", reply["kernel_id"]}}, std::chrono::seconds(5),
-                    [](result<json>) {});
+        if (m_abandoned_acquires.erase(id) > 0) {
+            if (auto acquired = protocol::read_acquire_reply(reply)) {
+                // Our caller gave up before this kernel came: nobody will use it.
+                request(protocol::requests::release(acquired->kernel_id), std::chrono::seconds(5), [](result<json>) {});
+            }
         }
         return;
     }

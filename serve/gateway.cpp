@@ -4,6 +4,8 @@
 #include "daemon/loop/logging.hpp"
 #include "kpool/version.hpp"
 #include "protocol/control.hpp"
+#include "protocol/control_replies.hpp"
+#include "protocol/control_requests.hpp"
 #include "protocol/stamps.hpp"
 #include "serve/deadlines.hpp"
 #include "serve/routing.hpp"
@@ -26,7 +28,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr auto gateway_poll_every = 2000ms; // are the gateway's kernels alive
+constexpr auto gateway_poll_every = 2000ms; // are the gateway's kernels alive (and their leases due)
 
 std::string content_type_of(const std::string& file) {
     const std::string ext = std::filesystem::path(file).extension().string();
@@ -69,19 +71,18 @@ json resources_of(const std::string& name, const std::string& dir) {
 } // namespace
 
 gateway::gateway(server& owner)
-    : m_owner(owner), m_sessions(*this, owner.options().root), m_reaper(owner.loop()), m_cull_timer(owner.loop()), m_poll_timer(owner.loop()),
-      m_renew_timer(owner.loop()) {
+    : m_owner(owner), m_sessions(*this, owner.options().root), m_reaper(owner.loop()), m_cull_timer(owner.loop()), m_poll_timer(owner.loop()) {
     const gateway_options& o = owner.options().gateway;
     if (o.cull_idle_timeout.count() > 0) {
         const auto every = std::chrono::duration_cast<std::chrono::milliseconds>(std::max(o.cull_interval, 1s));
         m_cull_timer.start(every, [this] { cull(); }, every);
         m_cull_timer.unref();
     }
-    m_poll_timer.start(gateway_poll_every, [this] { poll(); }, gateway_poll_every);
+    // Often enough that a short lease is renewed at a third of it.
+    const auto poll_every =
+        std::min(gateway_poll_every, std::chrono::duration_cast<std::chrono::milliseconds>(o.kernel_lease) / 3);
+    m_poll_timer.start(poll_every, [this] { poll(); }, poll_every);
     m_poll_timer.unref();
-    const auto renew_every = std::chrono::duration_cast<std::chrono::milliseconds>(o.kernel_lease) / 3;
-    m_renew_timer.start(renew_every, [this] { renew(); }, renew_every);
-    m_renew_timer.unref();
 }
 
 gateway::~gateway() = default;
@@ -130,12 +131,9 @@ void gateway::handle(exchange_ptr ex, const do_gateway& g) {
         remove(g.kernel_id);
         return answer(ex, {204, "application/json", "", {}});
     case gateway_action::interrupt_kernel:
-        m_owner.control_at(k.lease().daemon, {{"op", "signal"}, {"kernel_id", k.lease().kernel_id}, {"signum", SIGINT}},
-                           control_margin, [this, ex](result<json> reply) {
-                               if (!reply || !reply->value("ok", false)) {
-                                   const std::string why = reply ? reply->value("error", json::object()).value("message", "")
-                                                                 : reply.err().message;
-                                   return answer(ex, error_response(502, "daemon_error", "interrupt failed: " + why));
+        m_owner.leases().interrupt(k.lease(), [this, ex](std::optional<std::string> failure) {
+                               if (failure) {
+                                   return answer(ex, error_response(502, "daemon_error", "interrupt failed: " + *failure));
                                }
                                answer(ex, {204, "application/json", "", {}});
                            });
@@ -155,12 +153,13 @@ void gateway::handle(exchange_ptr ex, const do_gateway& g) {
 }
 
 void gateway::served_kernelspecs(std::function<void(result<served_specs>)> done) {
-    m_owner.control({{"op", "status"}}, 2000ms, [this, done](result<json> status, std::size_t daemon) {
-        if (!status || !status->value("ok", false)) {
+    m_owner.control(protocol::requests::status(), 2000ms, [this, done](result<json> status, std::size_t daemon) {
+        auto pools = status ? protocol::read_status_pools(*status) : result<std::vector<protocol::pool_summary>>(status.err());
+        if (!pools) {
             return done(error{errc::unavailable, "no kpoold answered"});
         }
-        m_owner.control_at(daemon, {{"op", "kernelspecs"}}, 2000ms, [done, status = *status](result<json> specs) {
-            if (!specs || !specs->value("ok", false)) {
+        m_owner.control_at(daemon, protocol::requests::kernelspecs(), 2000ms, [done, pools = *pools](result<json> specs) {
+            if (!specs || protocol::refusal_of(*specs)) {
                 return done(error{errc::unavailable, "kpoold did not list its kernelspecs"});
             }
             json by_name = json::object();
@@ -168,12 +167,12 @@ void gateway::served_kernelspecs(std::function<void(result<served_specs>)> done)
                 by_name[s.value("name", "")] = s;
             }
             served_specs out;
-            for (const json& p : status.value("pools", json::array())) {
-                if (p.value("removed", false)) {
+            for (const protocol::pool_summary& p : pools) {
+                if (p.removed) {
                     continue;
                 }
-                const std::string name = p.value("name", "");
-                const json spec = by_name.value(p.value("kernelspec", name), json::object());
+                const std::string& name = p.name;
+                const json spec = by_name.value(p.kernelspec, json::object());
                 const std::string dir = spec.value("resource_dir", "");
                 out.first = out.first.empty() ? name : out.first;
                 out.resource_dirs[name] = dir;
@@ -234,45 +233,31 @@ void gateway::resource(exchange_ptr ex, const do_gateway& g) {
 
 void gateway::acquire(const std::string& name, const std::string& cwd, const std::map<std::string, std::string>& env,
                       acquired_fn done) {
-    const serve_options& o = m_owner.options();
-    json request = {{"op", "acquire"},
-                    {"pool", name},
-                    {"timeout_ms", o.queue_timeout.count()},
-                    {"lease_s", static_cast<double>(o.gateway.kernel_lease.count())}};
+    protocol::acquire_args request;
+    request.pool = name;
+    request.timeout_ms = m_owner.options().queue_timeout.count();
+    request.lease_s = static_cast<double>(m_owner.leases().holder_lease().count());
     if (!cwd.empty()) {
-        request["cwd"] = cwd;
+        request.cwd = cwd;
     }
-    if (!env.empty()) {
-        request["env"] = env;
-    }
+    request.env = env;
     m_owner.metrics().waiting().Increment();
-    m_owner.control(request, o.queue_timeout + control_margin, [this, name, done](result<json> reply, std::size_t daemon) {
+    m_owner.leases().acquire(request, [this, done](result<kernel_lease> lease, const kernel_leases::refusal_fn& refusal) {
         m_owner.metrics().waiting().Decrement();
-        if (!reply) {
-            return done(reply.err(), error_response(503, "unavailable", "no kpoold answered: " + reply.err().message));
-        }
-        if (!reply->value("ok", false)) {
-            http_response r = acquire_refusal(reply->value("error", json::object()), m_owner.retry_after(name));
-            if (r.status == 429) {
+        if (!lease) {
+            http_response answer = refusal();
+            if (answer.status == 429) {
                 m_owner.metrics().rejected().Increment();
             }
-            return done(error{errc::unavailable, "refused"}, std::move(r));
+            return done(lease.err(), std::move(answer));
         }
         m_owner.metrics().kernels_used().Increment();
-        kernel_lease lease{daemon, reply->value("kernel_id", ""), {}};
-        auto info = protocol::connection_info_from_json(reply->value("connection", json::object()));
-        if (!info) {
-            release(lease);
-            return done(info.err(), error_response(502, "daemon_error", "kpoold's connection info: " + info.err().message));
-        }
-        lease.connection = std::move(*info);
-        done(std::move(lease), {});
+        done(std::move(*lease), {});
     });
 }
 
 void gateway::release(const kernel_lease& lease, std::function<void()> done) {
-    m_owner.control_at(lease.daemon, {{"op", "release"}, {"kernel_id", lease.kernel_id}}, control_margin,
-                       [done = std::move(done)](result<json>) { done(); });
+    m_owner.leases().release(lease, std::move(done));
 }
 
 void gateway::start(exchange_ptr ex, const do_gateway& g) {
@@ -334,7 +319,7 @@ void gateway::launch(const exchange_ptr& ex, const std::string& kernel_name, con
         const std::string id = protocol::random_uuid();
         auto k = std::make_unique<gateway_kernel>(m_owner.loop(), id, name, std::move(*kernel));
         daemon::logger("gateway")->info("kernel {} started ({} from kpoold, pool {})", id, k->lease().kernel_id, name);
-        m_kernels[id] = held{std::move(k), cwd, env, false, 0};
+        m_kernels[id] = held{std::move(k), cwd, env, false, {}};
         m_owner.metrics().gateway_kernels().Set(static_cast<double>(m_kernels.size()));
         done(id, {});
     });
@@ -393,36 +378,23 @@ void gateway::obtain_spare(connected_kernel spare, const std::string& name, cons
         m_owner.metrics().kernels_used().Increment();
         st.done(std::move(st.kernel), {});
     };
-    m_owner.control_at(lease.daemon,
-                       {{"op", "renew"},
-                        {"kernel_id", lease.kernel_id},
-                        {"lease_s", static_cast<double>(m_owner.options().gateway.kernel_lease.count())}},
-                       control_margin, [state, finish](result<json> reply) {
-                           state->gone = !reply || !reply->value("ok", false);
-                           finish();
-                       });
+    m_owner.leases().renew(lease, static_cast<double>(m_owner.leases().holder_lease().count()),
+                           [state, finish](bool renewed) {
+                               state->gone = !renewed;
+                               finish();
+                           });
     if (!context) {
         return;
     }
-    json request = {{"op", "context"}, {"kernel_id", lease.kernel_id}};
-    if (!cwd.empty()) {
-        request["cwd"] = cwd;
-    }
-    if (!env.empty()) {
-        request["env"] = env;
-    }
-    m_owner.control_at(lease.daemon, request, kernel_ready_timeout + control_margin, [state, finish](result<json> reply) {
-        if (!reply) {
-            state->failed = error_response(503, "unavailable", "kpoold did not apply cwd/env: " + reply.err().message);
-        } else if (!reply->value("ok", false)) {
-            const json& err = reply->value("error", json::object());
-            // A kernel that died since its last poll is the renew's to find: a fresh one then.
-            if (err.value("code", "") != "unknown_kernel") {
-                state->failed = context_refusal(err);
-            }
-        }
-        finish();
-    });
+    m_owner.leases().apply_context(lease, cwd, env, false,
+                                   [state, finish](std::optional<http_response> failure, bool kernel_gone) {
+                                       // A kernel that died since its last poll is the renew's to
+                                       // find: a fresh one then.
+                                       if (failure && !kernel_gone) {
+                                           state->failed = std::move(failure);
+                                       }
+                                       finish();
+                                   });
 }
 
 void gateway::obtain_fresh(const std::string& name, const std::string& cwd, const std::map<std::string, std::string>& env,
@@ -482,7 +454,7 @@ void gateway::replace(const std::string& id, const std::string& why, std::functi
         }
         const std::string fresh = kernel->lease.kernel_id;
         const kernel_lease old = it->second.kernel->replace(std::move(*kernel));
-        it->second.unanswered_polls = 0;
+        it->second.watch = {};
         release(old);
         m_owner.metrics().gateway_replaced(why);
         daemon::logger("gateway")->info("kernel {} restarted on {} (was {})", id, fresh, old.kernel_id);
@@ -527,18 +499,18 @@ void gateway::cull() {
 
 void gateway::poll() {
     for (auto& [id, h] : m_kernels) {
+        m_owner.leases().renew_when_due(h.kernel->lease(), h.watch);
         if (h.replacing) {
             continue;
         }
-        m_owner.control_at(h.kernel->lease().daemon, {{"op", "poll"}, {"kernel_id", h.kernel->lease().kernel_id}},
-                           control_margin, [this, id = id, kernel_id = h.kernel->lease().kernel_id](result<json> reply) {
+        m_owner.leases().poll(h.kernel->lease(), [this, id = id, kernel_id = h.kernel->lease().kernel_id](result<json> reply) {
                                auto it = m_kernels.find(id);
                                if (it == m_kernels.end() || it->second.replacing ||
                                    it->second.kernel->lease().kernel_id != kernel_id) {
                                    return;
                                }
                                held& k = it->second;
-                               if (!poll_says_gone(reply, k.unanswered_polls)) {
+                               if (!kernel_leases::gone_after(k.watch, reply)) {
                                    return;
                                }
                                // As Kernel Gateway's restarter: "restarting", then a kernel again.
@@ -551,15 +523,6 @@ void gateway::poll() {
                                    }
                                });
                            });
-    }
-}
-
-void gateway::renew() {
-    const double lease_s = static_cast<double>(m_owner.options().gateway.kernel_lease.count());
-    for (const auto& [id, h] : m_kernels) {
-        m_owner.control_at(h.kernel->lease().daemon,
-                           {{"op", "renew"}, {"kernel_id", h.kernel->lease().kernel_id}, {"lease_s", lease_s}},
-                           control_margin, [](result<json>) {});
     }
 }
 

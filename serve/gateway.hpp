@@ -13,6 +13,7 @@
 #include "serve/gateway_sessions.hpp"
 #include "serve/gateway_routes.hpp"
 #include "serve/http_server.hpp"
+#include "serve/kernel_leases.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -58,7 +59,7 @@ private:
         std::string cwd;                        // for restarts: what the first start asked for
         std::map<std::string, std::string> env;
         bool replacing = false; // a restart (or a replacement after a death) is under way
-        int unanswered_polls = 0;
+        lease_watch watch;
     };
     using acquired_fn = std::function<void(result<kernel_lease>, http_response refusal)>;
     using obtained_fn = std::function<void(result<connected_kernel>, http_response refusal)>;
@@ -91,7 +92,6 @@ private:
     void replace(const std::string& id, const std::string& why, std::function<void(http_response)> done);
     void cull();
     void poll();
-    void renew();
     void retire(std::unique_ptr<gateway_kernel> kernel);
 
     server& m_owner;
@@ -107,7 +107,6 @@ private:
     daemon::uv_timer m_reaper;
     daemon::uv_timer m_cull_timer;
     daemon::uv_timer m_poll_timer;
-    daemon::uv_timer m_renew_timer;
     bool m_stopping = false; // release_all was called: kernels acquired after it go back
 };
 

@@ -212,6 +212,19 @@ bool is_gateway_path(std::string_view path) {
     return path == "/api" || path.starts_with("/api/") || path.starts_with("/kernelspecs/");
 }
 
+std::string gateway_route_label(std::string_view path) {
+    if (path.starts_with("/api/kernels")) {
+        return path.ends_with("/channels") ? "/api/kernels/channels" : "/api/kernels";
+    }
+    if (path.starts_with("/api/sessions")) {
+        return "/api/sessions";
+    }
+    if (path.starts_with("/api/kernelspecs") || path.starts_with("/kernelspecs/")) {
+        return "/api/kernelspecs";
+    }
+    return path == "/api" ? "/api" : "other";
+}
+
 bool needs_new_kernel(gateway_action action) {
     return action == gateway_action::start_kernel || action == gateway_action::restart_kernel ||
            action == gateway_action::channels || action == gateway_action::create_session ||

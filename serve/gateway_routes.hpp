@@ -62,6 +62,9 @@ bool is_gateway_path(std::string_view path);
 std::variant<http_response, do_gateway, do_preflight> decide_gateway(std::string_view method, std::string_view path,
                                                                     std::string_view body);
 
+// The metrics label of a gateway path (one per resource: "/api/kernels", "/api/sessions", ...).
+std::string gateway_route_label(std::string_view path);
+
 // Whether an action may need a new kernel (refused with 503 while stopping).
 bool needs_new_kernel(gateway_action action);
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "protocol/python_json.hpp"
+#include "protocol/result.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -33,10 +34,10 @@ inline http_response error_response(int status, const std::string& code, const s
 // kpoold's failed acquire as an answer: no kernel in time, none can start or the pool is failing
 // are back-pressure (429 with Retry-After); an unknown pool is 404; a cwd/env the kernel refused
 // is 400; a stopping daemon 503.
-http_response acquire_refusal(const nlohmann::json& error, int retry_after_s);
+http_response acquire_refusal(const error& refused, int retry_after_s);
 // kpoold's failed context op (cwd/env on a held kernel) as an answer, as an acquire's cwd/env:
 // a directory that is not there is the caller's mistake (400); a kernel gone, 502 kernel_died;
 // anything else the kernel's or kpoold's (502).
-http_response context_refusal(const nlohmann::json& error);
+http_response context_refusal(const error& refused);
 
 } // namespace kpool::serve

@@ -1,15 +1,12 @@
 // kernel_call: acquire -> ready -> (the request's run) -> answer -> release, on the loop.
 #include "serve/kernel_call.hpp"
 
-#include "protocol/connection_info.hpp"
 #include "serve/deadlines.hpp"
 #include "serve/http_response.hpp"
 #include "serve/server.hpp"
 #include "serve/spare_kernels.hpp"
 #include "daemon/loop/logging.hpp"
 
-#include <cmath>
-#include <csignal>
 
 namespace kpool::serve {
 
@@ -25,17 +22,6 @@ kernel_call::kernel_call(server& owner, exchange_ptr exchange, std::string route
     : m_owner(owner), m_exchange(std::move(exchange)), m_route(std::move(route)), m_arrived(arrived),
       m_poll(owner.loop()) {}
 
-namespace {
-// The lease a request's kernel is held under: its time limit and a minute, so that kernels come
-// back soon after a kpool serve that died.
-std::optional<double> lease_for(const kernel_wish& wish) {
-    if (!wish.timeout) {
-        return std::nullopt;
-    }
-    return std::ceil(std::chrono::duration<double>(*wish.timeout).count()) + 60;
-}
-} // namespace
-
 void kernel_call::begin(const kernel_wish& wish) {
     m_wish = wish;
     m_owner.track(shared_from_this());
@@ -46,26 +32,20 @@ void kernel_call::begin(const kernel_wish& wish) {
 }
 
 void kernel_call::acquire() {
-    const serve_options& o = m_owner.options();
-    json request = {{"op", "acquire"}, {"pool", m_wish.pool}, {"timeout_ms", o.queue_timeout.count()}};
-    if (m_wish.memory_history) {
-        request["history"] = "memory"; // applied before the reply: no round trip of its own
-    }
-    if (const auto lease = lease_for(m_wish)) {
-        request["lease_s"] = *lease;
-    }
+    protocol::acquire_args request;
+    request.pool = m_wish.pool;
+    request.timeout_ms = m_owner.options().queue_timeout.count();
+    request.memory_history = m_wish.memory_history; // applied before the reply: no round trip of its own
+    request.lease_s = kernel_leases::call_lease_s(m_wish.timeout);
     m_owner.metrics().waiting().Increment();
-    m_owner.control(request, o.queue_timeout + control_margin,
-                    [self = shared_from_this()](result<json> reply, std::size_t daemon) {
-                        self->on_acquired(std::move(reply), daemon);
-                    });
+    m_owner.leases().acquire(request, [self = shared_from_this()](result<kernel_lease> lease, kernel_leases::refusal_fn refusal) {
+        self->on_acquired(std::move(lease), std::move(refusal));
+    });
 }
 
 void kernel_call::take_spare(spare_kernels::spare spare) {
-    const serve_options& o = m_owner.options();
-    m_daemon = spare.lease.daemon;
-    m_kernel_id = std::move(spare.lease.kernel_id);
-    m_exchange->set_kernel_id(m_kernel_id);
+    m_lease = std::move(spare.lease);
+    m_exchange->set_kernel_id(m_lease.kernel_id);
     m_session = std::make_unique<kernel_session>(m_owner.loop(), std::move(spare.channels));
     if (m_exchange->gone()) {
         return finish(cancelled_response());
@@ -73,59 +53,46 @@ void kernel_call::take_spare(spare_kernels::spare spare) {
     // A spare's lease is kpool serve's short one: the request's own from now on. The renew also
     // proves the spare still lives: it may have died (alone, or with its daemon) since its last
     // poll. Then the request acquires a fresh kernel instead, as if there had been no spare.
-    const auto lease = lease_for(m_wish);
-    if (!lease) {
-        m_renew_lease = o.gateway.kernel_lease;
-    }
-    m_renewed = steady::now();
+    const auto lease = kernel_leases::call_lease_s(m_wish.timeout);
+    m_renews = !lease;
+    m_watch = {};
     const unsigned attempt = ++m_attempt;
-    m_owner.control_at(m_daemon,
-                       {{"op", "renew"},
-                        {"kernel_id", m_kernel_id},
-                        {"lease_s", lease ? *lease : static_cast<double>(o.gateway.kernel_lease.count())}},
-                       control_margin, [self = shared_from_this(), attempt](result<json> reply) {
-                           if (self->m_finished || attempt != self->m_attempt) {
-                               return;
-                           }
-                           if (reply && reply->value("ok", false)) {
-                               self->m_owner.metrics().kernels_used().Increment();
-                               return self->prepared(attempt);
-                           }
-                           daemon::logger("serve")->info("spare kernel {} is gone: the request takes a fresh one",
-                                                         self->m_kernel_id);
-                           self->give_back();
-                           ++self->m_attempt; // what is still to come for the spare is ignored
-                           self->m_renew_lease.reset();
-                           self->acquire();
-                       });
+    m_owner.leases().renew(m_lease, lease ? *lease : static_cast<double>(m_owner.leases().holder_lease().count()),
+                           [self = shared_from_this(), attempt](bool held) {
+                               if (self->m_finished || attempt != self->m_attempt) {
+                                   return;
+                               }
+                               if (held) {
+                                   self->m_owner.metrics().kernels_used().Increment();
+                                   return self->prepared(attempt);
+                               }
+                               daemon::logger("serve")->info("spare kernel {} is gone: the request takes a fresh one",
+                                                             self->m_lease.kernel_id);
+                               self->give_back();
+                               ++self->m_attempt; // what is still to come for the spare is ignored
+                               self->m_renews = false;
+                               self->acquire();
+                           });
     prepare(true, 1);
 }
 
-void kernel_call::on_acquired(result<json> reply, std::size_t daemon) {
+void kernel_call::on_acquired(result<kernel_lease> lease, const kernel_leases::refusal_fn& refusal) {
     m_owner.metrics().waiting().Decrement();
-    if (!reply) {
-        return finish(error_response(503, "unavailable", "no kpoold answered: " + reply.err().message));
-    }
-    if (!reply->value("ok", false)) {
-        http_response r = acquire_refusal(reply->value("error", json::object()), m_owner.retry_after(m_wish.pool));
-        if (r.status == 429) {
+    if (!lease) {
+        http_response answer = refusal();
+        if (answer.status == 429) {
             m_owner.metrics().rejected().Increment();
         }
-        return finish(std::move(r));
+        return finish(std::move(answer));
     }
-    m_daemon = daemon;
-    m_kernel_id = reply->value("kernel_id", "");
-    m_exchange->set_kernel_id(m_kernel_id);
+    m_lease = std::move(*lease);
+    m_exchange->set_kernel_id(m_lease.kernel_id);
     m_owner.metrics().kernels_used().Increment();
     m_owner.spares().used(m_wish.pool);
-    auto info = protocol::connection_info_from_json(reply->value("connection", json::object()));
-    if (!info) {
-        return finish(error_response(502, "daemon_error", "kpoold's connection info: " + info.err().message));
-    }
     if (m_exchange->gone()) {
         return finish(cancelled_response());
     }
-    m_session = std::make_unique<kernel_session>(m_owner.loop(), m_owner.zmq(), *info);
+    m_session = std::make_unique<kernel_session>(m_owner.loop(), m_owner.zmq(), m_lease.connection);
     ++m_attempt;
     prepare(false, 0);
 }
@@ -142,30 +109,16 @@ void kernel_call::prepare(bool subscribed, int other_steps) {
     // At once: the context goes through kpoold to the kernel's control channel (or a silent
     // cell), the handshake is ours on shell and iopub; the code waits for both.
     if (context) {
-        json request = {{"op", "context"}, {"kernel_id", m_kernel_id}};
-        if (!m_wish.cwd.empty()) {
-            request["cwd"] = m_wish.cwd;
-        }
-        if (!m_wish.env.empty()) {
-            request["env"] = m_wish.env;
-        }
-        if (m_wish.memory_history) {
-            request["history"] = "memory";
-        }
-        m_owner.control_at(m_daemon, request, kernel_ready_timeout + control_margin,
-                           [self = shared_from_this(), attempt](result<json> reply) {
-                               if (attempt != self->m_attempt) {
-                                   return; // a spare found gone meanwhile
-                               }
-                               if (!reply) {
-                                   return self->finish(error_response(
-                                       503, "unavailable", "kpoold did not apply cwd/env: " + reply.err().message));
-                               }
-                               if (!reply->value("ok", false)) {
-                                   return self->finish(context_refusal(reply->value("error", json::object())));
-                               }
-                               self->prepared(attempt);
-                           });
+        m_owner.leases().apply_context(m_lease, m_wish.cwd, m_wish.env, m_wish.memory_history,
+                                       [self = shared_from_this(), attempt](std::optional<http_response> failure, bool) {
+                                           if (attempt != self->m_attempt) {
+                                               return; // a spare found gone meanwhile
+                                           }
+                                           if (failure) {
+                                               return self->finish(std::move(*failure));
+                                           }
+                                           self->prepared(attempt);
+                                       });
     }
     if (!subscribed) {
         m_session->when_subscribed(kernel_ready_timeout, [self = shared_from_this(), attempt](result<json> ready) {
@@ -211,10 +164,7 @@ http_response kernel_call::cancelled_response() const {
     return error_response(499, "cancelled", "the caller went away");
 }
 
-void kernel_call::interrupt() {
-    m_owner.control_at(m_daemon, {{"op", "signal"}, {"kernel_id", m_kernel_id}, {"signum", SIGINT}},
-                       control_margin, [](result<json>) {});
-}
+void kernel_call::interrupt() { m_owner.leases().interrupt(m_lease); }
 
 void kernel_call::poll() {
     if (!m_session) {
@@ -224,24 +174,14 @@ void kernel_call::poll() {
         m_session->cancel();
         return;
     }
-    if (m_renew_lease && steady::now() - m_renewed >= *m_renew_lease / 3) {
-        m_renewed = steady::now();
-        m_owner.control_at(m_daemon,
-                           {{"op", "renew"}, {"kernel_id", m_kernel_id},
-                            {"lease_s", static_cast<double>(m_renew_lease->count())}},
-                           control_margin, [](result<json>) {});
+    if (m_renews) {
+        m_owner.leases().renew_when_due(m_lease, m_watch);
     }
-    m_owner.control_at(m_daemon, {{"op", "poll"}, {"kernel_id", m_kernel_id}}, control_margin,
-                       [self = shared_from_this()](result<json> reply) {
-                           // Kernels die with their daemon: one that stays unreachable for a few
-                           // polls took this kernel with it.
-                           self->m_unanswered_polls = reply ? 0 : self->m_unanswered_polls + 1;
-                           const bool dead = (reply && reply->value("ok", false) && !reply->value("alive", true)) ||
-                                             self->m_unanswered_polls >= 3;
-                           if (dead && self->m_session) {
-                               self->m_session->kernel_died();
-                           }
-                       });
+    m_owner.leases().poll(m_lease, [self = shared_from_this()](result<json> reply) {
+        if (kernel_leases::gone_after(self->m_watch, reply) && self->m_session) {
+            self->m_session->kernel_died();
+        }
+    });
 }
 
 void kernel_call::finish(http_response response) {
@@ -256,25 +196,23 @@ void kernel_call::finish(http_response response) {
     if (m_session) {
         m_owner.retire(std::move(m_session));
     }
-    if (m_kernel_id.empty()) {
+    if (m_lease.kernel_id.empty()) {
         m_owner.request_finished();
         return;
     }
-    m_owner.control_at(m_daemon, {{"op", "release"}, {"kernel_id", m_kernel_id}}, control_margin,
-                       [self = shared_from_this()](result<json>) { self->m_owner.request_finished(); });
-    m_kernel_id.clear();
+    m_owner.leases().release(m_lease, [self = shared_from_this()] { self->m_owner.request_finished(); });
+    m_lease.kernel_id.clear();
 }
 
 void kernel_call::give_back() {
     if (m_session) {
         m_owner.retire(std::move(m_session));
     }
-    if (!m_kernel_id.empty()) {
+    if (!m_lease.kernel_id.empty()) {
         // Gone, most likely (then kpoold answers unknown_kernel); if only its daemon did not
         // answer in time, this gives the kernel back all the same.
-        m_owner.control_at(m_daemon, {{"op", "release"}, {"kernel_id", m_kernel_id}}, control_margin,
-                           [](result<json>) {});
-        m_kernel_id.clear();
+        m_owner.leases().release(m_lease);
+        m_lease.kernel_id.clear();
     }
 }
 

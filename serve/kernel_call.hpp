@@ -8,6 +8,7 @@
 
 #include "daemon/loop/uv_timer.hpp"
 #include "serve/http_server.hpp"
+#include "serve/kernel_leases.hpp"
 #include "serve/kernel_session.hpp"
 #include "serve/spare_kernels.hpp"
 
@@ -58,7 +59,7 @@ protected:
 
 private:
     void acquire();
-    void on_acquired(result<nlohmann::json> reply, std::size_t daemon);
+    void on_acquired(result<kernel_lease> lease, const kernel_leases::refusal_fn& refusal);
     void take_spare(spare_kernels::spare spare);
     // The kernel is ours: the handshake (unless `subscribed`), the cwd/env and `other_steps`
     // (a spare's renew) at once; then run().
@@ -75,16 +76,15 @@ private:
     kernel_wish m_wish;
     int m_steps_left = 0; // prepare()'s
     unsigned m_attempt = 0; // the kernel's (a spare found gone gives way to another): stale replies are ignored
-    // A spare's lease, renewed while the call runs; unset: the lease the acquire asked for.
-    std::optional<std::chrono::seconds> m_renew_lease;
-    std::chrono::steady_clock::time_point m_renewed;
-    std::size_t m_daemon = 0;
-    std::string m_kernel_id;
+    kernel_lease m_lease; // kernel_id empty: none held
+    // A spare taken without a time limit keeps kpool serve's holder lease, renewed while the call
+    // runs; otherwise the lease the acquire (or the spare's renew) asked for.
+    bool m_renews = false;
+    lease_watch m_watch;
     std::unique_ptr<kernel_session> m_session;
     daemon::uv_timer m_poll;
     bool m_finished = false;
     bool m_stopped = false;
-    int m_unanswered_polls = 0; // in a row
 };
 
 } // namespace kpool::serve

@@ -1,9 +1,13 @@
-// decide: the routing table of kpool serve and the checks before any work.
+// decide: the table of /v1 routes (the gateway's is in gateway_routes.cpp) and the checks before
+// any work: a route is a row here, its reader, and its handler in server.cpp's dispatch.
 #include "serve/routing.hpp"
 
 #include "protocol/control.hpp"
 
 #include <sodium.h>
+
+#include <algorithm>
+#include <array>
 
 namespace kpool::serve {
 namespace {
@@ -45,28 +49,98 @@ bool query_token_matches(std::string_view query, const std::string& token) {
     return match;
 }
 
+namespace {
+
+// One /v1 (or operator) route: a row, and the reader that turns a request into its action.
+struct v1_route {
+    std::string_view path;    // exact; a prefix when it ends with '/' (the rest is the reader's)
+    std::string_view methods; // as the Allow header lists them
+    std::string_view label;   // the metrics label of every path it serves
+    bool needs_token;         // load balancers' and kubelets' probes carry none
+    bool runs_code;           // refused with 503 while kpool serve is stopping
+    route (*read)(const request_view&);
+};
+
+route read_health(const request_view&) { return do_health{}; }
+route read_metrics(const request_view&) { return do_metrics{}; }
+
+route read_exec(const request_view& r) {
+    auto body = parse_exec_body(r.body);
+    if (!body) {
+        return error_response(400, "bad_request", body.err().message);
+    }
+    return do_exec{std::move(*body)};
+}
+
+route read_run(const request_view& r) {
+    auto body = r.method == "GET" ? parse_run_query(r.query) : parse_run_body(r.body);
+    if (body && r.method == "POST") {
+        if (auto st = apply_format(r.query, *body); !st) {
+            return error_response(400, "bad_request", st.err().message);
+        }
+    }
+    if (!body) {
+        return error_response(400, "bad_request", body.err().message);
+    }
+    return do_run{std::string(r.path.substr(run_prefix.size())), std::move(*body)};
+}
+
+// clang-format off
+constexpr std::array v1_table{
+    v1_route{"/v1/health", "GET",       "/v1/health", false, false, read_health},
+    v1_route{"/metrics",   "GET",       "/metrics",   true,  false, read_metrics},
+    v1_route{"/v1/exec",   "POST",      "/v1/exec",   true,  true,  read_exec},
+    v1_route{run_prefix,   "GET, POST", "/v1/run",    true,  true,  read_run},
+};
+// clang-format on
+
+const v1_route* find_v1_route(std::string_view path) {
+    for (const v1_route& row : v1_table) {
+        if (row.path.ends_with('/') ? path.starts_with(row.path) : path == row.path) {
+            return &row;
+        }
+    }
+    return nullptr;
+}
+
+bool allows(std::string_view methods, std::string_view method) {
+    for (std::size_t at = 0; at < methods.size();) {
+        const std::size_t end = std::min(methods.find(", ", at), methods.size());
+        if (methods.substr(at, end - at) == method) {
+            return true;
+        }
+        at = end + 2;
+    }
+    return false;
+}
+
+// The row's answer once the token (if the row needs one) is checked.
+route serve_row(const v1_route& row, const request_view& r, bool stopping) {
+    if (!allows(row.methods, r.method)) {
+        return wrong_method(r.method, std::string(row.label), std::string(row.methods));
+    }
+    if (row.runs_code && stopping) {
+        return stopping_response();
+    }
+    return row.read(r);
+}
+
+} // namespace
+
 std::string route_label(std::string_view path) {
-    if (path == "/v1/health" || path == "/metrics" || path == "/v1/exec") {
-        return std::string(path);
+    if (const v1_route* row = find_v1_route(path)) {
+        return std::string(row->label);
     }
-    if (path.starts_with("/api/kernels")) {
-        return path.ends_with("/channels") ? "/api/kernels/channels" : "/api/kernels";
+    if (is_gateway_path(path)) {
+        return gateway_route_label(path);
     }
-    if (path.starts_with("/api/sessions")) {
-        return "/api/sessions";
-    }
-    if (path.starts_with("/api/kernelspecs") || path.starts_with("/kernelspecs/")) {
-        return "/api/kernelspecs";
-    }
-    if (path == "/api") {
-        return "/api";
-    }
-    return path.starts_with(run_prefix) ? "/v1/run" : "other";
+    return "other";
 }
 
 route decide(const request_view& r, const std::string& token, bool stopping) {
-    if (r.path == "/v1/health") {
-        return r.method == "GET" ? route{do_health{}} : route{wrong_method(r.method, "/v1/health", "GET")};
+    const v1_route* row = find_v1_route(r.path);
+    if (row && !row->needs_token) {
+        return serve_row(*row, r, stopping);
     }
     if (r.method == "OPTIONS") {
         return do_preflight{}; // browsers send preflights without credentials
@@ -94,70 +168,33 @@ route decide(const request_view& r, const std::string& token, bool stopping) {
         }
         return do_preflight{};
     }
-    if (r.path == "/metrics") {
-        return r.method == "GET" ? route{do_metrics{}} : route{wrong_method(r.method, "/metrics", "GET")};
-    }
-    if (r.path == "/v1/exec") {
-        if (r.method != "POST") {
-            return wrong_method(r.method, "/v1/exec", "POST");
-        }
-        if (stopping) {
-            return stopping_response();
-        }
-        auto body = parse_exec_body(r.body);
-        if (!body) {
-            return error_response(400, "bad_request", body.err().message);
-        }
-        return do_exec{std::move(*body)};
-    }
-    if (r.path.starts_with(run_prefix)) {
-        if (r.method != "POST" && r.method != "GET") {
-            return wrong_method(r.method, "/v1/run", "GET, POST");
-        }
-        if (stopping) {
-            return stopping_response();
-        }
-        auto body = r.method == "GET" ? parse_run_query(r.query) : parse_run_body(r.body);
-        if (body && r.method == "POST") {
-            if (auto st = apply_format(r.query, *body); !st) {
-                return error_response(400, "bad_request", st.err().message);
-            }
-        }
-        if (!body) {
-            return error_response(400, "bad_request", body.err().message);
-        }
-        return do_run{std::string(r.path.substr(run_prefix.size())), std::move(*body)};
+    if (row) {
+        return serve_row(*row, r, stopping);
     }
     return error_response(404, "not_found", "no such resource: " + protocol::echo_safe(r.path));
 }
 
-http_response acquire_refusal(const nlohmann::json& error, int retry_after_s) {
-    const std::string code = error.value("code", "internal");
-    const std::string message = error.value("message", "kpoold refused");
-    if (code == "timeout" || code == "capacity" || code == "unavailable") {
-        http_response r = error_response(429, "overloaded", message);
+http_response acquire_refusal(const error& refused, int retry_after_s) {
+    switch (refused.code) {
+    case errc::timeout:
+    case errc::capacity:
+    case errc::unavailable: {
+        http_response r = error_response(429, "overloaded", refused.message);
         r.headers.emplace_back("retry-after", std::to_string(retry_after_s));
         return r;
     }
-    if (code == "unknown_pool") {
-        return error_response(404, "unknown_kernel", message);
+    case errc::unknown_pool: return error_response(404, "unknown_kernel", refused.message);
+    case errc::bad_request: return error_response(400, "bad_request", refused.message);
+    case errc::shutting_down: return error_response(503, "unavailable", refused.message);
+    default: return error_response(502, "daemon_error", refused.message);
     }
-    if (code == "bad_request") {
-        return error_response(400, "bad_request", message);
-    }
-    if (code == "shutting_down") {
-        return error_response(503, "unavailable", message);
-    }
-    return error_response(502, "daemon_error", message);
 }
 
-http_response context_refusal(const nlohmann::json& error) {
-    const std::string code = error.value("code", "");
-    const std::string message = error.value("message", "kpoold refused");
-    if (code == "bad_request") {
-        return error_response(400, "bad_request", message);
+http_response context_refusal(const error& refused) {
+    if (refused.code == errc::bad_request) {
+        return error_response(400, "bad_request", refused.message);
     }
-    return error_response(502, code == "unknown_kernel" ? "kernel_died" : "daemon_error", message);
+    return error_response(502, refused.code == errc::unknown_kernel ? "kernel_died" : "daemon_error", refused.message);
 }
 
 } // namespace kpool::serve

@@ -4,6 +4,8 @@
 #include "serve/server.hpp"
 
 #include "daemon/loop/logging.hpp"
+#include "protocol/control_replies.hpp"
+#include "protocol/control_requests.hpp"
 
 #include "serve/exec_call.hpp"
 #include "serve/gateway.hpp"
@@ -31,7 +33,7 @@ server::server(uv_loop_t* loop, serve_options options)
     : m_loop(loop), m_options(std::move(options)),
       m_door{.token_required = !m_options.token.empty(), .tls = !m_options.cert_file.empty(),
              .allow_origins = m_options.allow_origins, .allow_hosts = m_options.allow_hosts},
-      m_zmq(1), m_reaper(loop), m_closing(loop), m_grace(loop),
+      m_zmq(1), m_leases(*this, m_options.gateway.kernel_lease), m_reaper(loop), m_closing(loop), m_grace(loop),
       m_pace_timer(loop) {}
 
 server::~server() {
@@ -80,16 +82,15 @@ result<std::unique_ptr<server>> server::start(uv_loop_t* loop, serve_options opt
     s->m_gateway = std::make_unique<gateway>(*s);
     s->m_spares = std::make_unique<spare_kernels>(*s, s->m_options.spares);
     s->m_pace_timer.start(0ms, [self] {
-        self->control({{"op", "status"}}, 2000ms, [self](result<json> reply, std::size_t) {
-            if (!reply || !reply->value("ok", false)) {
+        self->control(protocol::requests::status(), 2000ms, [self](result<json> reply, std::size_t daemon) {
+            auto pools = reply ? protocol::read_status_pools(*reply) : result<std::vector<protocol::pool_summary>>(reply.err());
+            if (!pools) {
                 return;
             }
-            for (const json& p : reply->value("pools", json::array())) {
-                const json& recent = p.value("recent", json::object());
-                const json& ttw = recent.value("time_to_warm_s_p50", json());
-                self->m_pace[p.value("name", "")] = {ttw.is_number() ? ttw.get<double>() : 1.0,
-                                                     std::max(1, p.value("size", 1))};
+            for (const protocol::pool_summary& p : *pools) {
+                self->m_pace[p.name] = {p.time_to_warm_s_p50.value_or(1.0), std::max(1, p.size)};
             }
+            self->m_spread.learn_status(self->m_daemons[daemon]->endpoint(), *pools);
         });
     }, 2000ms);
     s->m_pace_timer.unref();
@@ -128,30 +129,36 @@ void server::on_request(exchange_ptr ex) {
     route decision = decide({.method = ex->method(), .path = ex->path(), .query = ex->query(),
                              .body = ex->body(), .authorization = ex->header("authorization")},
                             m_options.token, static_cast<bool>(m_on_shut_down));
-    if (auto* now = std::get_if<http_response>(&decision)) {
-        return answer(std::move(*now));
-    }
-    if (std::holds_alternative<do_health>(decision)) {
-        return health(std::move(ex));
-    }
-    if (auto* g = std::get_if<do_gateway>(&decision)) {
-        return m_gateway->handle(std::move(ex), *g);
-    }
-    if (std::holds_alternative<do_preflight>(decision)) {
-        return answer({204, "text/plain", "", {}}); // its CORS headers, if any, are on the exchange
-    }
-    if (std::holds_alternative<do_metrics>(decision)) {
-        m_metrics.connections().Set(static_cast<double>(m_http->open_connections()));
-        return answer({200, "text/plain; version=0.0.4", m_metrics.text(), {}});
-    }
-    if (!admit(label, ex, arrived)) {
-        return;
-    }
-    if (auto* exec = std::get_if<do_exec>(&decision)) {
-        return start_exec_call(*this, std::move(ex), std::move(exec->body), arrived);
-    }
-    auto& run = std::get<do_run>(decision);
-    start_run_call(*this, std::move(ex), run.path, std::move(run.body), arrived);
+    // One handler per kind of route (serve/routing.hpp): a route the visit misses fails to build.
+    struct dispatch {
+        server& self;
+        exchange_ptr& ex;
+        const std::string& label;
+        std::chrono::steady_clock::time_point arrived;
+        std::function<void(http_response)> answer;
+
+        void operator()(http_response& now) const { answer(std::move(now)); }
+        void operator()(do_health&) const { self.health(std::move(ex)); }
+        void operator()(do_gateway& g) const { self.m_gateway->handle(std::move(ex), g); }
+        void operator()(do_preflight&) const {
+            answer({204, "text/plain", "", {}}); // its CORS headers, if any, are on the exchange
+        }
+        void operator()(do_metrics&) const {
+            self.m_metrics.connections().Set(static_cast<double>(self.m_http->open_connections()));
+            answer({200, "text/plain; version=0.0.4", self.m_metrics.text(), {}});
+        }
+        void operator()(do_exec& exec) const {
+            if (self.admit(label, ex, arrived)) {
+                start_exec_call(self, std::move(ex), std::move(exec.body), arrived);
+            }
+        }
+        void operator()(do_run& run) const {
+            if (self.admit(label, ex, arrived)) {
+                start_run_call(self, std::move(ex), run.path, std::move(run.body), arrived);
+            }
+        }
+    };
+    std::visit(dispatch{*this, ex, label, arrived, answer}, decision);
 }
 
 bool server::admit(const std::string& label, const exchange_ptr& ex, std::chrono::steady_clock::time_point arrived) {
@@ -172,22 +179,20 @@ bool server::admit(const std::string& label, const exchange_ptr& ex, std::chrono
 
 void server::health(exchange_ptr ex) {
     const auto arrived = std::chrono::steady_clock::now();
-    control({{"op", "status"}}, 2000ms, [this, ex, arrived](result<json> reply, std::size_t daemon) {
+    control(protocol::requests::status(), 2000ms, [this, ex, arrived](result<json> reply, std::size_t daemon) {
         json body = {{"status", "unavailable"}};
         int code = 503;
-        if (reply && reply->value("ok", false)) {
+        auto listed = reply ? protocol::read_status_pools(*reply) : result<std::vector<protocol::pool_summary>>(reply.err());
+        if (listed) {
             body["daemon"] = m_daemons[daemon]->endpoint();
             json pools = json::object();
             bool serving = false;
-            for (const json& p : reply->value("pools", json::array())) {
-                if (p.value("removed", false) || p.value("drained", false)) {
+            for (const protocol::pool_summary& p : *listed) {
+                if (p.removed || p.drained) {
                     continue;
                 }
-                const bool can = p.value("warm", 0) > 0 || !p.value("failing", false);
-                serving = serving || can;
-                pools[p.value("name", "")] = {{"warm", p.value("warm", 0)},
-                                              {"starting", p.value("starting", 0)},
-                                              {"failing", p.value("failing", false)}};
+                serving = serving || p.warm > 0 || !p.failing;
+                pools[p.name] = {{"warm", p.warm}, {"starting", p.starting}, {"failing", p.failing}};
             }
             body["pools"] = pools;
             if (serving) {
@@ -197,8 +202,7 @@ void server::health(exchange_ptr ex) {
                 body["message"] = "no pool has or can start a kernel";
             }
         } else {
-            body["message"] = reply ? reply->value("error", json::object()).value("message", "")
-                                    : reply.err().message;
+            body["message"] = listed.err().message;
         }
         m_metrics.answered("/v1/health", code,
                            std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
@@ -233,33 +237,65 @@ void server::set_endpoints(const std::vector<std::string>& endpoints) {
 }
 
 void server::control(json request, std::chrono::milliseconds timeout, control_done done) {
-    // The listed daemons, from the next in turn.
-    auto order = std::make_shared<std::vector<std::size_t>>();
-    const std::size_t n = m_daemons.size();
-    const std::size_t first = m_next_daemon++ % n;
-    for (std::size_t i = 0; i < n; ++i) {
-        if (m_listed[(first + i) % n]) {
-            order->push_back((first + i) % n);
+    // The listed daemons, in the order client/spread.hpp gives for the request's pool.
+    std::vector<std::string> endpoints;
+    std::map<std::string, std::size_t> index;
+    for (std::size_t i = 0; i < m_daemons.size(); ++i) {
+        if (m_listed[i]) {
+            endpoints.push_back(m_daemons[i]->endpoint());
+            index.emplace(m_daemons[i]->endpoint(), i);
         }
     }
-    try_daemon(std::make_shared<json>(std::move(request)), timeout, std::make_shared<control_done>(std::move(done)),
-               std::move(order), 0, "no kpoold endpoint resolves now");
+    std::vector<std::size_t> order;
+    for (const std::string& e : m_spread.order(request.value("pool", ""), endpoints)) {
+        order.push_back(index.at(e));
+    }
+    auto attempt = std::make_shared<control_attempt>(
+        control_attempt{std::move(request), std::chrono::steady_clock::now() + timeout, std::move(done),
+                        std::move(order), 0, "no kpoold endpoint resolves now"});
+    try_daemon(std::move(attempt));
 }
 
-void server::try_daemon(std::shared_ptr<json> request, std::chrono::milliseconds timeout,
-                        std::shared_ptr<control_done> done, std::shared_ptr<std::vector<std::size_t>> order,
-                        std::size_t at, std::string last_error) {
-    if (at == order->size()) {
-        (*done)(error{errc::unavailable, last_error}, 0);
-        return;
-    }
-    const std::size_t daemon = (*order)[at];
-    m_daemons[daemon]->request(*request, timeout, [=, this](result<json> reply) {
-        if (reply) {
-            (*done)(std::move(reply), daemon);
-            return;
+void server::try_daemon(std::shared_ptr<control_attempt> a) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(a->deadline - std::chrono::steady_clock::now());
+    if (a->at == a->order.size() || (a->at > 0 && left.count() <= 0)) {
+        if (a->last_refusal) {
+            return a->done(std::move(*a->last_refusal), a->refused_by);
         }
-        try_daemon(request, timeout, done, order, at + 1, reply.err().message);
+        return a->done(error{errc::unavailable, a->last_error}, 0);
+    }
+    const std::size_t daemon = a->order[a->at++];
+    const std::string endpoint = m_daemons[daemon]->endpoint();
+    const bool acquire = protocol::requests::op_of(a->request) == "acquire";
+    json request = a->request;
+    if (acquire && a->at > 1) {
+        // A later daemon waits for a kernel only as long as the caller still does.
+        std::optional<std::int64_t> asked;
+        if (auto it = request.find("timeout_ms"); it != request.end() && it->is_number_integer()) {
+            asked = it->get<std::int64_t>();
+        }
+        request["timeout_ms"] = client::spread::attempt_timeout_ms(asked, left);
+    }
+    m_daemons[daemon]->request(std::move(request), left, [this, a, daemon, endpoint, acquire](result<json> reply) {
+        if (!reply) {
+            m_spread.mark_down(endpoint);
+            a->last_error = reply.err().message;
+            return try_daemon(a);
+        }
+        if (acquire) {
+            const std::string pool = a->request.value("pool", "");
+            auto acquired = protocol::read_acquire_reply(*reply);
+            if (acquired) {
+                m_spread.learn_acquired(endpoint, pool, acquired->pool_warm);
+            } else if (client::spread::fails_over(acquired.err()) && a->at < a->order.size()) {
+                m_spread.learn_refused(endpoint, pool);
+                a->last_refusal = std::move(*reply);
+                a->refused_by = daemon;
+                return try_daemon(a);
+            }
+        }
+        a->done(std::move(reply), daemon);
     });
 }
 

@@ -5,9 +5,12 @@
 // timeout or too many wait. Also GET /v1/health and GET /metrics. Everything runs on one libuv loop: no thread per request.
 #pragma once
 
+#include "client/spread.hpp"
 #include "serve/control_channel.hpp"
+#include "serve/control_service.hpp"
 #include "serve/endpoint_resolver.hpp"
 #include "serve/http_server.hpp"
+#include "serve/kernel_leases.hpp"
 #include "serve/kernel_session.hpp"
 #include "serve/serve_metrics.hpp"
 #include "serve/serve_options.hpp"
@@ -19,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace kpool::serve {
@@ -27,7 +31,7 @@ class kernel_call;
 class gateway;
 class spare_kernels;
 
-class server {
+class server final : public control_service {
 public:
     // Listens at once; an error says why it cannot (address in use, no token off loopback).
     static result<std::unique_ptr<server>> start(uv_loop_t* loop, serve_options options);
@@ -48,14 +52,12 @@ public:
     serve_metrics& metrics() { return m_metrics; }
     uv_loop_t* loop() const { return m_loop; }
     zmq::context_t& zmq() { return m_zmq; }
-    // A control request to the kpoolds: the first that answers, from the next in turn, trying
-    // the next on a transport failure (no daemon there, no reply in time). `done` once, with
-    // the daemon that answered (for the requests that must go back to it).
-    using control_done = std::function<void(result<nlohmann::json>, std::size_t daemon)>;
-    void control(nlohmann::json request, std::chrono::milliseconds timeout, control_done done);
-    // To one daemon, no failover (release, signal, poll of a kernel it handed out).
+    // control_service: control requests to the kpoolds.
+    void control(nlohmann::json request, std::chrono::milliseconds timeout, control_done done) override;
     void control_at(std::size_t daemon, nlohmann::json request, std::chrono::milliseconds timeout,
-                    std::function<void(result<nlohmann::json>)> done);
+                    std::function<void(result<nlohmann::json>)> done) override;
+    // The kernels requests, spares and the gateway hold, and their lease policy.
+    kernel_leases& leases() { return m_leases; }
     // Destroys `thing` (a session, a kernel's channels) on the next loop turn: a callback of its
     // own may be on the stack now.
     template <class T> void retire(std::unique_ptr<T> thing) { retire_later(std::shared_ptr<void>(std::move(thing))); }
@@ -63,7 +65,7 @@ public:
     // Seconds a caller refused with 429 should wait: the pool's median time to warm a kernel
     // (from kpoold's status, refreshed every 2 s) times the queue ahead of it per kernel the
     // pool keeps warm, from 1 to 60. `pool` empty: the slowest pool's.
-    int retry_after(const std::string& pool) const;
+    int retry_after(const std::string& pool) const override;
     // A request running code, for shut_down to stop after its grace.
     void track(const std::shared_ptr<kernel_call>& call);
     spare_kernels& spares() { return *m_spares; }
@@ -77,10 +79,19 @@ private:
     bool admit(const std::string& label, const exchange_ptr& ex, std::chrono::steady_clock::time_point arrived);
     void finish_shutdown_if_idle();
     void retire_later(std::shared_ptr<void> thing);
-    // The daemons in `order` from its `at`th on, until one answers.
-    void try_daemon(std::shared_ptr<nlohmann::json> request, std::chrono::milliseconds timeout,
-                    std::shared_ptr<control_done> done, std::shared_ptr<std::vector<std::size_t>> order,
-                    std::size_t at, std::string last_error);
+    // A control request on its way through the daemons in `order`: to the next on a transport
+    // failure, and (an acquire) on a refusal another daemon may not give (client/spread.hpp).
+    struct control_attempt {
+        nlohmann::json request;
+        std::chrono::steady_clock::time_point deadline;
+        control_done done;
+        std::vector<std::size_t> order;
+        std::size_t at = 0; // the next to try
+        std::string last_error;
+        std::optional<nlohmann::json> last_refusal{};
+        std::size_t refused_by = 0;
+    };
+    void try_daemon(std::shared_ptr<control_attempt> attempt);
     // A fresh resolution of the endpoint setting: new daemons join, missing ones get no new
     // requests (those about kernels they handed out still go to them).
     void set_endpoints(const std::vector<std::string>& endpoints);
@@ -90,10 +101,11 @@ private:
     door_policy m_door;
     zmq::context_t m_zmq;
     serve_metrics m_metrics;
+    kernel_leases m_leases;
     std::vector<std::unique_ptr<control_channel>> m_daemons; // only ever appended to: indices stay
     std::vector<bool> m_listed; // per daemon: in the last resolution of the endpoint setting
     std::unique_ptr<endpoint_resolver> m_resolver;
-    std::size_t m_next_daemon = 0;
+    client::spread m_spread; // where acquires go: warm kernels per daemon, daemons down
     std::unique_ptr<gateway> m_gateway; // reset first in ~server: its websockets need H2O
     bool m_gateway_releasing = false;    // shut_down: until kpoold has the gateway's kernels back
     std::unique_ptr<spare_kernels> m_spares;

@@ -2,7 +2,6 @@
 #include "serve/spare_kernels.hpp"
 
 #include "daemon/loop/logging.hpp"
-#include "protocol/connection_info.hpp"
 #include "serve/deadlines.hpp"
 #include "serve/server.hpp"
 
@@ -62,21 +61,21 @@ void spare_kernels::fill(const std::string& name, pool_spares& p) {
     }
     p.acquiring = true;
     ++m_in_flight;
-    const json request = {{"op", "acquire"},
-                          {"pool", name},
-                          {"timeout_ms", 0}, // a warm kernel or nothing: never in a request's way
-                          {"lease_s", static_cast<double>(m_owner.options().gateway.kernel_lease.count())}};
-    m_owner.control(request, control_margin, [this, name](result<json> reply, std::size_t daemon) {
+    protocol::acquire_args request;
+    request.pool = name;
+    request.timeout_ms = 0; // a warm kernel or nothing: never in a request's way
+    request.lease_s = static_cast<double>(m_owner.leases().holder_lease().count());
+    m_owner.leases().acquire(request, [this, name](result<kernel_lease> lease, const kernel_leases::refusal_fn&) {
         --m_in_flight;
-        on_acquired(name, std::move(reply), daemon);
+        on_acquired(name, std::move(lease));
     });
 }
 
-void spare_kernels::on_acquired(const std::string& name, result<json> reply, std::size_t daemon) {
+void spare_kernels::on_acquired(const std::string& name, result<kernel_lease> lease) {
     pool_spares& p = m_pools[name];
     p.acquiring = false;
-    if (!reply || !reply->value("ok", false)) {
-        if (reply && reply->value("error", json::object()).value("code", "") == "unknown_pool") {
+    if (!lease) {
+        if (lease.err().code == errc::unknown_pool) {
             // Not served (now): spares again once a request has run on it (used()).
             if (p.ready.empty() && p.preparing.empty()) {
                 m_pools.erase(name);
@@ -86,14 +85,14 @@ void spare_kernels::on_acquired(const std::string& name, result<json> reply, std
         }
         return finish_release_if_done();
     }
-    const std::string id = reply->value("kernel_id", "");
-    auto info = protocol::connection_info_from_json(reply->value("connection", json::object()));
-    if (!info || m_stopping) {
-        release(daemon, id);
+    if (m_stopping) {
+        release(*lease);
         return finish_release_if_done();
     }
+    const std::string id = lease->kernel_id;
+    const protocol::connection_info info = lease->connection;
     p.preparing.push_back(
-        {{daemon, id, *info}, std::make_unique<kernel_channels>(m_owner.loop(), m_owner.zmq(), *info, true, nullptr)});
+        {std::move(*lease), std::make_unique<kernel_channels>(m_owner.loop(), m_owner.zmq(), info, true, nullptr)});
     p.preparing.back().channels->when_subscribed(kernel_ready_timeout, [this, name, id](result<json> subscribed) {
         on_prepared(name, id, subscribed.ok());
     });
@@ -111,11 +110,11 @@ void spare_kernels::on_prepared(const std::string& name, const std::string& kern
         if (!ok) {
             daemon::logger("serve")->warn("spare kernel {} did not answer its handshake: released", kernel_id);
         }
-        release(s.lease.daemon, s.lease.kernel_id);
+        release(s.lease);
         m_owner.retire(std::move(s.channels)); // its callback is on the stack
         return finish_release_if_done();
     }
-    p.ready.push_back({std::move(s), steady::now(), 0});
+    p.ready.push_back({std::move(s), {}});
     update_gauge();
 }
 
@@ -123,35 +122,25 @@ void spare_kernels::check() {
     if (m_stopping) {
         return;
     }
-    const auto now = steady::now();
-    const auto lease = m_owner.options().gateway.kernel_lease;
     for (auto& [name, p] : m_pools) {
         for (held& h : p.ready) {
-            const std::string pool = name;
-            const std::string id = h.kernel.lease.kernel_id;
-            if (now - h.renewed >= lease / 3) {
-                h.renewed = now;
-                m_owner.control_at(h.kernel.lease.daemon,
-                                   {{"op", "renew"}, {"kernel_id", id}, {"lease_s", static_cast<double>(lease.count())}},
-                                   control_margin, [](result<json>) {});
-            }
-            m_owner.control_at(h.kernel.lease.daemon, {{"op", "poll"}, {"kernel_id", id}}, control_margin,
-                               [this, pool, id](result<json> reply) {
-                                   auto pit = m_pools.find(pool);
-                                   if (pit == m_pools.end()) {
-                                       return;
-                                   }
-                                   auto& ready = pit->second.ready;
-                                   auto it = std::find_if(ready.begin(), ready.end(),
-                                                          [&](const held& x) { return x.kernel.lease.kernel_id == id; });
-                                   if (it == ready.end()) {
-                                       return; // taken meanwhile
-                                   }
-                                   if (poll_says_gone(reply, it->unanswered_polls)) {
-                                       daemon::logger("serve")->info("spare kernel {} is gone: replaced", id);
-                                       drop(pool, id, reply.ok());
-                                   }
-                               });
+            m_owner.leases().renew_when_due(h.kernel.lease, h.watch);
+            m_owner.leases().poll(h.kernel.lease, [this, pool = name, id = h.kernel.lease.kernel_id](result<json> reply) {
+                auto pit = m_pools.find(pool);
+                if (pit == m_pools.end()) {
+                    return;
+                }
+                auto& ready = pit->second.ready;
+                auto it = std::find_if(ready.begin(), ready.end(),
+                                       [&](const held& x) { return x.kernel.lease.kernel_id == id; });
+                if (it == ready.end()) {
+                    return; // taken meanwhile
+                }
+                if (kernel_leases::gone_after(it->watch, reply)) {
+                    daemon::logger("serve")->info("spare kernel {} is gone: replaced", id);
+                    drop(pool, id, reply.ok());
+                }
+            });
         }
     }
     top_up();
@@ -164,16 +153,16 @@ void spare_kernels::drop(const std::string& name, const std::string& kernel_id, 
         return;
     }
     if (release_it) {
-        release(it->kernel.lease.daemon, kernel_id);
+        release(it->kernel.lease);
     }
     m_owner.retire(std::move(it->kernel.channels));
     ready.erase(it);
     update_gauge();
 }
 
-void spare_kernels::release(std::size_t daemon, const std::string& kernel_id) {
+void spare_kernels::release(const kernel_lease& lease) {
     ++m_in_flight;
-    m_owner.control_at(daemon, {{"op", "release"}, {"kernel_id", kernel_id}}, control_margin, [this](result<json>) {
+    m_owner.leases().release(lease, [this] {
         --m_in_flight;
         finish_release_if_done();
     });
@@ -185,7 +174,7 @@ void spare_kernels::release_all(std::function<void()> done) {
     m_on_released = std::move(done);
     for (auto& [name, p] : m_pools) {
         for (held& h : p.ready) {
-            release(h.kernel.lease.daemon, h.kernel.lease.kernel_id);
+            release(h.kernel.lease);
             m_owner.retire(std::move(h.kernel.channels));
         }
         p.ready.clear();

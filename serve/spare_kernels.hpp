@@ -15,6 +15,7 @@
 
 #include "daemon/loop/uv_timer.hpp"
 #include "serve/connected_kernel.hpp"
+#include "serve/kernel_leases.hpp"
 #include "protocol/result.hpp"
 
 #include <nlohmann/json.hpp>
@@ -57,8 +58,7 @@ public:
 private:
     struct held {
         spare kernel;
-        std::chrono::steady_clock::time_point renewed;
-        int unanswered_polls = 0;
+        lease_watch watch;
     };
     struct pool_spares {
         std::vector<held> ready;
@@ -68,12 +68,12 @@ private:
     };
 
     void fill(const std::string& name, pool_spares& p);
-    void on_acquired(const std::string& name, result<nlohmann::json> reply, std::size_t daemon);
+    void on_acquired(const std::string& name, result<kernel_lease> lease);
     void on_prepared(const std::string& name, const std::string& kernel_id, bool ok);
     // Once a second: liveness, leases, top-up.
     void check();
     void drop(const std::string& name, const std::string& kernel_id, bool release);
-    void release(std::size_t daemon, const std::string& kernel_id);
+    void release(const kernel_lease& lease);
     void finish_release_if_done();
     void update_gauge();
 

@@ -1,5 +1,5 @@
-// client/daemon_set: endpoint lists as the CLI reads them (the choice of daemon itself is tested
-// against three real daemons in tests/integration/test_multi_daemon.py).
+// client/daemon_set: endpoint lists as the CLI reads them (the choice of daemon itself:
+// tests/test_spread.cpp, and against three real daemons tests/integration/test_multi_daemon.py).
 #include "client/daemon_set.hpp"
 
 #include <doctest/doctest.h>

@@ -75,14 +75,29 @@ TEST_SUITE("serve bodies") {
     TEST_CASE("kpoold's refused context op: 400 for the caller's directory, else 502") {
         using json = nlohmann::json;
         const auto body = [](const http_response& r) { return json::parse(r.body); };
-        auto r = context_refusal({{"code", "bad_request"}, {"message", "FileNotFoundError: /nope"}});
+        using kpool::errc;
+        auto r = context_refusal({errc::bad_request, "FileNotFoundError: /nope"});
         CHECK(r.status == 400);
         CHECK(body(r) == json{{"error", "bad_request"}, {"message", "FileNotFoundError: /nope"}});
-        r = context_refusal({{"code", "unknown_kernel"}, {"message", "no running kernel"}});
+        r = context_refusal({errc::unknown_kernel, "no running kernel"});
         CHECK(r.status == 502);
         CHECK(body(r)["error"] == "kernel_died");
-        r = context_refusal(json::object());
+        r = context_refusal({errc::timeout, "kpoold refused"});
         CHECK(r.status == 502);
         CHECK(body(r) == json{{"error", "daemon_error"}, {"message", "kpoold refused"}});
+    }
+
+    TEST_CASE("kpoold's refused acquire: back-pressure is 429 with Retry-After, the rest by code") {
+        using kpool::errc;
+        for (errc code : {errc::timeout, errc::capacity, errc::unavailable}) {
+            auto r = acquire_refusal({code, "busy"}, 7);
+            CHECK(r.status == 429);
+            REQUIRE(r.headers.size() == 1);
+            CHECK(r.headers[0].second == "7");
+        }
+        CHECK(acquire_refusal({errc::unknown_pool, "no"}, 1).status == 404);
+        CHECK(acquire_refusal({errc::bad_request, "no"}, 1).status == 400);
+        CHECK(acquire_refusal({errc::shutting_down, "no"}, 1).status == 503);
+        CHECK(acquire_refusal({errc::internal, "no"}, 1).status == 502);
     }
 }

@@ -49,6 +49,9 @@ std::string make_kernel_id();
 
 class daemon final : private kernel_driver, private waiter_sink, private kernel_events {
 public:
+    // The names of the ops this daemon serves, in its table's order (tests compare it with
+    // protocol::control_ops()).
+    static std::vector<std::string_view> served_ops();
     // `config_path` is what SIGHUP re-reads; empty: the embedded default, nothing to re-read.
     daemon(config::config cfg, std::string config_path);
     ~daemon() override;
@@ -91,8 +94,8 @@ private:
 
     // request_handlers.cpp: the ops, dispatched through op_table(). Each returns its reply, or
     // "" when it answers later through the envelope (acquire waits for a kernel, or its cwd/env).
-    struct op_spec;
-    static const std::vector<op_spec>& op_table();
+    struct op_handler;
+    static const std::vector<op_handler>& op_table();
     void handle_request(const envelope& env, std::string_view body);
     std::string op_ping(const envelope& env, const protocol::control_request& req);
     std::string op_status(const envelope& env, const protocol::control_request& req);

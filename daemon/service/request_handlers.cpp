@@ -9,6 +9,7 @@
 #include "daemon/service/status_json.hpp"
 #include "kpool/version.hpp"
 #include "protocol/control.hpp"
+#include "protocol/control_ops.hpp"
 
 #include <unistd.h>
 
@@ -26,18 +27,19 @@ constexpr auto context_timeout = 10000ms;
 
 } // namespace
 
-// Every op of the control protocol, with what the dispatcher must know about it. The error for an
-// unknown op lists these names. A new op is a row here, its handler (declared in daemon.hpp),
-// its argument parser in protocol/control.*, and its section in PROTOCOL.md.
-struct daemon::op_spec {
+// How the daemon serves each op of protocol/control_ops' table (which says what the op takes):
+// a row per op, in the same order (tests/test_control_messages.cpp compares the two). A new op
+// is a row there, its parser and builder in protocol/, a row here with its handler (declared
+// in daemon.hpp), and its section in PROTOCOL.md.
+struct daemon::op_handler {
     std::string_view name;
     std::string (daemon::*handler)(const envelope&, const protocol::control_request&);
     bool answers_later;       // may return "" and reply later (through the envelope)
     bool while_shutting_down; // still served once shutdown began
 };
 
-const std::vector<daemon::op_spec>& daemon::op_table() {
-    static const std::vector<op_spec> ops = {
+const std::vector<daemon::op_handler>& daemon::op_table() {
+    static const std::vector<op_handler> ops = {
         {"ping", &daemon::op_ping, false, true},
         {"acquire", &daemon::op_acquire, true, false},
         {"release", &daemon::op_release, false, false},
@@ -53,6 +55,14 @@ const std::vector<daemon::op_spec>& daemon::op_table() {
     return ops;
 }
 
+std::vector<std::string_view> daemon::served_ops() {
+    std::vector<std::string_view> names;
+    for (const op_handler& h : op_table()) {
+        names.push_back(h.name);
+    }
+    return names;
+}
+
 void daemon::handle_request(const envelope& env, std::string_view body) {
     auto log = logger("control");
     auto req = protocol::parse_control_request(body);
@@ -63,11 +73,11 @@ void daemon::handle_request(const envelope& env, std::string_view body) {
     }
     log->debug("request op={}", protocol::echo_safe(req->op));
     const auto& ops = op_table();
-    auto op = std::find_if(ops.begin(), ops.end(), [&](const op_spec& o) { return o.name == req->op; });
+    auto op = std::find_if(ops.begin(), ops.end(), [&](const op_handler& o) { return o.name == req->op; });
     std::string reply;
     if (op == ops.end()) {
         std::string known;
-        for (const op_spec& o : ops) {
+        for (const protocol::op_spec& o : protocol::control_ops()) {
             known += (known.empty() ? "" : ", ") + std::string(o.name);
         }
         reply = protocol::make_error_reply(

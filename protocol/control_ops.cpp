@@ -1,0 +1,135 @@
+// The control protocol's op table and the checks it drives.
+#include "protocol/control_ops.hpp"
+
+#include "protocol/control.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace kpool::protocol {
+namespace {
+
+using json = nlohmann::json;
+
+error bad_field(std::string message) { return {errc::bad_request, std::move(message)}; }
+
+constexpr field_spec kernel_id_field{"kernel_id", field_kind::name, true};
+constexpr field_spec pool_field{"pool", field_kind::name, true};
+constexpr field_spec history_field{"history", field_kind::history};
+
+bool absent(const field_spec& spec, const json& value) {
+    return value.is_null() && (spec.kind == field_kind::path || spec.kind == field_kind::env);
+}
+
+} // namespace
+
+const std::vector<op_spec>& control_ops() {
+    static const std::vector<op_spec> ops = {
+        {"ping", {}},
+        {"acquire",
+         {pool_field,
+          {"timeout_ms", field_kind::integer, false, 0, max_timeout_ms},
+          {"lease_s", field_kind::seconds},
+          cwd_field,
+          env_field,
+          history_field}},
+        {"release", {kernel_id_field}},
+        {"signal", {kernel_id_field, {"signum", field_kind::integer, true, 1, 64, "a signal number"}}},
+        {"poll", {kernel_id_field}},
+        {"renew", {kernel_id_field, {"lease_s", field_kind::seconds, true}}},
+        {"context", {kernel_id_field, cwd_field, env_field, history_field}},
+        {"status", {}},
+        {"kernelspecs", {}},
+        {"resize", {pool_field, {"size", field_kind::integer, true, 0, 4096}}},
+        {"drain", {pool_field}},
+    };
+    return ops;
+}
+
+const op_spec* find_control_op(std::string_view name) {
+    const auto& ops = control_ops();
+    auto it = std::find_if(ops.begin(), ops.end(), [&](const op_spec& o) { return o.name == name; });
+    return it == ops.end() ? nullptr : &*it;
+}
+
+status check_field(const field_spec& spec, const json& value) {
+    const std::string field = "field '" + std::string(spec.name) + "'";
+    switch (spec.kind) {
+    case field_kind::name:
+        if (!value.is_string() || value.get_ref<const std::string&>().empty()) {
+            return bad_field(field + " must be a non-empty string");
+        }
+        break;
+    case field_kind::integer:
+        if (!value.is_number_integer() || value.get<std::int64_t>() < spec.min ||
+            value.get<std::int64_t>() > spec.max) {
+            return bad_field(field + " must be " + std::string(spec.what) + " from " + std::to_string(spec.min) +
+                       " to " + std::to_string(spec.max));
+        }
+        break;
+    case field_kind::seconds:
+        if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() <= 0 ||
+            value.get<double>() > max_lease_s) {
+            return bad_field(field + " must be a number above 0 and at most 31536000");
+        }
+        break;
+    case field_kind::path:
+        if (!value.is_null() && (!value.is_string() || !value.get_ref<const std::string&>().starts_with("/"))) {
+            return bad_field(field + " must be an absolute path");
+        }
+        break;
+    case field_kind::env:
+        if (value.is_null()) {
+            break;
+        }
+        if (!value.is_object()) {
+            return bad_field(field + " must be an object of strings");
+        }
+        for (const auto& [name, v] : value.items()) {
+            if (name.empty() || name.find('=') != std::string::npos || !v.is_string()) {
+                return bad_field(field + ": '" + echo_safe(name) + "' must be a name without '=' with a string value");
+            }
+        }
+        break;
+    case field_kind::history:
+        if (!value.is_string() || (value != "memory" && value != "file")) {
+            return bad_field(field + " must be \"memory\" or \"file\"");
+        }
+        break;
+    }
+    return ok_status();
+}
+
+status check_fields(const op_spec& op, const json& body) {
+    for (const auto& [key, value] : body.items()) {
+        if (key != "op" && key != "req_id" &&
+            std::none_of(op.fields.begin(), op.fields.end(), [&](const field_spec& f) { return f.name == key; })) {
+            return bad_field("unknown field '" + echo_safe(key) + "'");
+        }
+    }
+    for (const field_spec& spec : op.fields) {
+        auto it = body.find(std::string(spec.name));
+        if (it == body.end() || absent(spec, *it)) {
+            if (spec.required) {
+                return bad_field("missing field '" + std::string(spec.name) + "'");
+            }
+            continue;
+        }
+        if (auto st = check_field(spec, *it); !st) {
+            return st;
+        }
+    }
+    return ok_status();
+}
+
+std::map<std::string, std::string> env_of(const json& value) {
+    std::map<std::string, std::string> env;
+    if (value.is_object()) {
+        for (const auto& [name, v] : value.items()) {
+            env.emplace(name, v.get<std::string>());
+        }
+    }
+    return env;
+}
+
+} // namespace kpool::protocol

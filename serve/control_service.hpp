@@ -1,0 +1,33 @@
+// What kpool serve's parts need of the kpoolds it fronts: a control request to any of them (with
+// failover) or to the one that handed out a kernel, and how long a refused caller should wait.
+// The server provides it; holders of kernels (serve/kernel_leases.hpp) use only this.
+#pragma once
+
+#include "protocol/result.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <string>
+
+namespace kpool::serve {
+
+class control_service {
+public:
+    // The first daemon that answers, from the next in turn, trying the next on a transport
+    // failure (no daemon there, no reply in time). `done` once, with the daemon that answered.
+    using control_done = std::function<void(result<nlohmann::json>, std::size_t daemon)>;
+    virtual void control(nlohmann::json request, std::chrono::milliseconds timeout, control_done done) = 0;
+    // To one daemon, no failover (the requests about a kernel it handed out).
+    virtual void control_at(std::size_t daemon, nlohmann::json request, std::chrono::milliseconds timeout,
+                            std::function<void(result<nlohmann::json>)> done) = 0;
+    // Seconds a caller refused with 429 for `pool` should wait.
+    virtual int retry_after(const std::string& pool) const = 0;
+
+protected:
+    ~control_service() = default;
+};
+
+} // namespace kpool::serve
