@@ -4,7 +4,7 @@
 #include "protocol/control_replies.hpp"
 #include "protocol/control_requests.hpp"
 
-#include "daemon/loop/zmq_frames.hpp"
+#include "loop/zmq_frames.hpp"
 
 #include <sys/stat.h>
 
@@ -33,7 +33,7 @@ void control_channel::connect() {
     }
     m_socket.set(zmq::sockopt::connect_timeout, static_cast<int>(client::connect_timeout.count()));
     m_socket.connect(m_endpoint);
-    m_watcher = std::make_unique<daemon::zmq_watcher>(m_loop, m_socket, [this] { on_readable(); });
+    m_watcher = std::make_unique<loop::zmq_watcher>(m_loop, m_socket, [this] { on_readable(); });
 }
 
 void control_channel::request(json request, std::chrono::milliseconds timeout, reply_fn done) {
@@ -57,7 +57,7 @@ void control_channel::request(json request, std::chrono::milliseconds timeout, r
         done(error{errc::unavailable, "cannot send to kpoold at " + m_endpoint + ": " + e.what()});
         return;
     }
-    auto deadline = std::make_unique<daemon::uv_timer>(m_loop);
+    auto deadline = std::make_unique<loop::uv_timer>(m_loop);
     deadline->start(timeout, [this, id, timeout] {
         give_up(id, error{errc::timeout, "no reply from kpoold at " + m_endpoint + " within " +
                                              std::to_string(timeout.count()) + " ms"});
@@ -82,7 +82,7 @@ void control_channel::give_up(std::uint64_t id, error why) {
 }
 
 void control_channel::on_readable() {
-    auto frames = daemon::recv_frames(m_socket);
+    auto frames = loop::recv_frames(m_socket);
     if (!frames || frames->empty()) {
         return;
     }

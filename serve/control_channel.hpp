@@ -5,8 +5,8 @@
 #pragma once
 
 #include "client/control_client.hpp"
-#include "daemon/loop/uv_timer.hpp"
-#include "daemon/loop/zmq_watcher.hpp"
+#include "loop/uv_timer.hpp"
+#include "loop/zmq_watcher.hpp"
 #include "protocol/result.hpp"
 
 #include <nlohmann/json.hpp>
@@ -43,7 +43,7 @@ public:
 private:
     struct pending_request {
         reply_fn done;
-        std::unique_ptr<daemon::uv_timer> deadline;
+        std::unique_ptr<loop::uv_timer> deadline;
         bool acquire = false;
     };
     void on_readable();
@@ -56,7 +56,7 @@ private:
     std::string m_endpoint;
     client::curve_keys m_keys;
     zmq::socket_t m_socket;
-    std::unique_ptr<daemon::zmq_watcher> m_watcher; // after m_socket
+    std::unique_ptr<loop::zmq_watcher> m_watcher; // after m_socket
     std::uint64_t m_next_id = 1;
     std::map<std::uint64_t, pending_request> m_pending;
     std::map<std::uint64_t, bool> m_abandoned_acquires; // timed out; a late kernel is released

@@ -2,7 +2,7 @@
 #include "serve/endpoint_resolver.hpp"
 
 #include "client/daemon_set.hpp"
-#include "daemon/loop/logging.hpp"
+#include "loop/logging.hpp"
 
 #include <memory>
 
@@ -53,7 +53,7 @@ void endpoint_resolver::resolve() {
                 return;
             }
             if (!jb->found) {
-                daemon::logger("serve")->warn("cannot re-resolve the kpoold endpoints: {}", jb->found.err().message);
+                loop::logger("serve")->warn("cannot re-resolve the kpoold endpoints: {}", jb->found.err().message);
                 return;
             }
             self.m_on_endpoints(*jb->found);

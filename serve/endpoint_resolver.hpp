@@ -4,7 +4,7 @@
 // stops sending new requests to daemons whose nodes are gone.
 #pragma once
 
-#include "daemon/loop/uv_timer.hpp"
+#include "loop/uv_timer.hpp"
 
 #include <uv.h>
 
@@ -38,7 +38,7 @@ private:
     uv_loop_t* m_loop;
     std::string m_setting;
     on_endpoints_fn m_on_endpoints;
-    daemon::uv_timer m_timer;
+    loop::uv_timer m_timer;
     job* m_running = nullptr; // owned by libuv until its after-work callback
 };
 

@@ -1,7 +1,7 @@
 // gateway: the Kernel Gateway API's kernels, REST answers, culling, leases and liveness.
 #include "serve/gateway.hpp"
 
-#include "daemon/loop/logging.hpp"
+#include "loop/logging.hpp"
 #include "kpool/version.hpp"
 #include "protocol/control.hpp"
 #include "protocol/control_replies.hpp"
@@ -280,7 +280,7 @@ void gateway::start(exchange_ptr ex, const do_gateway& g) {
             S_ISDIR(st.st_mode)) {
             cwd = it->second;
         } else {
-            daemon::logger("gateway")->info("KERNEL_WORKING_DIR {} does not exist here: the kernel starts in its own",
+            loop::logger("gateway")->info("KERNEL_WORKING_DIR {} does not exist here: the kernel starts in its own",
                                             protocol::echo_safe(it->second));
         }
     }
@@ -318,7 +318,7 @@ void gateway::launch(const exchange_ptr& ex, const std::string& kernel_name, con
         }
         const std::string id = protocol::random_uuid();
         auto k = std::make_unique<gateway_kernel>(m_owner.loop(), id, name, std::move(*kernel));
-        daemon::logger("gateway")->info("kernel {} started ({} from kpoold, pool {})", id, k->lease().kernel_id, name);
+        loop::logger("gateway")->info("kernel {} started ({} from kpoold, pool {})", id, k->lease().kernel_id, name);
         m_kernels[id] = held{std::move(k), cwd, env, false, {}};
         m_owner.metrics().gateway_kernels().Set(static_cast<double>(m_kernels.size()));
         done(id, {});
@@ -369,7 +369,7 @@ void gateway::obtain_spare(connected_kernel spare, const std::string& name, cons
             m_owner.retire(std::move(st.kernel.channels));
         }
         if (state->gone) {
-            daemon::logger("gateway")->info("spare kernel {} is gone: a fresh one instead", lease.kernel_id);
+            loop::logger("gateway")->info("spare kernel {} is gone: a fresh one instead", lease.kernel_id);
             return obtain_fresh(name, cwd, env, std::move(st.done));
         }
         if (state->failed) {
@@ -457,7 +457,7 @@ void gateway::replace(const std::string& id, const std::string& why, std::functi
         it->second.watch = {};
         release(old);
         m_owner.metrics().gateway_replaced(why);
-        daemon::logger("gateway")->info("kernel {} restarted on {} (was {})", id, fresh, old.kernel_id);
+        loop::logger("gateway")->info("kernel {} restarted on {} (was {})", id, fresh, old.kernel_id);
         done(json_response(200, it->second.kernel->model()));
     });
 }
@@ -471,7 +471,7 @@ void gateway::remove(const std::string& id) {
     m_owner.metrics().gateway_kernels().Set(static_cast<double>(m_kernels.size()));
     kernel->disconnect_all();
     release(kernel->lease());
-    daemon::logger("gateway")->info("kernel {} shut down", id);
+    loop::logger("gateway")->info("kernel {} shut down", id);
     retire(std::move(kernel));
 }
 
@@ -492,7 +492,7 @@ void gateway::cull() {
         }
     }
     for (const std::string& id : idle) {
-        daemon::logger("gateway")->info("culling kernel {}: idle for {} s or more", id, o.cull_idle_timeout.count());
+        loop::logger("gateway")->info("culling kernel {}: idle for {} s or more", id, o.cull_idle_timeout.count());
         remove(id);
     }
 }
@@ -514,7 +514,7 @@ void gateway::poll() {
                                    return;
                                }
                                // As Kernel Gateway's restarter: "restarting", then a kernel again.
-                               daemon::logger("gateway")->warn("kernel {} died: replacing it with a warm one", id);
+                               loop::logger("gateway")->warn("kernel {} died: replacing it with a warm one", id);
                                k.kernel->announce("restarting");
                                replace(id, "died", [this, id](http_response r) {
                                    auto at = m_kernels.find(id);

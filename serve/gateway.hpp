@@ -8,7 +8,7 @@
 // Sessions (/api/sessions) name kernels for notebook paths (serve/gateway_sessions.hpp).
 #pragma once
 
-#include "daemon/loop/uv_timer.hpp"
+#include "loop/uv_timer.hpp"
 #include "serve/gateway_kernel.hpp"
 #include "serve/gateway_sessions.hpp"
 #include "serve/gateway_routes.hpp"
@@ -104,9 +104,9 @@ private:
     std::map<std::string, starting> m_starting; // by kpoold's kernel id: until obtained
     std::size_t m_starts = 0;                           // POST /api/kernels not answered yet
     std::vector<std::unique_ptr<gateway_kernel>> m_retired;            // freed on the next loop turn
-    daemon::uv_timer m_reaper;
-    daemon::uv_timer m_cull_timer;
-    daemon::uv_timer m_poll_timer;
+    loop::uv_timer m_reaper;
+    loop::uv_timer m_cull_timer;
+    loop::uv_timer m_poll_timer;
     bool m_stopping = false; // release_all was called: kernels acquired after it go back
 };
 

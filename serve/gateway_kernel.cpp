@@ -1,7 +1,7 @@
 // gateway_kernel: a pooled kernel behind the Kernel Gateway API, and its websockets.
 #include "serve/gateway_kernel.hpp"
 
-#include "daemon/loop/logging.hpp"
+#include "loop/logging.hpp"
 #include "protocol/control.hpp"
 #include "protocol/hmac.hpp"
 #include "protocol/stamps.hpp"
@@ -160,7 +160,7 @@ void gateway_kernel::from_client(std::uint64_t attachment_id, std::string_view d
     }
     auto message = decode_client_message(a->second.protocol, data, binary);
     if (!message) {
-        daemon::logger("gateway")->warn("kernel {}: a websocket message was dropped: {}", m_id, message.err().message);
+        loop::logger("gateway")->warn("kernel {}: a websocket message was dropped: {}", m_id, message.err().message);
         return;
     }
     kernel_port port;
@@ -171,7 +171,7 @@ void gateway_kernel::from_client(std::uint64_t attachment_id, std::string_view d
     } else if (message->channel == "stdin") {
         port = kernel_port::stdin_port;
     } else {
-        daemon::logger("gateway")->warn("kernel {}: a message for channel '{}' was dropped", m_id,
+        loop::logger("gateway")->warn("kernel {}: a message for channel '{}' was dropped", m_id,
                                         protocol::echo_safe(message->channel));
         return;
     }
@@ -181,7 +181,7 @@ void gateway_kernel::from_client(std::uint64_t attachment_id, std::string_view d
     }
     m_last_activity = std::chrono::system_clock::now();
     if (!m_channels->send_parts(port, message->parts)) {
-        daemon::logger("gateway")->warn("kernel {}: the kernel's {} socket did not take a message", m_id,
+        loop::logger("gateway")->warn("kernel {}: the kernel's {} socket did not take a message", m_id,
                                         message->channel);
     }
 }

@@ -77,7 +77,7 @@ private:
     std::vector<std::unique_ptr<kernel_channels>> m_retired; // freed on the next loop turn
     std::map<std::uint64_t, attachment> m_attachments;
     std::uint64_t m_next_attachment = 1;
-    daemon::uv_timer m_sweeper; // removes closed websockets on the next loop turn
+    loop::uv_timer m_sweeper; // removes closed websockets on the next loop turn
     std::deque<channel_message> m_kept;
     // Which websocket sent a request, by its msg_id, so that its replies go back there only.
     std::map<std::string, std::uint64_t> m_origin;

@@ -1,7 +1,7 @@
 // gateway_sessions: the Sessions API's records, answers and kernel changes.
 #include "serve/gateway_sessions.hpp"
 
-#include "daemon/loop/logging.hpp"
+#include "loop/logging.hpp"
 #include "protocol/control.hpp"
 #include "protocol/stamps.hpp"
 #include "serve/gateway.hpp"
@@ -139,7 +139,7 @@ void gateway_sessions::create(exchange_ptr ex, const session_fields& f) {
                          }
                          fresh.kernel_id = *kernel_id;
                          m_sessions.push_back(fresh);
-                         daemon::logger("gateway")->info("session {} for {} on kernel {}", fresh.id,
+                         loop::logger("gateway")->info("session {} for {} on kernel {}", fresh.id,
                                                          protocol::echo_safe(fresh.path), fresh.kernel_id);
                          m_kernels.answer(ex, created(*model(fresh.id)));
                      });

@@ -2,7 +2,7 @@
 // uv_tcp_t listener accepts, answering through http_exchange.
 #include "serve/http_server.hpp"
 
-#include "daemon/loop/logging.hpp"
+#include "loop/logging.hpp"
 #include "protocol/control.hpp"
 #include "protocol/hmac.hpp"
 
@@ -112,7 +112,7 @@ std::optional<std::string> http_exchange::header(std::string_view name) const {
 }
 
 void http_exchange::log_access(int status) const {
-    daemon::logger("access")->info(
+    loop::logger("access")->info(
         "{} {} {} {:.1f}ms kernel={} request={}", protocol::echo_safe(m_method), protocol::echo_safe(m_path), status,
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - m_arrived).count(),
         m_kernel_id.empty() ? "-" : m_kernel_id, m_request_id);

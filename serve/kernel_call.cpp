@@ -5,7 +5,7 @@
 #include "serve/http_response.hpp"
 #include "serve/server.hpp"
 #include "serve/spare_kernels.hpp"
-#include "daemon/loop/logging.hpp"
+#include "loop/logging.hpp"
 
 
 namespace kpool::serve {
@@ -66,7 +66,7 @@ void kernel_call::take_spare(spare_kernels::spare spare) {
                                    self->m_owner.metrics().kernels_used().Increment();
                                    return self->prepared(attempt);
                                }
-                               daemon::logger("serve")->info("spare kernel {} is gone: the request takes a fresh one",
+                               loop::logger("serve")->info("spare kernel {} is gone: the request takes a fresh one",
                                                              self->m_lease.kernel_id);
                                self->give_back();
                                ++self->m_attempt; // what is still to come for the spare is ignored

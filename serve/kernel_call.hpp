@@ -6,7 +6,7 @@
 // Owns itself (shared) until kpoold has the kernel back, whatever happened to the caller.
 #pragma once
 
-#include "daemon/loop/uv_timer.hpp"
+#include "loop/uv_timer.hpp"
 #include "serve/http_server.hpp"
 #include "serve/kernel_leases.hpp"
 #include "serve/kernel_session.hpp"
@@ -82,7 +82,7 @@ private:
     bool m_renews = false;
     lease_watch m_watch;
     std::unique_ptr<kernel_session> m_session;
-    daemon::uv_timer m_poll;
+    loop::uv_timer m_poll;
     bool m_finished = false;
     bool m_stopped = false;
 };

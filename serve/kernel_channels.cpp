@@ -1,7 +1,7 @@
 // kernel_channels: sockets to one kernel, signing and checking, and the readiness handshake.
 #include "serve/kernel_channels.hpp"
 
-#include "daemon/loop/zmq_frames.hpp"
+#include "loop/zmq_frames.hpp"
 #include "protocol/hmac.hpp"
 #include "protocol/wire.hpp"
 
@@ -41,7 +41,7 @@ kernel_channels::kernel_channels(uv_loop_t* loop, zmq::context_t& zmq, const pro
         s->connect(info.endpoint(number));
         const auto at = static_cast<std::size_t>(port);
         m_sockets[at] = std::move(s);
-        m_watchers[at] = std::make_unique<daemon::zmq_watcher>(loop, *m_sockets[at], [this, port] { on_readable(port); });
+        m_watchers[at] = std::make_unique<loop::zmq_watcher>(loop, *m_sockets[at], [this, port] { on_readable(port); });
     };
     open(kernel_port::shell, zmq::socket_type::dealer, info.shell_port);
     open(kernel_port::iopub, zmq::socket_type::sub, info.iopub_port);
@@ -62,7 +62,7 @@ zmq::socket_t* kernel_channels::socket(kernel_port port) { return m_sockets[stat
 std::string kernel_channels::send(kernel_port to, std::string_view msg_type, const json& content) {
     auto msg = protocol::make_message(msg_type, m_session, content);
     if (zmq::socket_t* s = socket(to)) {
-        daemon::try_send_frames(*s, protocol::serialize(msg, m_key));
+        loop::try_send_frames(*s, protocol::serialize(msg, m_key));
     }
     return msg.msg_id();
 }
@@ -77,7 +77,7 @@ bool kernel_channels::send_parts(kernel_port to, const std::vector<std::string>&
     frames.emplace_back(protocol::wire_delimiter);
     frames.push_back(protocol::hmac_sha256_hex(m_key, {parts[0], parts[1], parts[2], parts[3]}));
     frames.insert(frames.end(), parts.begin(), parts.end());
-    return daemon::try_send_frames(*s, frames) == daemon::send_result::sent;
+    return loop::try_send_frames(*s, frames) == loop::send_result::sent;
 }
 
 void kernel_channels::when_ready(std::chrono::milliseconds timeout, std::function<void(result<json>)> done) {
@@ -112,7 +112,7 @@ void kernel_channels::ready_round() {
 }
 
 void kernel_channels::on_readable(kernel_port from) {
-    auto frames = daemon::recv_frames(*socket(from));
+    auto frames = loop::recv_frames(*socket(from));
     if (!frames) {
         return;
     }

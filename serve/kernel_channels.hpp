@@ -5,8 +5,8 @@
 // sent after it can be missed.
 #pragma once
 
-#include "daemon/loop/uv_timer.hpp"
-#include "daemon/loop/zmq_watcher.hpp"
+#include "loop/uv_timer.hpp"
+#include "loop/zmq_watcher.hpp"
 #include "protocol/connection_info.hpp"
 #include "protocol/result.hpp"
 
@@ -81,9 +81,9 @@ private:
     std::string m_key;
     std::string m_session;
     std::array<std::unique_ptr<zmq::socket_t>, 4> m_sockets;
-    std::array<std::unique_ptr<daemon::zmq_watcher>, 4> m_watchers; // after m_sockets
+    std::array<std::unique_ptr<loop::zmq_watcher>, 4> m_watchers; // after m_sockets
     on_message_fn m_on_message;
-    daemon::uv_timer m_timer;
+    loop::uv_timer m_timer;
 
     std::function<void(result<nlohmann::json>)> m_ready_done;
     std::string m_ready_id;

@@ -4,7 +4,7 @@
 // this is to kpool serve.
 #pragma once
 
-#include "daemon/loop/uv_timer.hpp"
+#include "loop/uv_timer.hpp"
 #include "jupyter/execution_tracker.hpp"
 #include "serve/kernel_channels.hpp"
 #include "protocol/connection_info.hpp"
@@ -60,7 +60,7 @@ private:
     bool finish_if_done();
 
     std::unique_ptr<kernel_channels> m_channels;
-    daemon::uv_timer m_timer;
+    loop::uv_timer m_timer;
 
     // execute
     std::optional<jupyter::execution_tracker> m_tracker;

@@ -6,7 +6,7 @@
 #include "protocol/python_json.hpp"
 #include "notebook/nbformat.hpp"
 #include "params/values.hpp"
-#include "daemon/loop/logging.hpp"
+#include "loop/logging.hpp"
 #include "runner/notebook_engine.hpp"
 #include "runner/notebook_files.hpp"
 #include "runner/notebook_prep.hpp"
@@ -164,7 +164,7 @@ private:
         }
         const std::string path = dir + "/" + exchange()->request_id() + ".ipynb";
         if (auto st = runner::write_atomically(path, notebook::write_notebook(m_nb)); !st) {
-            daemon::logger("serve")->warn("cannot save {}: {}", path, st.err().message);
+            loop::logger("serve")->warn("cannot save {}: {}", path, st.err().message);
         }
     }
 

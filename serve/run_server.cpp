@@ -1,7 +1,7 @@
 // run_server: the loop, the signals, the listening line, the orderly stop.
 #include "serve/run_server.hpp"
 
-#include "daemon/loop/uv_signal.hpp"
+#include "loop/uv_signal.hpp"
 #include "serve/server.hpp"
 #include "serve/token_file.hpp"
 
@@ -51,8 +51,8 @@ int run_server(const serve_options& given, std::FILE* log) {
                 std::fflush(log);
                 s->shut_down(options.stop_grace, [&] { uv_stop(&loop); });
             };
-            daemon::uv_signal sigint(&loop, SIGINT, on_signal);
-            daemon::uv_signal sigterm(&loop, SIGTERM, on_signal);
+            loop::uv_signal sigint(&loop, SIGINT, on_signal);
+            loop::uv_signal sigterm(&loop, SIGTERM, on_signal);
             // Said once the signals are ours: a caller may stop us as soon as it reads this line.
             std::fprintf(log, "kpool serve: listening on %s://%s:%d/ (kpoold: %zu endpoint%s; %s)\n",
                          options.cert_file.empty() ? "http" : "https", options.host.c_str(), s->port(), options.endpoints.size(),

@@ -3,7 +3,7 @@
 // and run_call.cpp.
 #include "serve/server.hpp"
 
-#include "daemon/loop/logging.hpp"
+#include "loop/logging.hpp"
 #include "protocol/control_replies.hpp"
 #include "protocol/control_requests.hpp"
 
@@ -226,10 +226,10 @@ void server::set_endpoints(const std::vector<std::string>& endpoints) {
     m_listed.resize(listed.size(), false);
     for (std::size_t i = 0; i < listed.size() && !first; ++i) {
         if (listed[i] && !m_listed[i]) {
-            daemon::logger("serve")->info("kpoold {} joined (the endpoint setting resolves to it now)",
+            loop::logger("serve")->info("kpoold {} joined (the endpoint setting resolves to it now)",
                                           m_daemons[i]->endpoint());
         } else if (!listed[i] && m_listed[i]) {
-            daemon::logger("serve")->info("kpoold {} left (the endpoint setting no longer resolves to it)",
+            loop::logger("serve")->info("kpoold {} left (the endpoint setting no longer resolves to it)",
                                           m_daemons[i]->endpoint());
         }
     }

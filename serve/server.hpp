@@ -112,16 +112,16 @@ private:
     bool m_spares_releasing = false;     // shut_down: until kpoold has the spares back
     std::unique_ptr<http_server> m_http;
     std::vector<std::shared_ptr<void>> m_retired;
-    daemon::uv_timer m_reaper;
-    daemon::uv_timer m_closing; // after shut_down: waits for the connections to close
-    daemon::uv_timer m_grace;   // after shut_down: then running code is interrupted
+    loop::uv_timer m_reaper;
+    loop::uv_timer m_closing; // after shut_down: waits for the connections to close
+    loop::uv_timer m_grace;   // after shut_down: then running code is interrupted
     std::vector<std::weak_ptr<kernel_call>> m_calls;
     struct pool_pace {
         double time_to_warm_s = 1;
         int size = 1;
     };
     std::map<std::string, pool_pace> m_pace; // from the last status
-    daemon::uv_timer m_pace_timer;
+    loop::uv_timer m_pace_timer;
     std::size_t m_active = 0; // requests whose answer or cleanup is still to come
     std::function<void()> m_on_shut_down;
 };

@@ -1,7 +1,7 @@
 // spare_kernels: acquire -> handshake -> ready -> taken by a request, or released.
 #include "serve/spare_kernels.hpp"
 
-#include "daemon/loop/logging.hpp"
+#include "loop/logging.hpp"
 #include "serve/deadlines.hpp"
 #include "serve/server.hpp"
 
@@ -108,7 +108,7 @@ void spare_kernels::on_prepared(const std::string& name, const std::string& kern
     p.preparing.erase(it);
     if (!ok || m_stopping) {
         if (!ok) {
-            daemon::logger("serve")->warn("spare kernel {} did not answer its handshake: released", kernel_id);
+            loop::logger("serve")->warn("spare kernel {} did not answer its handshake: released", kernel_id);
         }
         release(s.lease);
         m_owner.retire(std::move(s.channels)); // its callback is on the stack
@@ -137,7 +137,7 @@ void spare_kernels::check() {
                     return; // taken meanwhile
                 }
                 if (kernel_leases::gone_after(it->watch, reply)) {
-                    daemon::logger("serve")->info("spare kernel {} is gone: replaced", id);
+                    loop::logger("serve")->info("spare kernel {} is gone: replaced", id);
                     drop(pool, id, reply.ok());
                 }
             });

@@ -13,7 +13,7 @@
 // renewed, their liveness polled; every one is released when kpool serve stops.
 #pragma once
 
-#include "daemon/loop/uv_timer.hpp"
+#include "loop/uv_timer.hpp"
 #include "serve/connected_kernel.hpp"
 #include "serve/kernel_leases.hpp"
 #include "protocol/result.hpp"
@@ -80,7 +80,7 @@ private:
     server& m_owner;
     std::size_t m_per_pool;
     std::map<std::string, pool_spares> m_pools;
-    daemon::uv_timer m_check;
+    loop::uv_timer m_check;
     std::size_t m_in_flight = 0; // acquires and releases kpoold has not answered yet
     bool m_stopping = false;
     std::function<void()> m_on_released;

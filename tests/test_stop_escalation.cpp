@@ -2,7 +2,7 @@
 // teardown gets before SIGTERM, SIGTERM at once without a shutdown_request, and cancel. Each
 // step records the loop's time (uv_now), which libuv advances once per turn: steps of one turn
 // have the same time, and a step a grace later has a time at least a grace later.
-#include "daemon/loop/uv_timer.hpp"
+#include "loop/uv_timer.hpp"
 #include "daemon/process/stop_escalation.hpp"
 
 #include <doctest/doctest.h>
@@ -52,7 +52,7 @@ stop_record escalate(bool ask_first, std::vector<bool> hurries, bool with_hurry,
             };
         }
         stop_escalation e(&loop, stop_grace, std::move(s));
-        kpool::daemon::uv_timer canceller(&loop);
+        kpool::loop::uv_timer canceller(&loop);
         if (cancel_after.count() >= 0) {
             canceller.start(cancel_after, [&] { e.cancel(); });
         }

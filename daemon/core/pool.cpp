@@ -2,7 +2,7 @@
 #include "daemon/core/pool.hpp"
 
 #include "daemon/core/backoff.hpp"
-#include "daemon/loop/logging.hpp"
+#include "loop/logging.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -83,7 +83,7 @@ void pool::autosize(clock::time_point now) {
     if (target == before) {
         return;
     }
-    logger("pool")->info("pool {} auto size {} -> {} (arrivals {:.2f}/s, time to warm {:.2f} s)",
+    loop::logger("pool")->info("pool {} auto size {} -> {} (arrivals {:.2f}/s, time to warm {:.2f} s)",
                          m_cfg.name, before, target, m_auto->rate_per_s(now),
                          m_auto->time_to_warm_s());
     m_cfg.size = target;
@@ -187,7 +187,7 @@ void pool::return_unseen(const std::string& id, clock::time_point now) {
     --m_counters.acquired;
     set_state(it->second, kernel_state::warm, clock::time_point{}); // first in line again
     it->second.lease_deadline.reset();
-    logger("pool")->info("kernel back to warm id={} pool={}: the client left before the reply",
+    loop::logger("pool")->info("kernel back to warm id={} pool={}: the client left before the reply",
                          id, m_cfg.name);
     serve_waiters(now);
 }
@@ -197,7 +197,7 @@ status pool::release(const std::string& id, clock::time_point now) {
     if (it == m_kernels.end() || it->second.state != kernel_state::leased) {
         return error{errc::unknown_kernel, "no leased kernel '" + id + "' in pool '" + m_cfg.name + "'"};
     }
-    logger("pool")->info("kernel released id={} pool={}", id, m_cfg.name);
+    loop::logger("pool")->info("kernel released id={} pool={}", id, m_cfg.name);
     stop(it->second, now);
     return ok_status();
 }
@@ -243,7 +243,7 @@ void pool::on_warm(const std::string& id, const protocol::connection_info& info,
     }
     m_consecutive_failures = 0;
     m_backoff_until.reset();
-    logger("pool")->info("kernel warm id={} pool={} pid={} startup_ms={:.0f}", id, m_cfg.name,
+    loop::logger("pool")->info("kernel warm id={} pool={} pid={} startup_ms={:.0f}", id, m_cfg.name,
                          k.pid, seconds_between(k.created, now) * 1000);
     serve_waiters(now);
 }
@@ -274,7 +274,7 @@ void pool::record_failure(const std::string& reason, clock::time_point now) {
     // Exponentially, so a broken kernelspec cannot fork-storm.
     const auto delay = backoff_delay(m_consecutive_failures);
     m_backoff_until = now + delay;
-    logger("pool")->error("pool {} kernel failure #{} ({}); next start in {:.1f} s", m_cfg.name,
+    loop::logger("pool")->error("pool {} kernel failure #{} ({}); next start in {:.1f} s", m_cfg.name,
                           m_consecutive_failures, reason,
                           std::chrono::duration<double>(delay).count());
     if (failing()) {
@@ -315,9 +315,9 @@ void pool::on_exited(const std::string& id, const std::string& reason, clock::ti
     } else if (!k.failed && k.state == kernel_state::warm) {
         ++m_counters.died_warm;
         m_counters.last_error = "warm kernel " + id + " died: " + reason;
-        logger("pool")->warn("{}", m_counters.last_error);
+        loop::logger("pool")->warn("{}", m_counters.last_error);
     } else if (k.state == kernel_state::leased) {
-        logger("pool")->info("leased kernel {} exited: {}", id, reason);
+        loop::logger("pool")->info("leased kernel {} exited: {}", id, reason);
     }
     if (k.state == kernel_state::warm) {
         m_driver.watch_kernel(id, false);
@@ -339,7 +339,7 @@ void pool::on_unresponsive(const std::string& id, const std::string& reason, clo
     k.failed = true; // its exit is not counted again
     ++m_counters.hung_warm;
     m_counters.last_error = "warm kernel " + id + " stopped answering: " + reason;
-    logger("pool")->warn("{}; replacing it", m_counters.last_error);
+    loop::logger("pool")->warn("{}; replacing it", m_counters.last_error);
     stop(k, now);
     refill(now);
 }
@@ -364,7 +364,7 @@ void pool::expire(clock::time_point now) {
     for (auto& [id, k] : m_kernels) {
         if (k.state == kernel_state::leased && k.lease_deadline && *k.lease_deadline <= now) {
             ++m_counters.leases_expired;
-            logger("pool")->info("lease expired id={} pool={}", id, m_cfg.name);
+            loop::logger("pool")->info("lease expired id={} pool={}", id, m_cfg.name);
             stop(k, now);
         }
     }
@@ -419,7 +419,7 @@ void pool::refill(clock::time_point now) {
             if (st.err().code == errc::capacity) {
                 // Out of resources: try again shortly, or as soon as a kernel exits.
                 if (m_resource_shortage.empty()) {
-                    logger("pool")->warn("pool {} cannot start a kernel: {}", m_cfg.name,
+                    loop::logger("pool")->warn("pool {} cannot start a kernel: {}", m_cfg.name,
                                          st.err().message);
                 }
                 m_resource_shortage = st.err().message;
@@ -471,7 +471,7 @@ void pool::stop_surplus(int keep, clock::time_point now) {
 }
 
 void pool::reconfigure(config::pool_config cfg, bool replace_warm, clock::time_point now) {
-    logger("pool")->info("pool {} reconfigured: size {} -> {}{}", m_cfg.name, m_cfg.size, cfg.size,
+    loop::logger("pool")->info("pool {} reconfigured: size {} -> {}{}", m_cfg.name, m_cfg.size, cfg.size,
                          replace_warm ? "; warm kernels replaced" : "");
     m_cfg = std::move(cfg);
     m_auto = autosizer_for(m_cfg);
@@ -486,7 +486,7 @@ void pool::reconfigure(config::pool_config cfg, bool replace_warm, clock::time_p
 }
 
 void pool::resize(int size, clock::time_point now) {
-    logger("pool")->info("pool {} resized: {} -> {}{}", m_cfg.name, m_cfg.size, size,
+    loop::logger("pool")->info("pool {} resized: {} -> {}{}", m_cfg.name, m_cfg.size, size,
                          m_auto ? " (no longer auto-sized, until the next reload)" : "");
     m_auto.reset();
     m_auto_check.reset();
@@ -497,13 +497,13 @@ void pool::resize(int size, clock::time_point now) {
 }
 
 void pool::replace_unleased(clock::time_point now) {
-    logger("pool")->info("pool {}: unleased kernels replaced", m_cfg.name);
+    loop::logger("pool")->info("pool {}: unleased kernels replaced", m_cfg.name);
     stop_surplus(0, now);
     refill(now);
 }
 
 void pool::drain(clock::time_point now) {
-    logger("pool")->info("pool {} drained", m_cfg.name);
+    loop::logger("pool")->info("pool {} drained", m_cfg.name);
     m_cfg.size = 0;
     m_drained = true;
     fail_waiters({errc::unavailable, "pool '" + m_cfg.name + "' was drained"});
@@ -511,7 +511,7 @@ void pool::drain(clock::time_point now) {
 }
 
 void pool::retire(clock::time_point now) {
-    logger("pool")->info("pool {} removed from the config; {} leased kernel(s) run on", m_cfg.name,
+    loop::logger("pool")->info("pool {} removed from the config; {} leased kernel(s) run on", m_cfg.name,
                          count(kernel_state::leased));
     m_retired = true;
     fail_waiters({errc::unknown_pool, "pool '" + m_cfg.name + "' was removed from the config"});

@@ -3,7 +3,7 @@
 
 #include "daemon/process/ipc_socket_dirs.hpp"
 
-#include "daemon/loop/logging.hpp"
+#include "loop/logging.hpp"
 #include "protocol/hmac.hpp"
 
 #include <dirent.h>
@@ -113,7 +113,7 @@ stale_sweep sweep_stale_instances(const std::string& kernels_root) {
         const int killed = kill_processes_of(id);
         std::filesystem::remove_all(kernels_root + "/" + id, ec);
         remove_listed_ipc_dirs(kernels_root + "/" + id + ".ipc"); // sockets kept elsewhere
-        logger("daemon")->warn("cleaned up after an earlier run that did not exit cleanly: "
+        loop::logger("daemon")->warn("cleaned up after an earlier run that did not exit cleanly: "
                                "run {}, {} leftover process(es) killed, files removed",
                                id, killed);
         ++sweep.runs;

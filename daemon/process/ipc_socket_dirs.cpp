@@ -1,7 +1,7 @@
 // ipc_socket_dirs: the shortest private directory that fits every kernel's endpoints.
 #include "daemon/process/ipc_socket_dirs.hpp"
 
-#include "daemon/loop/logging.hpp"
+#include "loop/logging.hpp"
 #include "daemon/process/runtime_files.hpp"
 
 #include <sys/stat.h>
@@ -70,10 +70,10 @@ result<std::string> ipc_socket_dirs::make_short_dir(const std::string& parent) {
         listing += dir + "\n";
     }
     if (auto st = write_private_file(m_list_file, listing); !st) {
-        logger("daemon")->warn("cannot record {} for the cleanup after a crash: {}", templ,
+        loop::logger("daemon")->warn("cannot record {} for the cleanup after a crash: {}", templ,
                                st.err().message);
     }
-    logger("daemon")->info("ipc sockets go to {}: the run directory {} makes endpoints longer "
+    loop::logger("daemon")->info("ipc sockets go to {}: the run directory {} makes endpoints longer "
                            "than the {} characters some kernels (xeus) accept",
                            templ, m_run_dir, max_endpoint);
     return templ;

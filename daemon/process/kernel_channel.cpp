@@ -1,9 +1,9 @@
 // kernel_channel: requests out on a DEALER, replies routed to their continuations.
 #include "daemon/process/kernel_channel.hpp"
 
-#include "daemon/loop/logging.hpp"
-#include "daemon/loop/zmq_frames.hpp"
-#include "daemon/loop/zmq_watcher.hpp"
+#include "loop/logging.hpp"
+#include "loop/zmq_frames.hpp"
+#include "loop/zmq_watcher.hpp"
 
 namespace kpool::daemon {
 
@@ -24,12 +24,12 @@ void kernel_channel::open(const std::string& endpoint, const std::string& key,
     m_key = key;
     m_session = session;
     m_socket = std::move(socket);
-    m_watcher = std::make_unique<zmq_watcher>(m_loop, *m_socket, [this] { on_readable(); });
+    m_watcher = std::make_unique<loop::zmq_watcher>(m_loop, *m_socket, [this] { on_readable(); });
 }
 
 std::string kernel_channel::send(std::string_view msg_type, nlohmann::json content, on_reply reply) {
     auto msg = protocol::make_message(msg_type, m_session, std::move(content));
-    send_frames(*m_socket, protocol::serialize(msg, m_key));
+    loop::send_frames(*m_socket, protocol::serialize(msg, m_key));
     if (reply) {
         m_waiting.emplace(msg.msg_id(), std::move(reply));
     }
@@ -44,13 +44,13 @@ void kernel_channel::close() {
 }
 
 void kernel_channel::on_readable() {
-    auto frames = recv_frames(*m_socket);
+    auto frames = loop::recv_frames(*m_socket);
     if (!frames) {
         return;
     }
     auto msg = protocol::parse(*frames, m_key);
     if (!msg) {
-        logger("kernel")->warn("{} sent a bad message: {}", m_name, msg.err().message);
+        loop::logger("kernel")->warn("{} sent a bad message: {}", m_name, msg.err().message);
         return;
     }
     auto it = m_waiting.find(msg->parent_msg_id());

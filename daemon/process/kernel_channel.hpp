@@ -16,9 +16,11 @@
 #include <string>
 #include <string_view>
 
-namespace kpool::daemon {
-
+namespace kpool::loop {
 class zmq_watcher;
+} // namespace kpool::loop
+
+namespace kpool::daemon {
 
 class kernel_channel {
 public:
@@ -51,7 +53,7 @@ private:
     std::string m_session;
     // The socket before its watcher: a watcher must be destroyed before its socket.
     std::unique_ptr<zmq::socket_t> m_socket;
-    std::unique_ptr<zmq_watcher> m_watcher;
+    std::unique_ptr<loop::zmq_watcher> m_watcher;
     std::map<std::string, on_reply> m_waiting; // by the request's msg_id
 };
 

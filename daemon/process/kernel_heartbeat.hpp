@@ -3,7 +3,7 @@
 // its shell channel) and decides what a miss means; this holds the timing and the beat in flight.
 #pragma once
 
-#include "daemon/loop/uv_timer.hpp"
+#include "loop/uv_timer.hpp"
 
 #include <chrono>
 #include <functional>
@@ -38,8 +38,8 @@ private:
     std::chrono::milliseconds m_timeout;
     callbacks m_cb;
     bool m_in_flight = false;
-    uv_timer m_next;     // the next beat
-    uv_timer m_deadline; // the beat in flight must be answered by then
+    loop::uv_timer m_next;     // the next beat
+    loop::uv_timer m_deadline; // the beat in flight must be answered by then
 };
 
 } // namespace kpool::daemon

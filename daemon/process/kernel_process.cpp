@@ -1,7 +1,7 @@
 // kernel_process: launch, readiness probe over the wire protocol, graceful stop.
 #include "daemon/process/kernel_process.hpp"
 
-#include "daemon/loop/logging.hpp"
+#include "loop/logging.hpp"
 #include "daemon/process/cpu_priority.hpp"
 #include "daemon/process/instance_dir.hpp"
 #include "daemon/process/runtime_files.hpp"
@@ -53,7 +53,7 @@ kernel_process::kernel_process(uv_loop_t* loop, zmq::context_t& zmq, launcher& l
       m_heartbeat(loop, m_setup.heartbeat_interval, m_setup.heartbeat_timeout,
                   {[this] { return send_heartbeat(); },
                    [this](const std::string& reason) {
-                       logger("kernel")->warn("kernel {} pool={} pid={}: {}", m_setup.id, m_setup.pool,
+                       loop::logger("kernel")->warn("kernel {} pool={} pid={}: {}", m_setup.id, m_setup.pool,
                                               pid(), reason);
                        m_events.kernel_unresponsive(m_setup.id, reason); // may stop this kernel
                    }}),
@@ -61,7 +61,7 @@ kernel_process::kernel_process(uv_loop_t* loop, zmq::context_t& zmq, launcher& l
                  {[this] { send_shutdown_request(); },
                   [this] { return hurry_teardown(); },
                   [this](int signum) { m_process->signal_group(signum); },
-                  [this] { logger("kernel")->warn("kernel {} ignored SIGTERM; sending SIGKILL", m_setup.id); }}) {}
+                  [this] { loop::logger("kernel")->warn("kernel {} ignored SIGTERM; sending SIGKILL", m_setup.id); }}) {}
 
 kernel_process::~kernel_process() = default;
 
@@ -120,7 +120,7 @@ void kernel_process::on_background_limit() {
     if (!m_launched_idle || (m_phase != phase::probing && m_phase != phase::preheating)) {
         return;
     }
-    logger("kernel")->warn("kernel {} pool={} pid={}: still starting after {:.1f} s at idle CPU "
+    loop::logger("kernel")->warn("kernel {} pool={} pid={}: still starting after {:.1f} s at idle CPU "
                            "priority (the host had no idle CPU); normal priority from now",
                            m_setup.id, m_setup.pool, pid(),
                            std::chrono::duration<double>(m_setup.background_limit).count());
@@ -213,7 +213,7 @@ status kernel_process::launch() {
 }
 
 void kernel_process::on_started(int pid) {
-    logger("kernel")->info("kernel starting id={} pool={} pid={} spawn_ms={:.1f}", m_setup.id,
+    loop::logger("kernel")->info("kernel starting id={} pool={} pid={} spawn_ms={:.1f}", m_setup.id,
                            m_setup.pool, pid, seconds_since(m_started_at) * 1000);
     if (m_launched_idle && m_setup.awaited) {
         restore_priority(); // hurried before it existed
@@ -276,7 +276,7 @@ bool kernel_process::send_heartbeat() {
     try {
         open_shell();
     } catch (const zmq::error_t& e) {
-        logger("kernel")->warn("kernel {}: no heartbeat this time: {}", m_setup.id, e.what());
+        loop::logger("kernel")->warn("kernel {}: no heartbeat this time: {}", m_setup.id, e.what());
         return false;
     }
     m_shell.send("kernel_info_request", json::object(), [this](const protocol::wire_message& reply) {
@@ -396,13 +396,13 @@ void kernel_process::run_startup_code() {
 void kernel_process::on_startup_reply(const protocol::wire_message& msg) {
     const json& content = msg.content;
     if (content.value("status", "") == "ok") {
-        logger("kernel")->debug("kernel {}: startup_code ran in {:.0f} ms since launch", m_setup.id,
+        loop::logger("kernel")->debug("kernel {}: startup_code ran in {:.0f} ms since launch", m_setup.id,
                                 seconds_since(m_started_at) * 1000);
         prime(0);
         return;
     }
     const std::string traceback = protocol::traceback_text(content.value("traceback", json()));
-    logger("kernel")->error("kernel {} pool={}: startup_code failed:\n{}", m_setup.id, m_setup.pool,
+    loop::logger("kernel")->error("kernel {} pool={}: startup_code failed:\n{}", m_setup.id, m_setup.pool,
                             traceback.substr(traceback.size() > 4000 ? traceback.size() - 4000 : 0));
     fail_start("startup_code raised " + content.value("ename", std::string("an error")) + ": " +
                content.value("evalue", std::string()));
@@ -419,7 +419,7 @@ void kernel_process::prime(std::size_t next) {
             return;
         }
         if (reply.content.value("status", "") != "ok") {
-            logger("kernel")->warn("kernel {} pool={}: priming execute {} answered {}: {}", m_setup.id,
+            loop::logger("kernel")->warn("kernel {} pool={}: priming execute {} answered {}: {}", m_setup.id,
                                    m_setup.pool, next + 1, reply.content.value("status", std::string("?")),
                                    protocol::echo_safe(reply.content.value("evalue", std::string())));
         }
@@ -448,7 +448,7 @@ void kernel_process::become_ready() {
         return;
     }
     m_phase = phase::ready;
-    logger("kernel")->info("kernel warm id={} pool={} pid={} ms={:.0f}", m_setup.id, m_setup.pool,
+    loop::logger("kernel")->info("kernel warm id={} pool={} pid={} ms={:.0f}", m_setup.id, m_setup.pool,
                            pid(), seconds_since(m_started_at) * 1000);
     m_events.kernel_warm(m_setup.id);
 }
@@ -457,7 +457,7 @@ void kernel_process::fail_start(const std::string& reason) {
     if (m_phase != phase::probing && m_phase != phase::preheating) {
         return;
     }
-    logger("kernel")->error("kernel failed to start id={} pool={} pid={}: {}; output tail: {}",
+    loop::logger("kernel")->error("kernel failed to start id={} pool={} pid={}: {}; output tail: {}",
                             m_setup.id, m_setup.pool, pid(), reason,
                             protocol::echo_safe(m_output_tail.substr(
                                 m_output_tail.size() > 512 ? m_output_tail.size() - 512 : 0)));
@@ -488,7 +488,7 @@ void kernel_process::stop(urgency how) {
     m_poll_timer.stop();
     watch(false);
     close_shell();
-    logger("kernel")->info("kernel stopping id={} pool={} pid={}", m_setup.id, m_setup.pool, pid());
+    loop::logger("kernel")->info("kernel stopping id={} pool={} pid={}", m_setup.id, m_setup.pool, pid());
     // Its teardown (atexit, interpreter finalisation) is background work too, unless awaited.
     if (m_setup.background_priority && how == urgency::background && pid() > 0) {
         m_launched_idle = false;
@@ -504,7 +504,7 @@ bool kernel_process::hurry_teardown() {
     m_teardown_idle = false;
     const double grace = std::chrono::duration<double>(m_setup.shutdown_grace).count();
     // Most likely the host had no idle CPU to give it; or its atexit work is slow.
-    logger("kernel")->info("kernel {} pool={} pid={}: still shutting down after {:.1f} s at idle "
+    loop::logger("kernel")->info("kernel {} pool={} pid={}: still shutting down after {:.1f} s at idle "
                            "CPU priority; normal priority and {:.1f} s more before SIGTERM",
                            m_setup.id, m_setup.pool, pid(), grace, grace);
     cpu_priority::make_normal(pid());
@@ -517,7 +517,7 @@ void kernel_process::handed_out() {
     try {
         m_control.open(m_info.endpoint(m_info.control_port), m_info.key, m_session);
     } catch (const zmq::error_t& e) {
-        logger("kernel")->warn("kernel {}: cannot open its control channel: {}", m_setup.id, e.what());
+        loop::logger("kernel")->warn("kernel {}: cannot open its control channel: {}", m_setup.id, e.what());
     }
 }
 
@@ -527,7 +527,7 @@ void kernel_process::send_control(std::string_view msg_type, json content) {
         m_control.open(m_info.endpoint(m_info.control_port), m_info.key, m_session);
         m_control.send(msg_type, std::move(content));
     } catch (const zmq::error_t& e) {
-        logger("kernel")->warn("kernel {}: cannot send {}: {}", m_setup.id, msg_type, e.what());
+        loop::logger("kernel")->warn("kernel {}: cannot send {}: {}", m_setup.id, msg_type, e.what());
     }
 }
 
@@ -537,7 +537,7 @@ int kernel_process::signal(int signum) {
     }
     if (signum == SIGINT && m_setup.spec.interrupt_mode == "message") {
         // Such a kernel interrupts itself on request (and may not handle SIGINT at all).
-        logger("kernel")->info("kernel {}: interrupt_mode is message: interrupt_request on control",
+        loop::logger("kernel")->info("kernel {}: interrupt_mode is message: interrupt_request on control",
                                m_setup.id);
         send_control("interrupt_request", json::object());
         return 0;
@@ -557,7 +557,7 @@ void kernel_process::append_output(std::string_view bytes) {
     if (m_phase == phase::probing && !m_bind_failed && m_process &&
         m_output_tail.find("Address already in use") != std::string::npos) {
         m_bind_failed = true;
-        logger("kernel")->warn("kernel {} pool={} pid={} could not bind one of its ports (its output says so): "
+        loop::logger("kernel")->warn("kernel {} pool={} pid={} could not bind one of its ports (its output says so): "
                                "stopping it",
                                m_setup.id, m_setup.pool, pid());
         m_process->signal_group(SIGKILL);
@@ -571,7 +571,7 @@ void kernel_process::on_exit(const exit_status& status) {
         // not the kernelspec's fault. Once more, with fresh ports.
         m_relaunched = true;
         m_bind_failed = false;
-        logger("kernel")->warn("kernel {} pool={}: another process took one of its ports before it "
+        loop::logger("kernel")->warn("kernel {} pool={}: another process took one of its ports before it "
                                "could bind them; starting it again with fresh ports",
                                m_setup.id, m_setup.pool);
         m_poll_timer.stop();
@@ -595,7 +595,7 @@ void kernel_process::on_exit(const exit_status& status) {
     m_control.close();
     remove_kernel_files(m_connection_file, m_info);
     m_ports = port_reservation(); // the kernel is gone: its ports may go to another
-    auto log = logger("kernel");
+    auto log = loop::logger("kernel");
     // A kernel leaving by itself with status 0 is usually a client's shutdown_request.
     const bool clean = status.code == 0 && status.term_signal == 0;
     log->log(expected || clean ? spdlog::level::info : spdlog::level::warn,

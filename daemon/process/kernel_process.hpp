@@ -13,7 +13,7 @@
 // socket path prefix (ipc_socket_dirs.hpp), so nothing can collide.
 #pragma once
 
-#include "daemon/loop/uv_timer.hpp"
+#include "loop/uv_timer.hpp"
 #include "daemon/process/kernel_channel.hpp"
 #include "daemon/process/kernel_context.hpp"
 #include "daemon/process/kernel_heartbeat.hpp"
@@ -220,10 +220,10 @@ private:
     // startup_code, run_code and heartbeats on shell; shutdown and interrupts on control.
     kernel_channel m_shell;
     kernel_channel m_control;
-    uv_timer m_ready_deadline;
-    uv_timer m_poll_timer;   // kernel_info resends
-    uv_timer m_background_limit; // while starting at SCHED_IDLE
-    uv_timer m_code_deadline;
+    loop::uv_timer m_ready_deadline;
+    loop::uv_timer m_poll_timer;   // kernel_info resends
+    loop::uv_timer m_background_limit; // while starting at SCHED_IDLE
+    loop::uv_timer m_code_deadline;
     kernel_heartbeat m_heartbeat; // while watched
     stop_escalation m_stopping;   // shutdown_request, SIGTERM, SIGKILL
 };

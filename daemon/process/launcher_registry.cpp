@@ -1,7 +1,7 @@
 // launcher_registry: the spawn launcher and the pools' zygotes, started, retired and collected.
 #include "daemon/process/launcher_registry.hpp"
 
-#include "daemon/loop/logging.hpp"
+#include "loop/logging.hpp"
 #include "daemon/process/kernel_process.hpp"
 #include "daemon/process/spawn_launcher.hpp"
 #include "kpool/zygote_source.hpp"
@@ -52,7 +52,7 @@ void launcher_registry::configure(const config::pool_config& pc,
         return;
     }
     if (!spec) {
-        logger("daemon")->error("pool {}: no zygote: {}", pc.name, spec.err().message);
+        loop::logger("daemon")->error("pool {}: no zygote: {}", pc.name, spec.err().message);
         return;
     }
     m_setups[pc.name] = setup{pc, *spec};
@@ -76,7 +76,7 @@ bool launcher_registry::rebuild(const std::string& pool, const protocol::zygote:
         collect(false);
     }
     if (auto z = make_zygote(s->second.config, s->second.spec, plan, m_background)) {
-        logger("daemon")->info("pool {}: rebuilding its zygote in the background", pool);
+        loop::logger("daemon")->info("pool {}: rebuilding its zygote in the background", pool);
         m_standby[pool] = std::move(z);
         return true;
     }
@@ -112,7 +112,7 @@ std::unique_ptr<zygote_launcher> launcher_registry::make_zygote(const config::po
                        [this, pool, id](const exit_status& st) { on_exit(pool, id, st); }});
         return z;
     } catch (const std::exception& e) {
-        logger("daemon")->error("pool {}: no zygote: {}", pc.name, e.what());
+        loop::logger("daemon")->error("pool {}: no zygote: {}", pc.name, e.what());
         return nullptr;
     }
 }
@@ -133,7 +133,7 @@ void launcher_registry::on_ready(const std::string& pool, const zygote_launcher*
         m_zygotes[pool] = std::move(standby->second);
         m_standby.erase(standby);
         collect(false);
-        logger("daemon")->info("pool {}: the rebuilt zygote takes over", pool);
+        loop::logger("daemon")->info("pool {}: the rebuilt zygote takes over", pool);
     } else if (current == m_zygotes.end() || current->second.get() != z) {
         return; // a retired zygote that restarted: it forks nothing more
     }
@@ -154,7 +154,7 @@ void launcher_registry::drop_standby(const std::string& pool, const std::string&
     if (node.empty()) {
         return;
     }
-    logger("daemon")->warn("pool {}: the rebuilt zygote does not take over: {}", pool, why);
+    loop::logger("daemon")->warn("pool {}: the rebuilt zygote does not take over: {}", pool, why);
     m_retired.push_back(std::move(node.mapped()));
     collect(false); // not now: we are inside its callback
     if (m_events.on_rebuild_failed) {

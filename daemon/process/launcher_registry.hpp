@@ -10,7 +10,7 @@
 #pragma once
 
 #include "config/config.hpp"
-#include "daemon/loop/uv_timer.hpp"
+#include "loop/uv_timer.hpp"
 #include "jupyter/kernelspec.hpp"
 #include "daemon/process/launcher.hpp"
 #include "daemon/process/zygote_launcher.hpp"
@@ -107,7 +107,7 @@ private:
     std::map<std::string, std::unique_ptr<zygote_launcher>> m_zygotes; // by pool
     std::map<std::string, std::unique_ptr<zygote_launcher>> m_standby; // rebuilds, until ready
     std::vector<std::unique_ptr<zygote_launcher>> m_retired;          // until their kernels go
-    uv_timer m_collect;
+    loop::uv_timer m_collect;
     bool m_collect_everything = false;
     int m_zygotes_started = 0;
     bool m_background = false;

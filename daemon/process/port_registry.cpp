@@ -2,7 +2,7 @@
 // share one.
 #include "daemon/process/port_registry.hpp"
 
-#include "daemon/loop/unique_fd.hpp"
+#include "loop/unique_fd.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -47,8 +47,8 @@ bool make_address(const std::string& ip, std::uint16_t port, socket_address& out
 }
 
 // Binds a new tcp socket (into `fd`) to the address; 0 or -errno.
-int bind_tcp(const socket_address& address, bool reuse_address, unique_fd& fd) {
-    fd = unique_fd(::socket(address.family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+int bind_tcp(const socket_address& address, bool reuse_address, loop::unique_fd& fd) {
+    fd = loop::unique_fd(::socket(address.family, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (!fd) {
         return -errno;
     }
@@ -68,7 +68,7 @@ result<std::uint16_t> free_port(const std::string& ip) {
     if (!make_address(ip, 0, address)) {
         return error{errc::internal, "'" + ip + "' is not a numeric IP address"};
     }
-    unique_fd fd;
+    loop::unique_fd fd;
     if (const int rc = bind_tcp(address, false, fd); rc < 0) {
         return error{errc::capacity, "cannot find a free port on " + ip + ": " + std::strerror(-rc)};
     }
@@ -178,7 +178,7 @@ result<std::uint16_t> port_registry::next_in_range(const std::string& ip,
         }
         // As libzmq binds (SO_REUSEADDR): a port whose last connections linger in TIME_WAIT
         // is as good as any.
-        unique_fd probe;
+        loop::unique_fd probe;
         const int rc = bind_tcp(address, true, probe);
         if (rc == 0) {
             return port;
@@ -232,7 +232,7 @@ bool port_registry::taken_by_another(const std::string& ip, std::uint16_t port) 
     if (!make_address(ip, port, address)) {
         return false;
     }
-    unique_fd probe;
+    loop::unique_fd probe;
     return bind_tcp(address, true, probe) == -EADDRINUSE;
 }
 

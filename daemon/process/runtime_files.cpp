@@ -43,7 +43,7 @@ status ensure_private_dir(const std::string& dir) {
 status write_private_file(const std::string& path, std::string_view contents) {
     const std::string tmp = path + ".tmp";
     ::unlink(tmp.c_str());
-    unique_fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+    loop::unique_fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
     if (fd.get() < 0) {
         return sys_error("cannot create", tmp, errno);
     }
@@ -69,7 +69,7 @@ status write_private_file(const std::string& path, std::string_view contents) {
 }
 
 result<std::string> read_small_file(const std::string& path, std::size_t max_bytes) {
-    unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    loop::unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (fd.get() < 0) {
         return sys_error("cannot open", path, errno);
     }
@@ -100,7 +100,7 @@ result<file_lock> file_lock::acquire(const std::string& path, bool create, bool*
     // A lock on a file that its holder unlinked on its way out proves nothing: check that the
     // locked file is still the one at `path`, else try again.
     for (int attempt = 0; attempt < 10; ++attempt) {
-        unique_fd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0),
+        loop::unique_fd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0),
                             0600));
         if (!fd) {
             return sys_error("cannot open lock file", path, errno);

@@ -1,7 +1,7 @@
 // Private files on disk: the runtime directory, connection files, ipc socket paths.
 #pragma once
 
-#include "daemon/loop/unique_fd.hpp"
+#include "loop/unique_fd.hpp"
 #include "protocol/connection_info.hpp"
 #include "protocol/result.hpp"
 
@@ -43,9 +43,9 @@ public:
     void write_owner_pid();
 
 private:
-    file_lock(std::string path, unique_fd fd) : m_path(std::move(path)), m_fd(std::move(fd)) {}
+    file_lock(std::string path, loop::unique_fd fd) : m_path(std::move(path)), m_fd(std::move(fd)) {}
     std::string m_path;
-    unique_fd m_fd;
+    loop::unique_fd m_fd;
 };
 
 // Removes a kernel's connection file and, for ipc, its five socket files. Missing files are fine.

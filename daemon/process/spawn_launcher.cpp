@@ -6,7 +6,7 @@
 // becomes readable, so it never lingers as a zombie.
 #include "daemon/process/spawn_launcher.hpp"
 
-#include "daemon/loop/logging.hpp"
+#include "loop/logging.hpp"
 #include "jupyter/executable.hpp"
 
 #include <fcntl.h>
@@ -35,7 +35,7 @@ namespace {
 // escaped the process group) before the exit is reported anyway.
 constexpr std::uint64_t output_drain_ms = 200;
 
-struct process_state final : process_record, uv_handle_group<process_state> {
+struct process_state final : process_record, loop::uv_handle_group<process_state> {
     uv_poll_t exit_watch; // on the pidfd: readable once the process has exited
     uv_pipe_t out;
     uv_pipe_t err;
@@ -120,7 +120,7 @@ struct process_state final : process_record, uv_handle_group<process_state> {
             try {
                 callbacks.on_exit(status); // may destroy the owner: nothing of it is used after
             } catch (const std::exception& e) {
-                logger("kernel")->error("exit callback failed: {}", e.what());
+                loop::logger("kernel")->error("exit callback failed: {}", e.what());
             }
         }
     }
@@ -139,7 +139,7 @@ void start_reading(uv_pipe_t* pipe) {
                 try {
                     self->callbacks.on_output(std::string_view(buf->base, static_cast<size_t>(n)));
                 } catch (const std::exception& e) {
-                    logger("kernel")->error("output callback failed: {}", e.what());
+                    loop::logger("kernel")->error("output callback failed: {}", e.what());
                 }
             } else if (n < 0) { // EOF or error: every writer closed its end
                 uv_read_stop(stream);

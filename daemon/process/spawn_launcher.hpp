@@ -13,7 +13,7 @@
 // waitpid(pid). SIGCHLD is left alone: nothing here calls waitpid(-1).
 #pragma once
 
-#include "daemon/loop/uv_handle.hpp"
+#include "loop/uv_handle.hpp"
 #include "daemon/process/launcher.hpp"
 
 #include <uv.h>
@@ -37,7 +37,7 @@ public:
 
 private:
     uv_loop_t* m_loop;
-    uv_ptr<shared> m_shared; // the uv_async handle first: freed when it has closed
+    loop::uv_ptr<shared> m_shared; // the uv_async handle first: freed when it has closed
     std::thread m_thread;
 };
 

@@ -6,7 +6,7 @@
 // changes priorities; this keeps the schedule.
 #pragma once
 
-#include "daemon/loop/uv_timer.hpp"
+#include "loop/uv_timer.hpp"
 
 #include <chrono>
 #include <functional>
@@ -36,7 +36,7 @@ private:
 
     std::chrono::milliseconds m_grace;
     steps m_steps;
-    uv_timer m_timer;
+    loop::uv_timer m_timer;
 };
 
 } // namespace kpool::daemon

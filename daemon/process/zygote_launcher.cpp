@@ -2,7 +2,7 @@
 #include "daemon/process/zygote_launcher.hpp"
 
 #include "daemon/core/backoff.hpp"
-#include "daemon/loop/logging.hpp"
+#include "loop/logging.hpp"
 #include "daemon/process/cpu_priority.hpp"
 #include "daemon/process/runtime_files.hpp"
 #include "protocol/control.hpp"
@@ -120,12 +120,12 @@ zygote_launcher::~zygote_launcher() {
 }
 
 void zygote_launcher::start_zygote() {
-    logger("kernel")->info("zygote {} starting", m_name);
+    loop::logger("kernel")->info("zygote {} starting", m_name);
     auto process = m_fallback.launch(
         m_zygote_spec,
         {nullptr,
          [this](std::string_view out) {
-             logger("kernel")->warn("zygote {}: {}", m_name,
+             loop::logger("kernel")->warn("zygote {}: {}", m_name,
                                     protocol::echo_safe(out.substr(0, std::min<std::size_t>(out.size(), 2000))));
          },
          [this](const exit_status& st) { on_zygote_exit(st); }});
@@ -137,7 +137,7 @@ void zygote_launcher::start_zygote() {
 }
 
 void zygote_launcher::on_connection() {
-    auto client = uv_ptr<pipe_handle>(new pipe_handle);
+    auto client = loop::uv_ptr<pipe_handle>(new pipe_handle);
     client->owner = this;
     uv_pipe_init(m_loop, &client->pipe, 0);
     client->pipe.data = client.get();
@@ -169,7 +169,7 @@ void zygote_launcher::on_read(std::string_view bytes) {
         if (msg) {
             on_message(*msg);
         } else {
-            logger("kernel")->warn("zygote {}: {}: {}", m_name, msg.err().message,
+            loop::logger("kernel")->warn("zygote {}: {}: {}", m_name, msg.err().message,
                                    protocol::echo_safe(line.substr(0, 200)));
         }
     }
@@ -191,14 +191,14 @@ void zygote_launcher::on_message(const zp::message& msg) {
         } else if constexpr (std::is_same_v<T, zp::imports>) {
             on_imports(m);
         } else {
-            logger("kernel")->error("zygote {} could not read a request: {}", m_name,
+            loop::logger("kernel")->error("zygote {} could not read a request: {}", m_name,
                                     protocol::echo_safe(m.error));
         }
     }, msg);
 }
 
 void zygote_launcher::on_ready(const zp::ready& m) {
-    auto log = logger("kernel");
+    auto log = loop::logger("kernel");
     m_ready = true;
     m_failures = 0;
     m_stats.pid = m.pid;
@@ -287,7 +287,7 @@ void zygote_launcher::on_exited(const zp::exited& m) {
 void zygote_launcher::on_learned(const zp::learned& m) {
     m_stats.hot_pages = m.pages;
     m_stats.hot_pages_why_not = m.why_not;
-    logger("kernel")->info("zygote {}: {} hot pages to pre-fault in each kernel{}", m_name, m.pages,
+    loop::logger("kernel")->info("zygote {}: {} hot pages to pre-fault in each kernel{}", m_name, m.pages,
                            m.why_not.empty() ? "" : " (" + m.why_not + ")");
 }
 
@@ -326,7 +326,7 @@ void zygote_launcher::finish_child(const std::shared_ptr<child>& c, exit_status 
             c->callbacks.on_exit(status); // may destroy the owner
         }
     } catch (const std::exception& e) {
-        logger("kernel")->error("exit callback failed: {}", e.what());
+        loop::logger("kernel")->error("exit callback failed: {}", e.what());
     }
 }
 
@@ -336,7 +336,7 @@ void zygote_launcher::on_zygote_exit(const exit_status& status) {
     m_lines.reset();
     ++m_failures;
     const auto delay = backoff_delay(m_failures);
-    logger("kernel")->error("zygote {} exited ({}); its kernels die with it; restarting in {:.1f} s, "
+    loop::logger("kernel")->error("zygote {} exited ({}); its kernels die with it; restarting in {:.1f} s, "
                             "plain spawning meanwhile",
                             m_name, status.describe(),
                             std::chrono::duration<double>(delay).count());

@@ -14,8 +14,8 @@
 // not `PYTHON -m ipykernel_launcher ...` is always launched by the fallback.
 #pragma once
 
-#include "daemon/loop/uv_handle.hpp"
-#include "daemon/loop/uv_timer.hpp"
+#include "loop/uv_handle.hpp"
+#include "loop/uv_timer.hpp"
 #include "daemon/process/launcher.hpp"
 #include "protocol/zygote_protocol.hpp"
 
@@ -92,11 +92,11 @@ private:
     std::string m_name;
 
     struct pipe_handle;
-    uv_ptr<pipe_handle> m_server;
-    uv_ptr<pipe_handle> m_client; // the zygote's connection
+    loop::uv_ptr<pipe_handle> m_server;
+    loop::uv_ptr<pipe_handle> m_client; // the zygote's connection
     protocol::zygote::line_splitter m_lines{1 << 20};
     std::unique_ptr<launched_process> m_zygote;
-    uv_timer m_restart;
+    loop::uv_timer m_restart;
     int m_failures = 0;
     bool m_ready = false;
     zygote_events m_events;

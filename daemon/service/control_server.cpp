@@ -1,8 +1,8 @@
 // control_server: ROUTER socket setup, envelope splitting, framing errors, replies.
 #include "daemon/service/control_server.hpp"
 
-#include "daemon/loop/logging.hpp"
-#include "daemon/loop/zmq_frames.hpp"
+#include "loop/logging.hpp"
+#include "loop/zmq_frames.hpp"
 #include "protocol/control.hpp"
 
 #include <sys/stat.h>
@@ -48,9 +48,9 @@ control_server::control_server(uv_loop_t* loop, zmq::context_t& zmq, std::string
         ::chmod(m_endpoint.substr(6).c_str(), 0666) != 0) {
         throw zmq::error_t(); // errno says why
     }
-    m_flush_timer = std::make_unique<uv_timer>(loop);
-    m_watcher = std::make_unique<zmq_watcher>(loop, m_socket, [this] { on_readable(); });
-    logger("control")->info("control socket bound at {}", m_endpoint);
+    m_flush_timer = std::make_unique<loop::uv_timer>(loop);
+    m_watcher = std::make_unique<loop::zmq_watcher>(loop, m_socket, [this] { on_readable(); });
+    loop::logger("control")->info("control socket bound at {}", m_endpoint);
 }
 
 control_server::~control_server() {
@@ -72,12 +72,12 @@ bool control_server::reply(const envelope& env, const std::string& body) {
     const std::string& client = env.frames.front();
     auto queued = m_backlog.find(client);
     if (queued == m_backlog.end()) {
-        switch (try_send_frames(m_socket, frames)) {
-        case send_result::sent: return true;
-        case send_result::no_peer:
-            logger("control")->warn("reply not delivered: the client is gone");
+        switch (loop::try_send_frames(m_socket, frames)) {
+        case loop::send_result::sent: return true;
+        case loop::send_result::no_peer:
+            loop::logger("control")->warn("reply not delivered: the client is gone");
             return false;
-        case send_result::would_block: break;
+        case loop::send_result::would_block: break;
         }
         queued = m_backlog.emplace(client, backlog{}).first;
         if (!m_flush_timer->active()) {
@@ -89,7 +89,7 @@ bool control_server::reply(const envelope& env, const std::string& body) {
     q.bytes += body.size() + client.size();
     q.replies.push_back(std::move(frames));
     if (q.replies.size() > max_queued_replies || q.bytes > max_queued_bytes) {
-        logger("control")->warn("a client is not reading its replies: {} of them ({} bytes) "
+        loop::logger("control")->warn("a client is not reading its replies: {} of them ({} bytes) "
                                 "dropped",
                                 q.replies.size(), q.bytes);
         m_backlog.erase(queued);
@@ -103,11 +103,11 @@ void control_server::flush() {
         backlog& q = it->second;
         bool gone = false;
         while (!q.replies.empty()) {
-            const auto outcome = try_send_frames(m_socket, q.replies.front());
-            if (outcome == send_result::would_block) {
+            const auto outcome = loop::try_send_frames(m_socket, q.replies.front());
+            if (outcome == loop::send_result::would_block) {
                 break;
             }
-            gone = outcome == send_result::no_peer;
+            gone = outcome == loop::send_result::no_peer;
             if (gone) {
                 break;
             }
@@ -116,7 +116,7 @@ void control_server::flush() {
             progress = true;
         }
         if (gone) {
-            logger("control")->warn("{} queued replies not delivered: the client is gone",
+            loop::logger("control")->warn("{} queued replies not delivered: the client is gone",
                                     q.replies.size());
         }
         it = gone || q.replies.empty() ? m_backlog.erase(it) : std::next(it);
@@ -135,7 +135,7 @@ void control_server::on_readable() {
     if (!m_backlog.empty()) {
         flush(); // a client that sends may be reading again too: earlier replies go first
     }
-    auto frames = recv_frames(m_socket);
+    auto frames = loop::recv_frames(m_socket);
     if (!frames || frames->empty()) {
         return;
     }

@@ -6,8 +6,8 @@
 // exactly one reply: the handler answers at once or keeps the envelope and answers later.
 #pragma once
 
-#include "daemon/loop/uv_timer.hpp"
-#include "daemon/loop/zmq_watcher.hpp"
+#include "loop/uv_timer.hpp"
+#include "loop/zmq_watcher.hpp"
 
 #include <uv.h>
 #include <zmq.hpp>
@@ -74,11 +74,11 @@ private:
     std::string m_endpoint;
     handler m_on_request;
     zmq::socket_t m_socket;
-    std::unique_ptr<zmq_watcher> m_watcher;
+    std::unique_ptr<loop::zmq_watcher> m_watcher;
     std::unordered_map<std::string, backlog> m_backlog; // by routing id
     // ZeroMQ says when some pipe has room, never which: queued replies are retried every few
     // milliseconds (and at every wake-up of the socket) while any wait.
-    std::unique_ptr<uv_timer> m_flush_timer;
+    std::unique_ptr<loop::uv_timer> m_flush_timer;
     std::chrono::milliseconds m_flush_delay{1}; // doubles while nothing moves
 };
 

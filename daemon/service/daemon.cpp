@@ -2,7 +2,7 @@
 #include "daemon/service/daemon.hpp"
 
 #include "config/paths.hpp"
-#include "daemon/loop/logging.hpp"
+#include "loop/logging.hpp"
 #include "daemon/process/instance_dir.hpp"
 #include "daemon/process/runtime_files.hpp"
 #include "jupyter/kernel_priming.hpp"
@@ -84,7 +84,7 @@ void daemon::use_kernel_ports(const config::daemon_config& cfg) {
         return;
     }
     const auto& range = plan.range;
-    logger("daemon")->info("tcp kernels' ports: {} ({})",
+    loop::logger("daemon")->info("tcp kernels' ports: {} ({})",
                            range ? fmt::format("{}-{}", range->first, range->last)
                                  : std::string("the OS's choice"),
                            plan.why);
@@ -109,7 +109,7 @@ daemon::daemon(config::config cfg, std::string config_path)
     for (const auto& pc : m_cfg.pools) {
         m_pools.emplace(pc.name, make_pool(pc));
     }
-    m_deadline_timer = std::make_unique<uv_timer>(&m_loop);
+    m_deadline_timer = std::make_unique<loop::uv_timer>(&m_loop);
 }
 
 daemon::~daemon() {
@@ -145,14 +145,14 @@ daemon::~daemon() {
         nullptr);
     uv_run(&m_loop, UV_RUN_DEFAULT);
     if (uv_loop_close(&m_loop) != 0) {
-        logger("daemon")->error("event loop closed with handles still open");
+        loop::logger("daemon")->error("event loop closed with handles still open");
     }
     m_ipc_dirs.reset();
     m_instance.reset();
 }
 
 int daemon::run() {
-    auto log = logger("daemon");
+    auto log = loop::logger("daemon");
     m_started_at = clock::now();
     for (const std::string& dir : {m_cfg.daemon.runtime_dir, m_kernels_dir}) {
         if (auto st = ensure_private_dir(dir); !st) {
@@ -469,11 +469,11 @@ void daemon::reschedule() {
 }
 
 void daemon::watch_signal(int signum) {
-    m_signals.push_back(std::make_unique<uv_signal>(&m_loop, signum, [this](int sig) { on_signal(sig); }));
+    m_signals.push_back(std::make_unique<loop::uv_signal>(&m_loop, signum, [this](int sig) { on_signal(sig); }));
 }
 
 void daemon::on_signal(int signum) {
-    auto log = logger("daemon");
+    auto log = loop::logger("daemon");
     if (signum == SIGHUP) {
         if (!m_shutting_down) {
             reload();
@@ -522,7 +522,7 @@ void daemon::start_watchdog() {
     }
     // Pinged from the loop itself: a loop stuck anywhere stops the pings, and systemd restarts
     // the service.
-    m_watchdog_timer = std::make_unique<uv_timer>(&m_loop);
+    m_watchdog_timer = std::make_unique<loop::uv_timer>(&m_loop);
     m_watchdog_timer->start(*interval, [this] { m_notify.send("WATCHDOG=1"); }, *interval);
     m_watchdog_timer->unref(); // never what keeps the loop running
 }

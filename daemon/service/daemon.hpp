@@ -9,8 +9,8 @@
 
 #include "config/config.hpp"
 #include "daemon/core/pool.hpp"
-#include "daemon/loop/uv_signal.hpp"
-#include "daemon/loop/uv_timer.hpp"
+#include "loop/uv_signal.hpp"
+#include "loop/uv_timer.hpp"
 #include "daemon/process/cpu_priority.hpp"
 #include "daemon/process/fd_headroom.hpp"
 #include "daemon/process/instance_dir.hpp"
@@ -201,12 +201,12 @@ private:
     std::optional<file_lock> m_endpoint_lock; // for an ipc control endpoint
     std::unique_ptr<zap_handler> m_zap;
     std::unique_ptr<control_server> m_control;
-    std::unique_ptr<uv_timer> m_deadline_timer;
-    std::map<std::string, std::unique_ptr<uv_timer>> m_refill_timers; // by pool: refill_after_acquire
+    std::unique_ptr<loop::uv_timer> m_deadline_timer;
+    std::map<std::string, std::unique_ptr<loop::uv_timer>> m_refill_timers; // by pool: refill_after_acquire
     sd_notifier m_notify;
-    std::unique_ptr<uv_timer> m_watchdog_timer;
+    std::unique_ptr<loop::uv_timer> m_watchdog_timer;
     std::unique_ptr<metrics> m_metrics;
-    std::vector<std::unique_ptr<uv_signal>> m_signals;
+    std::vector<std::unique_ptr<loop::uv_signal>> m_signals;
     clock::time_point m_started_at;
     bool m_shutting_down = false;
     int m_exit_code = 0;

@@ -1,7 +1,7 @@
 // import_learning: plans, reports, rebuilds and the state file of the pools that learn their imports.
 #include "daemon/service/import_learning.hpp"
 
-#include "daemon/loop/logging.hpp"
+#include "loop/logging.hpp"
 #include "protocol/control.hpp"
 
 #include <fcntl.h>
@@ -138,7 +138,7 @@ void import_learning::maybe_rebuild(const std::string& pool, pool_learning& p, c
         p.last_rebuild = now;
         ++p.rebuilds;
         p.last_rebuild_why = why;
-        logger("daemon")->info("pool {}: rebuilding its zygote ({}) to pre-import {} module(s)", pool, why,
+        loop::logger("daemon")->info("pool {}: rebuilding its zygote ({}) to pre-import {} module(s)", pool, why,
                                p.plan.modules.size());
     }
 }
@@ -203,7 +203,7 @@ void import_learning::check_files() {
             }
             // Python's st_mtime and ours may differ in the last bits: a millisecond is a change.
             if (std::abs(mtime_of(m.file) - m.mtime) > 1e-3) {
-                logger("daemon")->info("pool {}: {} changed on disk ({}): the zygote is rebuilt", pool,
+                loop::logger("daemon")->info("pool {}: {} changed on disk ({}): the zygote is rebuilt", pool,
                                        protocol::echo_safe(m.name), protocol::echo_safe(m.file));
                 p.files.clear(); // once: the rebuild's ready sets them again
                 maybe_rebuild(pool, p, protocol::echo_safe(m.name) + " changed on disk");
@@ -242,7 +242,7 @@ void import_learning::load_state() {
     text << in.rdbuf();
     const json j = json::parse(text.str(), nullptr, false);
     if (!j.is_object() || !j.value("pools", json()).is_object()) {
-        logger("daemon")->warn("{}: not kpoold's learned imports; learning from scratch", state_file());
+        loop::logger("daemon")->warn("{}: not kpoold's learned imports; learning from scratch", state_file());
         return;
     }
     m_saved = j["pools"];
@@ -276,7 +276,7 @@ void import_learning::save_state() {
     if (!ok) {
         ::unlink(tmp.c_str());
         if (!m_warned_save) {
-            logger("daemon")->warn("cannot save what the pools learned to {}: {} (learned again after a restart)",
+            loop::logger("daemon")->warn("cannot save what the pools learned to {}: {} (learned again after a restart)",
                                    state_file(), std::strerror(errno));
             m_warned_save = true;
         }

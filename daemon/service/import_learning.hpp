@@ -17,7 +17,7 @@
 
 #include "config/config.hpp"
 #include "daemon/core/import_learner.hpp"
-#include "daemon/loop/uv_timer.hpp"
+#include "loop/uv_timer.hpp"
 #include "daemon/process/launcher_registry.hpp"
 #include "protocol/zygote_protocol.hpp"
 
@@ -87,8 +87,8 @@ private:
     std::string m_state_dir;
     nlohmann::json m_saved = nlohmann::json::object(); // the state file as read at start
     std::map<std::string, pool_learning> m_pools;
-    uv_timer m_check;
-    uv_timer m_later; // a rebuild the rate limit held back
+    loop::uv_timer m_check;
+    loop::uv_timer m_later; // a rebuild the rate limit held back
     bool m_warned_save = false;
 };
 

@@ -1,6 +1,6 @@
 // kpoold's command line: run with a config file or the embedded default, or check a config.
 #include "config/config.hpp"
-#include "daemon/loop/logging.hpp"
+#include "loop/logging.hpp"
 #include "jupyter/kernelspec.hpp"
 #include "daemon/service/daemon.hpp"
 #include "kpool/default_config.hpp"
@@ -25,7 +25,7 @@ int run_daemon(kpool::result<kpool::config::config> cfg, std::string config_path
         std::fprintf(stderr, "%s\n", cfg.err().message.c_str());
         return 2;
     }
-    kpool::daemon::set_log_level(cfg->daemon.log_level);
+    kpool::loop::set_log_level(cfg->daemon.log_level);
     // A client vanishing mid-write must not kill the daemon; libuv and libzmq report EPIPE.
     std::signal(SIGPIPE, SIG_IGN);
     kpool::daemon::daemon d(std::move(cfg).value(), std::move(config_path));

@@ -2,7 +2,7 @@
 // kernel start). Where they come from is launcher_registry's.
 #include "daemon/service/daemon.hpp"
 
-#include "daemon/loop/logging.hpp"
+#include "loop/logging.hpp"
 
 namespace kpool::daemon {
 
@@ -12,7 +12,7 @@ std::set<std::string> daemon::resolve_kernelspecs(const config::config& cfg) {
     for (const auto& pc : cfg.pools) {
         auto spec = jupyter::resolve_pool_kernelspec(pc.kernelspec, pc.python);
         if (!spec) {
-            logger("daemon")->error("{}: pool '{}': {}", pc.kernelspec_at, pc.name,
+            loop::logger("daemon")->error("{}: pool '{}': {}", pc.kernelspec_at, pc.name,
                                     spec.err().message);
         }
         auto old = m_specs.find(pc.name);

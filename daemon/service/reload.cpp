@@ -3,7 +3,7 @@
 // kernel: pools that shrink or go stop unleased kernels only.
 #include "daemon/service/daemon.hpp"
 
-#include "daemon/loop/logging.hpp"
+#include "loop/logging.hpp"
 
 namespace kpool::daemon {
 namespace {
@@ -41,7 +41,7 @@ std::optional<std::string> daemon::needs_restart(const config::daemon_config& ne
 }
 
 void daemon::reload() {
-    auto log = logger("daemon");
+    auto log = loop::logger("daemon");
     if (m_config_path.empty()) {
         log->warn("SIGHUP: running on the embedded default config, there is no file to re-read");
         return;
@@ -59,7 +59,7 @@ void daemon::reload() {
         m_notify.send("READY=1");
         return;
     }
-    set_log_level(next->daemon.log_level);
+    loop::set_log_level(next->daemon.log_level);
     m_budget.max = next->daemon.max_kernels;
     use_kernel_ports(next->daemon);
     // Kernelspecs are read again too: an edited kernel.json replaces the unleased kernels.

@@ -3,7 +3,7 @@
 #include "protocol/pool_names.hpp"
 
 #include "daemon/core/refill_delay.hpp"
-#include "daemon/loop/logging.hpp"
+#include "loop/logging.hpp"
 #include "daemon/process/kernel_context.hpp"
 #include "jupyter/kernelspec.hpp"
 #include "daemon/service/status_json.hpp"
@@ -64,7 +64,7 @@ std::vector<std::string_view> daemon::served_ops() {
 }
 
 void daemon::handle_request(const envelope& env, std::string_view body) {
-    auto log = logger("control");
+    auto log = loop::logger("control");
     auto req = protocol::parse_control_request(body);
     if (!req) {
         log->warn("bad request: {}", req.err().message);
@@ -204,7 +204,7 @@ void daemon::refill_after_acquire(const std::string& pool_name) {
     }
     auto& timer = m_refill_timers[pool_name];
     if (!timer) {
-        timer = std::make_unique<uv_timer>(&m_loop);
+        timer = std::make_unique<loop::uv_timer>(&m_loop);
     }
     if (timer->active()) {
         return; // a burst: its first acquire's refill is already due
@@ -262,7 +262,7 @@ bool daemon::send_acquire_reply(const pending_acquire& pending, const kernel_ent
     const char* context = pending.setup_code.empty() ? "none"
                           : pending.context && proc != nullptr && proc->applies_context_message() ? "message"
                                                                                                   : "code";
-    logger("pool")->info(
+    loop::logger("pool")->info(
         "kernel leased id={} pool={} pid={} waited_ms={:.1f} context={}", kernel.id, kernel.pool, kernel.pid,
         std::chrono::duration<double, std::milli>(clock::now() - pending.since).count(), context);
     return true;
@@ -284,7 +284,7 @@ bool daemon::hand_over(pending_acquire pending, const kernel_entry& kernel) {
         }
         if (!outcome || k == nullptr) {
             const error err = outcome ? error{errc::internal, "the kernel went away"} : outcome.err();
-            logger("pool")->warn("cannot apply cwd/env in kernel {}: {}", id, err.message);
+            loop::logger("pool")->warn("cannot apply cwd/env in kernel {}: {}", id, err.message);
             send_reply(pending.env,
                        protocol::make_error_reply(
                            {err.code, "cannot apply cwd/env in the kernel: " + err.message},
@@ -373,7 +373,7 @@ std::string daemon::op_signal(const envelope&, const protocol::control_request& 
             {errc::internal, std::string("cannot signal the kernel: ") + uv_strerror(rc)},
             req.req_id);
     }
-    logger("kernel")->info("kernel signalled id={} pid={} signum={}", k->id(), k->pid(),
+    loop::logger("kernel")->info("kernel signalled id={} pid={} signum={}", k->id(), k->pid(),
                            args->signum);
     return protocol::make_ok_reply(json::object(), req.req_id);
 }
@@ -453,13 +453,13 @@ std::string daemon::op_context(const envelope& env, const protocol::control_requ
     const bool as_message = p->config().context_snippet.empty() && k->applies_context_message();
     auto applied = [this, env, req_id = req.req_id, id = args->kernel_id, as_message](const status& outcome) {
         if (!outcome) {
-            logger("pool")->warn("cannot apply cwd/env in kernel {}: {}", id, outcome.err().message);
+            loop::logger("pool")->warn("cannot apply cwd/env in kernel {}: {}", id, outcome.err().message);
             send_reply(env, protocol::make_error_reply(
                                 {outcome.err().code, "cannot apply cwd/env in the kernel: " + outcome.err().message},
                                 req_id));
             return;
         }
-        logger("pool")->info("context applied id={} context={}", id, as_message ? "message" : "code");
+        loop::logger("pool")->info("context applied id={} context={}", id, as_message ? "message" : "code");
         send_reply(env, protocol::make_ok_reply(json::object(), req_id));
     };
     if (p->config().context_snippet.empty()) {

@@ -1,7 +1,7 @@
 // sd_notifier: the datagram side of sd_notify(3), without linking libsystemd.
 #include "daemon/service/sd_notify.hpp"
 
-#include "daemon/loop/logging.hpp"
+#include "loop/logging.hpp"
 
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -24,7 +24,7 @@ sd_notifier sd_notifier::from_environment() {
     if (n.m_address[0] == '@') {
         n.m_address[0] = '\0';
     }
-    n.m_fd = unique_fd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    n.m_fd = loop::unique_fd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
     // The watchdog applies to us only if WATCHDOG_PID is unset or names this process.
     const char* usec = std::getenv("WATCHDOG_USEC");
     const char* pid = std::getenv("WATCHDOG_PID");
@@ -49,7 +49,7 @@ void sd_notifier::send(std::string_view message) {
                  reinterpret_cast<const sockaddr*>(&addr), len) < 0 &&
         !m_warned) {
         m_warned = true;
-        logger("daemon")->warn("cannot notify systemd: {}", std::strerror(errno));
+        loop::logger("daemon")->warn("cannot notify systemd: {}", std::strerror(errno));
     }
 }
 

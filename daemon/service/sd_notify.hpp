@@ -3,7 +3,7 @@
 // Without $NOTIFY_SOCKET (not under systemd, or Type= is not notify) every call does nothing.
 #pragma once
 
-#include "daemon/loop/unique_fd.hpp"
+#include "loop/unique_fd.hpp"
 
 #include <chrono>
 #include <optional>
@@ -27,7 +27,7 @@ public:
     std::optional<std::chrono::milliseconds> watchdog_interval() const { return m_watchdog; }
 
 private:
-    unique_fd m_fd;
+    loop::unique_fd m_fd;
     std::string m_address; // sun_path, '\0'-prefixed for the abstract namespace
     std::optional<std::chrono::milliseconds> m_watchdog;
     std::string m_last_status;

@@ -1,8 +1,8 @@
 // zap_handler: a REP socket at the address libzmq asks, one decision per request.
 #include "daemon/service/zap_handler.hpp"
 
-#include "daemon/loop/logging.hpp"
-#include "daemon/loop/zmq_frames.hpp"
+#include "loop/logging.hpp"
+#include "loop/zmq_frames.hpp"
 
 namespace kpool::daemon {
 
@@ -10,21 +10,21 @@ zap_handler::zap_handler(uv_loop_t* loop, zmq::context_t& zmq, access_policy pol
     : m_policy(std::move(policy)), m_socket(zmq, zmq::socket_type::rep) {
     m_socket.set(zmq::sockopt::linger, 0);
     m_socket.bind("inproc://zeromq.zap.01"); // the address RFC 27 fixes
-    m_watcher = std::make_unique<zmq_watcher>(loop, m_socket, [this] { on_readable(); });
+    m_watcher = std::make_unique<loop::zmq_watcher>(loop, m_socket, [this] { on_readable(); });
 }
 
 zap_handler::~zap_handler() { m_watcher.reset(); }
 
 void zap_handler::on_readable() {
-    auto request = recv_frames(m_socket);
+    auto request = loop::recv_frames(m_socket);
     if (!request) {
         return;
     }
     const access_decision decision = decide(m_policy, *request);
     if (!decision.allowed) {
-        logger("control")->warn("connection refused: {}", decision.reason);
+        loop::logger("control")->warn("connection refused: {}", decision.reason);
     }
-    send_frames(m_socket, zap_reply(*request, decision));
+    loop::send_frames(m_socket, zap_reply(*request, decision));
 }
 
 } // namespace kpool::daemon

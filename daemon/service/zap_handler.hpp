@@ -3,7 +3,7 @@
 // accepted without being asked about.
 #pragma once
 
-#include "daemon/loop/zmq_watcher.hpp"
+#include "loop/zmq_watcher.hpp"
 #include "daemon/service/access_policy.hpp"
 
 #include <uv.h>
@@ -26,7 +26,7 @@ private:
 
     access_policy m_policy;
     zmq::socket_t m_socket;
-    std::unique_ptr<zmq_watcher> m_watcher;
+    std::unique_ptr<loop::zmq_watcher> m_watcher;
 };
 
 } // namespace kpool::daemon

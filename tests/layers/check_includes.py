@@ -12,10 +12,10 @@ import sys
 ALLOWED = {
     "protocol": set(),
     "config": {"protocol"},
-    "daemon/loop": {"protocol"},
-    "daemon/core": {"daemon/loop", "config", "protocol"},
-    "daemon/process": {"daemon/core", "daemon/loop", "jupyter", "config", "protocol"},
-    "daemon/service": {"daemon/process", "daemon/core", "daemon/loop", "jupyter", "config", "protocol"},
+    "loop": {"protocol"},
+    "daemon/core": {"loop", "config", "protocol"},
+    "daemon/process": {"daemon/core", "loop", "jupyter", "config", "protocol"},
+    "daemon/service": {"daemon/process", "daemon/core", "loop", "jupyter", "config", "protocol"},
     "jupyter": {"protocol"},
     "notebook": {"protocol"},
     "params": {"protocol"},
@@ -23,7 +23,7 @@ ALLOWED = {
     "runner": {"client", "jupyter", "notebook", "params", "config", "protocol"},
     "cli": {"serve", "runner", "client", "jupyter", "notebook", "params", "config", "protocol"},
     "serve": {"runner", "client", "jupyter", "notebook", "params", "config", "protocol",
-              "daemon/loop"},
+              "loop"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 

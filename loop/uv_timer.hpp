@@ -1,12 +1,12 @@
 // A libuv timer with a std::function callback, closed when the object goes away.
 #pragma once
 
-#include "daemon/loop/uv_handle.hpp"
+#include "loop/uv_handle.hpp"
 
 #include <chrono>
 #include <functional>
 
-namespace kpool::daemon {
+namespace kpool::loop {
 
 class uv_timer {
 public:
@@ -29,4 +29,4 @@ private:
     uv_ptr<handle_state> m_state;
 };
 
-} // namespace kpool::daemon
+} // namespace kpool::loop

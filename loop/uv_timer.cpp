@@ -1,11 +1,11 @@
 // uv_timer: trampolines from libuv's C callback into a std::function, exceptions caught here.
-#include "daemon/loop/uv_timer.hpp"
+#include "loop/uv_timer.hpp"
 
-#include "daemon/loop/logging.hpp"
+#include "loop/logging.hpp"
 
 #include <stdexcept>
 
-namespace kpool::daemon {
+namespace kpool::loop {
 
 uv_timer::uv_timer(uv_loop_t* loop) {
     auto state = std::make_unique<handle_state>();
@@ -43,4 +43,4 @@ bool uv_timer::active() const {
 
 void uv_timer::unref() { uv_unref(reinterpret_cast<uv_handle_t*>(&m_state->handle)); }
 
-} // namespace kpool::daemon
+} // namespace kpool::loop

@@ -5,7 +5,7 @@
 
 #include <utility>
 
-namespace kpool::daemon {
+namespace kpool::loop {
 
 class unique_fd {
 public:
@@ -38,4 +38,4 @@ private:
     int m_fd = -1;
 };
 
-} // namespace kpool::daemon
+} // namespace kpool::loop

@@ -1,11 +1,11 @@
 // uv_signal: the trampoline from libuv's C callback, exceptions caught here.
-#include "daemon/loop/uv_signal.hpp"
+#include "loop/uv_signal.hpp"
 
-#include "daemon/loop/logging.hpp"
+#include "loop/logging.hpp"
 
 #include <stdexcept>
 
-namespace kpool::daemon {
+namespace kpool::loop {
 
 uv_signal::uv_signal(uv_loop_t* loop, int signum, std::function<void(int)> callback) {
     auto state = std::make_unique<handle_state>();
@@ -32,4 +32,4 @@ uv_signal::uv_signal(uv_loop_t* loop, int signum, std::function<void(int)> callb
     }
 }
 
-} // namespace kpool::daemon
+} // namespace kpool::loop

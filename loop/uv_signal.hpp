@@ -2,11 +2,11 @@
 // same idiom as uv_timer (the handle first in a heap struct owned by a uv_ptr).
 #pragma once
 
-#include "daemon/loop/uv_handle.hpp"
+#include "loop/uv_handle.hpp"
 
 #include <functional>
 
-namespace kpool::daemon {
+namespace kpool::loop {
 
 class uv_signal {
 public:
@@ -21,4 +21,4 @@ private:
     uv_ptr<handle_state> m_state;
 };
 
-} // namespace kpool::daemon
+} // namespace kpool::loop

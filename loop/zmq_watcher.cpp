@@ -1,12 +1,12 @@
 // zmq_watcher: uv_poll + uv_prepare/uv_check/uv_idle around one ZeroMQ socket.
-#include "daemon/loop/zmq_watcher.hpp"
+#include "loop/zmq_watcher.hpp"
 
-#include "daemon/loop/logging.hpp"
-#include "daemon/loop/uv_handle.hpp"
+#include "loop/logging.hpp"
+#include "loop/uv_handle.hpp"
 
 #include <stdexcept>
 
-namespace kpool::daemon {
+namespace kpool::loop {
 
 namespace {
 constexpr int max_messages_per_turn = 256;
@@ -88,4 +88,4 @@ zmq_watcher::~zmq_watcher() {
     m_handles->close(&m_handles->idle);
 }
 
-} // namespace kpool::daemon
+} // namespace kpool::loop

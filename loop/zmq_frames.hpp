@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace kpool::daemon {
+namespace kpool::loop {
 
 // Receives one whole multipart message, or nothing if none is queued.
 inline std::optional<std::vector<std::string>> recv_frames(zmq::socket_t& socket) {
@@ -61,4 +61,4 @@ inline bool send_frames(zmq::socket_t& socket, const std::vector<std::string>& f
     return try_send_frames(socket, frames) == send_result::sent;
 }
 
-} // namespace kpool::daemon
+} // namespace kpool::loop

@@ -13,7 +13,7 @@
 
 #include <memory>
 
-namespace kpool::daemon {
+namespace kpool::loop {
 
 // Closes a handle and deletes the object that embeds it once libuv is done with it. `Owner` is a
 // struct whose first member is the uv handle, so the handle pointer is the owner pointer.
@@ -64,4 +64,4 @@ private:
     int m_open = 0;
 };
 
-} // namespace kpool::daemon
+} // namespace kpool::loop

@@ -14,7 +14,7 @@
 #include <functional>
 #include <memory>
 
-namespace kpool::daemon {
+namespace kpool::loop {
 
 class zmq_watcher {
 public:
@@ -30,4 +30,4 @@ private:
     handles* m_handles; // freed by libuv close callbacks, after the destructor
 };
 
-} // namespace kpool::daemon
+} // namespace kpool::loop

@@ -1,9 +1,9 @@
 // One stderr sink (journald adds timestamps; we keep ours for plain terminals) for all loggers.
-#include "daemon/loop/logging.hpp"
+#include "loop/logging.hpp"
 
 #include <spdlog/sinks/stdout_sinks.h>
 
-namespace kpool::daemon {
+namespace kpool::loop {
 
 std::shared_ptr<spdlog::logger> logger(const std::string& name) {
     if (auto existing = spdlog::get(name)) {
@@ -22,4 +22,4 @@ void set_log_level(const std::string& level) {
     spdlog::set_level(lvl); // applies to every registered logger
 }
 
-} // namespace kpool::daemon
+} // namespace kpool::loop
