@@ -1,5 +1,13 @@
 // One kpool command line, parsed once: the global options (anywhere on the line), the command,
 // its words and its options, checked against the command table (cli/commands.hpp).
+//
+// Hand-written, not CLI11 or cxxopts (Debian has libcli11-dev 2.1.2), on purpose: the global
+// options may come anywhere on the line and the usage text is made from the command table's rows;
+// `kpool run` must take papermill's (click's) spellings and give its answers (`-p NAME VALUE`
+// with two values, repeated options, paths made optional or shifted by a piped stdin, its error
+// texts and exit statuses), which a general parser's grammar and messages would change; kpoold
+// takes three fixed forms. Each parser is a loop of about a hundred lines with its tests, smaller
+// than adapting a library to them.
 #pragma once
 
 #include "client/daemon_set.hpp"

@@ -60,7 +60,7 @@ struct pool_config {
     // Run in each kernel before it counts as warm (e.g. "import numpy, pandas"), silently: no
     // output, no history, no execution count. An error is a failed start.
     std::string startup_code;
-    // Run the priming executes of the kernel's language (jupyter/kernel_priming.hpp) before it
+    // Run the priming executes of the kernel's language (languages/<name>.cpp) before it
     // counts as warm, so that a user's first cell is as fast as the next ones.
     bool prime = true;
     // What a fork pool's zygote pre-imports beyond ipykernel (daemon/service/import_learning.hpp):

@@ -1,9 +1,9 @@
 // Parameters as code in the notebook's language, papermill's translators rule for rule (without
-// the optional Black formatting of Python): one class per language, registered by name as
-// papermill registers them (python, R, julia, bash, scala, matlab; octave reads matlab's syntax).
-// Strings are escaped as Python's unicode_escape does, then quoted per language; floats as
-// Python's repr; None as None/NULL/nothing/NaN/'' ...; lists and dicts as each language's
-// literals. A kernel or language without a translator is an error, never a fall-back.
+// the optional Black formatting of Python): this base class holds papermill's Translator, the
+// rules every language shares; each language's subclass is in its file in languages/, and
+// languages/language.hpp finds the one for a kernel as papermill's registry does. Strings are
+// escaped as Python's unicode_escape does, then quoted per language; floats as Python's repr;
+// None as None/NULL/nothing/NaN/'' ...; lists and dicts as each language's literals.
 #pragma once
 
 #include "params/values.hpp"
@@ -31,7 +31,7 @@ struct parameter_info {
 class translator {
 public:
     virtual ~translator() = default;
-    // The registry name: python, R, julia, bash, scala, matlab.
+    // papermill's registry name: python, R, julia, bash, scala, matlab, .net-csharp, ...
     virtual const char* name() const = 0;
 
     // The injected cell's source: "<comment> Parameters\n" and one assignment per line, in
@@ -49,6 +49,12 @@ public:
     std::string literal(const ordered_value& v) const;
 
 protected:
+    // Thrown by a literal the language does not have (papermill: NotImplementedError); codify
+    // turns it into its error.
+    struct unsupported {
+        std::string what;
+    };
+
     virtual std::string none() const { return "None"; }
     virtual std::string boolean(bool b) const { return b ? "true" : "false"; }
     virtual std::string integer(const ordered_value& v) const { return integer_text(v); }
@@ -68,6 +74,14 @@ protected:
     static std::string integer_text(const ordered_value& v) {
         return protocol::is_big_integer(v) ? protocol::big_integer_digits(v) : v.dump();
     }
+    // Python's str.encode("unicode_escape").decode(): backslash, \t, \n, \r escaped, printable
+    // ASCII kept, every other code point as \xhh, \uhhhh or \Uhhhhhhhh. Quotes are left alone.
+    static std::string unicode_escape(const std::string& utf8);
+    static std::string replace_all(std::string s, const std::string& from, const std::string& to);
+    // papermill's translate_escaped_str: unicode_escape'd, `"` replaced by `quote_escape`, quoted.
+    static std::string quoted(const std::string& s, const std::string& quote_escape);
+    // Outside a 32-bit int (Scala's and .NET's literals then take an L).
+    static bool beyond_int32(const ordered_value& v);
     // The items' literals joined by `sep`.
     std::string join(const ordered_value& items, const std::string& sep) const;
     // A key: value list of a dict, each pair as `pair(key literal, value literal)`.
@@ -79,11 +93,5 @@ protected:
         return out;
     }
 };
-
-// The translator for a kernel name or language (kernel name first, as papermill looks them up),
-// or nullptr.
-const translator* translator_for(const std::string& kernel_name, const std::string& language);
-// The registered names, for an error message.
-std::string translator_names();
 
 } // namespace kpool::params

@@ -101,7 +101,9 @@ status check_field(const field_spec& spec, const json& value) {
 }
 
 status check_fields(const op_spec& op, const json& body) {
-    for (const auto& [key, value] : body.items()) {
+    for (const auto& item : body.items()) {
+        // A named copy: clang before 16 cannot capture a structured binding in a lambda.
+        const std::string& key = item.key();
         if (key != "op" && key != "req_id" &&
             std::none_of(op.fields.begin(), op.fields.end(), [&](const field_spec& f) { return f.name == key; })) {
             return bad_field("unknown field '" + echo_safe(key) + "'");

@@ -1,8 +1,8 @@
 // print_notebook_help: papermill's --help-notebook (inspection.py's display_notebook_help).
 #include "runner/notebook_help.hpp"
 
+#include "languages/language.hpp"
 #include "notebook/nbformat.hpp"
-#include "params/translators.hpp"
 #include "runner/notebook_files.hpp"
 #include "runner/papermill.hpp"
 
@@ -34,7 +34,7 @@ int print_notebook_help(const std::string& path, const std::string& kernel,
     }
     const std::string kernel_name = nb_kernel_name(nb, kernel);
     const std::string lang = nb_language(nb, language, "");
-    const params::translator* translator = params::translator_for(kernel_name, lang);
+    const params::translator* translator = languages::translator_for(kernel_name, lang);
     if (translator == nullptr) {
         std::fprintf(log, "kpool: no parameter translator for kernel '%s' or language '%s'\n",
                      kernel_name.c_str(), lang.c_str());

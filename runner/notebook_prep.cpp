@@ -2,7 +2,7 @@
 #include "runner/notebook_prep.hpp"
 
 #include "kpool/version.hpp"
-#include "params/translators.hpp"
+#include "languages/language.hpp"
 #include "runner/papermill.hpp"
 
 #include <set>
@@ -12,11 +12,11 @@ namespace kpool::runner {
 result<std::vector<std::string>> prepare_notebook(json& nb, const prep_options& options) {
     std::vector<std::string> warnings;
     if (!options.parameters.empty()) {
-        const params::translator* translator = params::translator_for(options.kernel_name, options.language);
+        const params::translator* translator = languages::translator_for(options.kernel_name, options.language);
         if (translator == nullptr) {
             return error{errc::bad_request, "kpool has no parameter translator for kernel '" + options.kernel_name +
                                                 "' or language '" + options.language + "' (it has " +
-                                                params::translator_names() + ")"};
+                                                languages::translator_names() + ")"};
         }
         auto source = translator->codify(options.parameters);
         if (!source) {

@@ -4,7 +4,6 @@
 #include "client/leased_kernel.hpp"
 #include "kpool/version.hpp"
 #include "notebook/nbformat.hpp"
-#include "params/translators.hpp"
 #include "protocol/control_replies.hpp"
 #include "runner/local_kernel.hpp"
 #include "runner/notebook_engine.hpp"

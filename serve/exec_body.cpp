@@ -2,6 +2,7 @@
 #include "serve/exec_body.hpp"
 
 #include "protocol/control.hpp"
+#include "protocol/control_ops.hpp"
 #include "protocol/python_json.hpp"
 
 #include <nlohmann/json.hpp>
@@ -28,20 +29,17 @@ status read_kernel_field(const std::string& key, const json& value, kernel_field
             return error{errc::bad_request, "field 'timeout' must be a number of seconds above 0 and at most 3600"};
         }
         out.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(value.get<double>() * 1000)));
-    } else if (key == "cwd") {
-        if (!value.is_string() || !value.get<std::string>().starts_with("/")) {
-            return error{errc::bad_request, "field 'cwd' must be an absolute path"};
+    } else if (key == "cwd" || key == "env") {
+        // The control protocol's own rules for these fields (protocol/control_ops), so a value
+        // kpool serve takes is one acquire takes; null counts as absent in both.
+        const protocol::field_spec& spec = key == "cwd" ? protocol::cwd_field : protocol::env_field;
+        if (auto st = protocol::check_field(spec, value); !st) {
+            return st;
         }
-        out.cwd = value.get<std::string>();
-    } else if (key == "env") {
-        if (!value.is_object()) {
-            return error{errc::bad_request, "field 'env' must be an object of strings"};
-        }
-        for (const auto& [name, v] : value.items()) {
-            if (!v.is_string() || name.empty() || name.find('=') != std::string::npos) {
-                return error{errc::bad_request, "field 'env' must be an object of strings, names without '='"};
-            }
-            out.env[name] = v.get<std::string>();
+        if (key == "cwd" && value.is_string()) {
+            out.cwd = value.get<std::string>();
+        } else if (key == "env") {
+            out.env = protocol::env_of(value);
         }
     } else {
         return error{errc::bad_request, "unknown field '" + protocol::echo_safe(key) + "' (fields: " + own +

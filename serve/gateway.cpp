@@ -1,8 +1,8 @@
 // gateway: the Kernel Gateway API's kernels, REST answers, culling, leases and liveness.
 #include "serve/gateway.hpp"
 
-#include "loop/logging.hpp"
 #include "kpool/version.hpp"
+#include "loop/logging.hpp"
 #include "protocol/control.hpp"
 #include "protocol/control_replies.hpp"
 #include "protocol/control_requests.hpp"

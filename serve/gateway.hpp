@@ -10,8 +10,8 @@
 
 #include "loop/uv_timer.hpp"
 #include "serve/gateway_kernel.hpp"
-#include "serve/gateway_sessions.hpp"
 #include "serve/gateway_routes.hpp"
+#include "serve/gateway_sessions.hpp"
 #include "serve/http_server.hpp"
 #include "serve/kernel_leases.hpp"
 

@@ -1,11 +1,11 @@
 // kernel_call: acquire -> ready -> (the request's run) -> answer -> release, on the loop.
 #include "serve/kernel_call.hpp"
 
+#include "loop/logging.hpp"
 #include "serve/deadlines.hpp"
 #include "serve/http_response.hpp"
 #include "serve/server.hpp"
 #include "serve/spare_kernels.hpp"
-#include "loop/logging.hpp"
 
 
 namespace kpool::serve {

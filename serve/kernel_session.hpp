@@ -4,11 +4,11 @@
 // this is to kpool serve.
 #pragma once
 
-#include "loop/uv_timer.hpp"
 #include "jupyter/execution_tracker.hpp"
-#include "serve/kernel_channels.hpp"
+#include "loop/uv_timer.hpp"
 #include "protocol/connection_info.hpp"
 #include "protocol/result.hpp"
+#include "serve/kernel_channels.hpp"
 
 #include <uv.h>
 #include <zmq.hpp>

@@ -14,9 +14,9 @@
 #pragma once
 
 #include "loop/uv_timer.hpp"
+#include "protocol/result.hpp"
 #include "serve/connected_kernel.hpp"
 #include "serve/kernel_leases.hpp"
-#include "protocol/result.hpp"
 
 #include <nlohmann/json.hpp>
 

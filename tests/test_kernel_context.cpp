@@ -1,7 +1,7 @@
 // The cwd/env snippets: rendering is safe for any path or value, and each built-in snippet
 // really works in its language where this machine has the interpreter (Python always; R and
 // bash as Debian installs them for the integration tests), nothing left in the user's namespace.
-#include "daemon/process/kernel_context.hpp"
+#include "languages/language.hpp"
 
 #include <doctest/doctest.h>
 
@@ -12,7 +12,7 @@
 #include <cstdio>
 #include <memory>
 
-using namespace kpool::daemon;
+using namespace kpool::languages;
 
 namespace {
 

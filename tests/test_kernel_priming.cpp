@@ -1,10 +1,10 @@
-// The priming executes per language (jupyter/kernel_priming.hpp): what each sends, and that none
+// The priming executes per language (languages/language.hpp): what each sends, and that none
 // can count or be stored (test_priming.py checks the kernels themselves).
-#include "jupyter/kernel_priming.hpp"
+#include "languages/language.hpp"
 
 #include <doctest/doctest.h>
 
-using kpool::jupyter::priming_requests;
+using kpool::languages::priming_requests;
 
 TEST_SUITE("kernel priming") {
     TEST_CASE("python is one silent cell with a user expression, R three loud unstored ones") {

@@ -1,5 +1,6 @@
 // params/: papermill's CLI typing, PyYAML's implicit types, Python's float repr, and every
 // translator's literals (expected texts are what papermill's translators produce).
+#include "languages/language.hpp"
 #include "params/translators.hpp"
 #include "params/values.hpp"
 #include "protocol/big_integer.hpp"
@@ -9,6 +10,8 @@
 #include <cmath>
 
 using namespace kpool::params;
+using kpool::languages::translator_for;
+using kpool::languages::translator_names;
 using ojson = nlohmann::ordered_json;
 
 TEST_SUITE("params") {
@@ -119,8 +122,9 @@ TEST_SUITE("params") {
         CHECK(std::string(translator_for("sparkkernel", "x")->name()) == "scala");
         CHECK(std::string(translator_for("octave", "octave")->name()) == "matlab");
         CHECK(translator_for("xr", "fake") == nullptr); // an error for the caller, not Python
-        CHECK(translator_names() == "R, bash, julia, matlab, octave, pysparkkernel, python, scala, "
-                                    "sparkkernel, sparkrkernel");
+        CHECK(std::string(translator_for(".net-csharp", "C#")->name()) == ".net-csharp");
+        CHECK(translator_names() == ".net-csharp, .net-fsharp, .net-powershell, R, bash, julia, matlab, "
+                                    "octave, pysparkkernel, python, scala, sparkkernel, sparkrkernel");
     }
 
     TEST_CASE("each language's literals, as papermill writes them") {
@@ -156,6 +160,34 @@ TEST_SUITE("params") {
         CHECK(*codify("R", ojson::parse(R"({"__x": 1})")) == "# Parameters\nx = 1\n");
         CHECK(*codify("python", ojson{{"x", std::nan("")}}) ==
               "# Parameters\nx = float('nan')\n");
+    }
+
+    TEST_CASE(".NET's three languages, as papermill writes them") {
+        // The expected texts are papermill 2.6.0's own codify() output for these values.
+        const ojson simple = ojson::parse(R"({"i": 3, "big": 3000000000, "t": false, "f": 0.5,
+                                              "l": [1, "x y"], "d": {"k": "v", "q": "a\"b"}})");
+        CHECK(*codify(".net-csharp", simple) ==
+              "// Parameters\nvar i = 3;\nvar big = 3000000000L;\nvar t = false;\nvar f = 0.5;\n"
+              "var l = new [] { 1, \"x y\" };\n"
+              "var d = new Dictionary<string,Object>{ { \"k\" , \"v\" }, { \"q\" , \"a\\\"b\" } };\n");
+        CHECK(*codify(".net-fsharp", simple) ==
+              "(* Parameters *)\nlet i = 3\nlet big = 3000000000L\nlet t = false\nlet f = 0.5\n"
+              "let l = [ 1; \"x y\" ]\n"
+              "let d = [ (\"k\", \"v\" :> IComparable); (\"q\", \"a\\\"b\" :> IComparable) ] |> Map.ofList\n");
+        CHECK(*codify(".net-powershell", simple) ==
+              "# Parameters\n$i = 3\n$big = 3000000000\n$t = $False\n$f = 0.5\n$l = @(1, \"x y\")\n"
+              "$d = @{\"k\" = \"v\"\n \"q\" = \"a`\"b\"}\n");
+        const ojson edges = ojson::parse(R"({"n": null, "e": [], "z": {}})");
+        CHECK(*codify(".net-fsharp", edges) == "(* Parameters *)\nlet n = None\nlet e = [  ]\nlet z = [  ] |> Map.ofList\n");
+        CHECK(*codify(".net-powershell", ojson{{"n", nullptr}, {"x", std::nan("")}, {"y", -HUGE_VAL}}) ==
+              "# Parameters\n$n = $Null\n$x = [double]::NaN\n$y = [double]::NegativeInfinity\n");
+        CHECK(*codify(".net-csharp", ojson{{"e", ojson::array()}, {"z", ojson::object()}, {"x", HUGE_VAL}}) ==
+              "// Parameters\nvar e = new [] {  };\nvar z = new Dictionary<string,Object>{  };\nvar x = inf;\n");
+        // papermill: NotImplementedError("Option type not implemented for C#.")
+        CHECK(codify(".net-csharp", edges).err().message == "a None parameter cannot be written in .net-csharp");
+        CHECK(names(".net-csharp", "var x = 1;\ny = 2;\n") == std::set<std::string>{"x", "y"});
+        CHECK(names(".net-fsharp", "let x = 1\nlet mutable y = 2\n") == std::set<std::string>{"x", "y"});
+        CHECK(names(".net-powershell", "$x = 1\n$y=2\n") == std::set<std::string>{"x", "y"});
     }
 
     TEST_CASE("papermill's inspection of a Python parameters cell (--help-notebook)") {

@@ -19,6 +19,11 @@ TEST_SUITE("serve bodies") {
         CHECK(b->kernel.timeout == 1500ms);
         CHECK(b->kernel.cwd == "/tmp");
         CHECK(b->kernel.env.at("A") == "b");
+        // The control protocol's rules (protocol/control_ops): null is absent.
+        auto nulls = parse_exec_body(R"({"code": "", "cwd": null, "env": null})");
+        REQUIRE(nulls);
+        CHECK(nulls->kernel.cwd.empty());
+        CHECK(nulls->kernel.env.empty());
     }
 
     TEST_CASE("wrong bodies are refused, naming the field") {
@@ -29,8 +34,9 @@ TEST_SUITE("serve bodies") {
             {R"({"code": null})", "field 'code' must be a string"},
             {R"({"code": "", "timeout": 0})", "field 'timeout' must be a number of seconds above 0 and at most 3600"},
             {R"({"code": "", "timeout": 1e9})", "field 'timeout' must be a number of seconds above 0 and at most 3600"},
-            {R"({"code": "", "env": {"A=B": "c"}})", "field 'env' must be an object of strings, names without '='"},
-            {R"({"code": "", "env": {"A": 1}})", "field 'env' must be an object of strings, names without '='"},
+            {R"({"code": "", "env": {"A=B": "c"}})", "field 'env': 'A=B' must be a name without '=' with a string value"},
+            {R"({"code": "", "env": {"A": 1}})", "field 'env': 'A' must be a name without '=' with a string value"},
+            {R"({"code": "", "env": []})", "field 'env' must be an object of strings"},
             {R"({"code": "", "kernel": ""})", "field 'kernel' must be a non-empty string"},
             {R"({"code": "", "parameters": {}})", "unknown field 'parameters' (fields: code, kernel, timeout, cwd, env)"},
         };

@@ -2,8 +2,8 @@
 // teardown gets before SIGTERM, SIGTERM at once without a shutdown_request, and cancel. Each
 // step records the loop's time (uv_now), which libuv advances once per turn: steps of one turn
 // have the same time, and a step a grace later has a time at least a grace later.
-#include "loop/uv_timer.hpp"
 #include "daemon/process/stop_escalation.hpp"
+#include "loop/uv_timer.hpp"
 
 #include <doctest/doctest.h>
 

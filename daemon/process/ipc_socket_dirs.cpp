@@ -1,8 +1,8 @@
 // ipc_socket_dirs: the shortest private directory that fits every kernel's endpoints.
 #include "daemon/process/ipc_socket_dirs.hpp"
 
-#include "loop/logging.hpp"
 #include "daemon/process/runtime_files.hpp"
+#include "loop/logging.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -1,10 +1,11 @@
 // kernel_process: launch, readiness probe over the wire protocol, graceful stop.
 #include "daemon/process/kernel_process.hpp"
 
-#include "loop/logging.hpp"
 #include "daemon/process/cpu_priority.hpp"
 #include "daemon/process/instance_dir.hpp"
 #include "daemon/process/runtime_files.hpp"
+#include "languages/python.hpp"
+#include "loop/logging.hpp"
 #include "protocol/control.hpp"
 #include "protocol/hmac.hpp"
 #include "protocol/wire.hpp"
@@ -312,7 +313,7 @@ void kernel_process::run_code(const std::string& code, std::chrono::milliseconds
     });
 }
 
-void kernel_process::apply_context(const kernel_context& context, const std::string& code,
+void kernel_process::apply_context(const languages::kernel_context& context, const std::string& code,
                                    std::chrono::milliseconds timeout, code_done done) {
     if (!applies_context_message()) {
         run_code(code, timeout, std::move(done));
@@ -331,7 +332,7 @@ void kernel_process::apply_context(const kernel_context& context, const std::str
     begin_code(timeout, std::move(done));
     json content = {{"cwd", context.cwd ? json(*context.cwd) : json(nullptr)}, {"env", context.env}};
     if (context.memory_history) {
-        content["python"] = memory_history_python; // run by the kernel after cwd and env
+        content["python"] = languages::memory_history_python; // run by the kernel after cwd and env
     }
     m_control.send("kpool_context_request", std::move(content), [this](const protocol::wire_message& reply) {
         if (reply.msg_type() == "kpool_context_reply") {

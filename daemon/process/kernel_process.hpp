@@ -13,14 +13,14 @@
 // socket path prefix (ipc_socket_dirs.hpp), so nothing can collide.
 #pragma once
 
-#include "loop/uv_timer.hpp"
 #include "daemon/process/kernel_channel.hpp"
-#include "daemon/process/kernel_context.hpp"
 #include "daemon/process/kernel_heartbeat.hpp"
-#include "jupyter/kernelspec.hpp"
 #include "daemon/process/launcher.hpp"
 #include "daemon/process/port_registry.hpp"
 #include "daemon/process/stop_escalation.hpp"
+#include "jupyter/kernelspec.hpp"
+#include "languages/context.hpp"
+#include "loop/uv_timer.hpp"
 #include "protocol/connection_info.hpp"
 #include "protocol/wire.hpp"
 
@@ -78,7 +78,7 @@ struct kernel_setup {
     std::chrono::milliseconds heartbeat_timeout{5000};
     // Run before the kernel counts as warm (imports, say); an error fails the start.
     std::string startup_code;
-    // Then these execute_request contents, in order (jupyter/kernel_priming.hpp); an error is
+    // Then these execute_request contents, in order (languages/language.hpp); an error is
     // logged, not a failed start: priming only saves time.
     std::vector<nlohmann::json> priming;
     // Background work (cpu_priority.hpp): SCHED_IDLE while starting (unless `awaited`) and
@@ -135,7 +135,7 @@ public:
     // instead: no cell runs (a silent execute goes through all of IPython's run_cell in a kernel
     // whose pages are still shared with its zygote): an acquire with cwd/env took 8.0 ms p50
     // instead of 11.5 (fork pool of 4, 2 cores).
-    void apply_context(const kernel_context& context, const std::string& code, std::chrono::milliseconds timeout,
+    void apply_context(const languages::kernel_context& context, const std::string& code, std::chrono::milliseconds timeout,
                        code_done done);
 
     // The kernel is a client's now: its control channel opens (once connected, a context, an

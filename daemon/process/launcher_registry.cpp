@@ -1,11 +1,11 @@
 // launcher_registry: the spawn launcher and the pools' zygotes, started, retired and collected.
 #include "daemon/process/launcher_registry.hpp"
 
-#include "loop/logging.hpp"
 #include "daemon/process/kernel_process.hpp"
 #include "daemon/process/spawn_launcher.hpp"
 #include "kpool/zygote_source.hpp"
 #include "kpool/zygote_warm_ups_source.hpp"
+#include "loop/logging.hpp"
 #include "protocol/control.hpp"
 
 namespace kpool::daemon {

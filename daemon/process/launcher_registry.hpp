@@ -10,10 +10,10 @@
 #pragma once
 
 #include "config/config.hpp"
-#include "loop/uv_timer.hpp"
-#include "jupyter/kernelspec.hpp"
 #include "daemon/process/launcher.hpp"
 #include "daemon/process/zygote_launcher.hpp"
+#include "jupyter/kernelspec.hpp"
+#include "loop/uv_timer.hpp"
 
 #include <nlohmann/json.hpp>
 #include <uv.h>

@@ -6,8 +6,8 @@
 // becomes readable, so it never lingers as a zombie.
 #include "daemon/process/spawn_launcher.hpp"
 
-#include "loop/logging.hpp"
 #include "jupyter/executable.hpp"
+#include "loop/logging.hpp"
 
 #include <fcntl.h>
 #include <pthread.h>

@@ -13,8 +13,8 @@
 // waitpid(pid). SIGCHLD is left alone: nothing here calls waitpid(-1).
 #pragma once
 
-#include "loop/uv_handle.hpp"
 #include "daemon/process/launcher.hpp"
+#include "loop/uv_handle.hpp"
 
 #include <uv.h>
 

@@ -10,7 +10,7 @@ file descriptor or per-kernel identity: the IPKernelApp's configuration (parsed 
 kernelspec's arguments, with `{connection_file}` left as a placeholder) and the
 ZMQInteractiveShell (magics, formatters, completer, ...; its history disabled while pre-built).
 With PRIME = "prime" (the pool's `prime`, on by default) a cell then runs through the pre-built
-shell as kpoold's priming execute runs in each kernel (jupyter/kernel_priming.hpp): silently,
+shell as kpoold's priming execute runs in each kernel (languages/python.cpp): silently,
 with its value formatted as a user expression, so that the display formatters, the input
 transformers and the compiler's caches are built here once; it leaves no trace (execution
 count, In/Out, `_`, history are untouched, and the child builds its own history and namespace).

@@ -2,9 +2,9 @@
 #include "daemon/process/zygote_launcher.hpp"
 
 #include "daemon/core/backoff.hpp"
-#include "loop/logging.hpp"
 #include "daemon/process/cpu_priority.hpp"
 #include "daemon/process/runtime_files.hpp"
+#include "loop/logging.hpp"
 #include "protocol/control.hpp"
 
 #include <unistd.h>

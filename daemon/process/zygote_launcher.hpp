@@ -14,9 +14,9 @@
 // not `PYTHON -m ipykernel_launcher ...` is always launched by the fallback.
 #pragma once
 
+#include "daemon/process/launcher.hpp"
 #include "loop/uv_handle.hpp"
 #include "loop/uv_timer.hpp"
-#include "daemon/process/launcher.hpp"
 #include "protocol/zygote_protocol.hpp"
 
 #include <nlohmann/json.hpp>

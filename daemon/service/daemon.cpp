@@ -2,11 +2,11 @@
 #include "daemon/service/daemon.hpp"
 
 #include "config/paths.hpp"
-#include "loop/logging.hpp"
 #include "daemon/process/instance_dir.hpp"
 #include "daemon/process/runtime_files.hpp"
-#include "jupyter/kernel_priming.hpp"
 #include "kpool/version.hpp"
+#include "languages/language.hpp"
+#include "loop/logging.hpp"
 #include "protocol/control.hpp"
 #include "protocol/stamps.hpp"
 
@@ -311,7 +311,7 @@ status daemon::start_kernel(pool& owner, const std::string& id, bool awaited) {
                        .heartbeat_interval = to_ms(pc.heartbeat_s),
                        .heartbeat_timeout = to_ms(pc.heartbeat_timeout_s),
                        .startup_code = pc.startup_code,
-                       .priming = pc.prime ? jupyter::priming_requests(spec->spec.language)
+                       .priming = pc.prime ? languages::priming_requests(spec->spec.language)
                                            : std::vector<nlohmann::json>{},
                        .background_priority = background_priority(),
                        .awaited = awaited,

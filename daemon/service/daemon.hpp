@@ -9,15 +9,11 @@
 
 #include "config/config.hpp"
 #include "daemon/core/pool.hpp"
-#include "loop/uv_signal.hpp"
-#include "loop/uv_timer.hpp"
 #include "daemon/process/cpu_priority.hpp"
 #include "daemon/process/fd_headroom.hpp"
 #include "daemon/process/instance_dir.hpp"
 #include "daemon/process/ipc_socket_dirs.hpp"
-#include "daemon/process/kernel_context.hpp"
 #include "daemon/process/kernel_process.hpp"
-#include "jupyter/kernelspec.hpp"
 #include "daemon/process/launcher.hpp"
 #include "daemon/process/launcher_registry.hpp"
 #include "daemon/process/port_registry.hpp"
@@ -28,6 +24,10 @@
 #include "daemon/service/metrics.hpp"
 #include "daemon/service/sd_notify.hpp"
 #include "daemon/service/zap_handler.hpp"
+#include "jupyter/kernelspec.hpp"
+#include "languages/context.hpp"
+#include "loop/uv_signal.hpp"
+#include "loop/uv_timer.hpp"
 #include "protocol/control.hpp"
 
 #include <uv.h>
@@ -72,7 +72,7 @@ private:
         std::string setup_code;
         // The cwd/env themselves, when setup_code is kpool's built-in snippet (not a pool's
         // context_snippet): a kernel that takes them as a message gets them so.
-        std::optional<kernel_context> context;
+        std::optional<languages::kernel_context> context;
     };
 
     // kernel_driver
@@ -117,11 +117,11 @@ private:
     // The variable names an acquire or context op sets, for the pool's import learning.
     void learn_request_env(const std::string& pool, const std::map<std::string, std::string>& env);
     // What an acquire or context op asks of a pool's kernel (history only where it means something).
-    kernel_context wanted_context(const config::pool_config& pc, const std::optional<std::string>& cwd,
+    languages::kernel_context wanted_context(const config::pool_config& pc, const std::optional<std::string>& cwd,
                                   const std::map<std::string, std::string>& env, bool memory_history) const;
     // The code applying a client's cwd/env in the pool's kernels, or why there is none.
     result<std::string> context_code_for(const config::pool_config& pc,
-                                         const kernel_context& context) const;
+                                         const languages::kernel_context& context) const;
     // Replies on the control socket; false if the client is gone (or the socket is closed).
     bool send_reply(const envelope& env, const std::string& body);
     nlohmann::json acquire_reply_fields(const kernel_entry& kernel);

@@ -17,8 +17,8 @@
 
 #include "config/config.hpp"
 #include "daemon/core/import_learner.hpp"
-#include "loop/uv_timer.hpp"
 #include "daemon/process/launcher_registry.hpp"
+#include "loop/uv_timer.hpp"
 #include "protocol/zygote_protocol.hpp"
 
 #include <nlohmann/json.hpp>

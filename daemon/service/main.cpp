@@ -1,10 +1,10 @@
 // kpoold's command line: run with a config file or the embedded default, or check a config.
 #include "config/config.hpp"
-#include "loop/logging.hpp"
-#include "jupyter/kernelspec.hpp"
 #include "daemon/service/daemon.hpp"
+#include "jupyter/kernelspec.hpp"
 #include "kpool/default_config.hpp"
 #include "kpool/version.hpp"
+#include "loop/logging.hpp"
 
 #include <csignal>
 #include <cstdio>

@@ -3,11 +3,11 @@
 #include "protocol/pool_names.hpp"
 
 #include "daemon/core/refill_delay.hpp"
-#include "loop/logging.hpp"
-#include "daemon/process/kernel_context.hpp"
-#include "jupyter/kernelspec.hpp"
 #include "daemon/service/status_json.hpp"
+#include "jupyter/kernelspec.hpp"
 #include "kpool/version.hpp"
+#include "languages/language.hpp"
+#include "loop/logging.hpp"
 #include "protocol/control.hpp"
 #include "protocol/control_ops.hpp"
 
@@ -144,8 +144,8 @@ std::string daemon::op_acquire(const envelope& env, const protocol::control_requ
     pool& p = *found;
     const std::string pool_name = p.config().name;
     std::string setup_code;
-    std::optional<kernel_context> context;
-    const kernel_context wanted = wanted_context(p.config(), args->cwd, args->env, args->memory_history);
+    std::optional<languages::kernel_context> context;
+    const languages::kernel_context wanted = wanted_context(p.config(), args->cwd, args->env, args->memory_history);
     learn_request_env(pool_name, args->env);
     if (wanted.cwd || !wanted.env.empty() || wanted.memory_history) {
         // Rendered before a kernel is taken, so an impossible request costs the pool nothing.
@@ -217,29 +217,29 @@ void daemon::refill_after_acquire(const std::string& pool_name) {
     });
 }
 
-kernel_context daemon::wanted_context(const config::pool_config& pc, const std::optional<std::string>& cwd,
+languages::kernel_context daemon::wanted_context(const config::pool_config& pc, const std::optional<std::string>& cwd,
                                       const std::map<std::string, std::string>& env, bool memory_history) const {
     // In-memory history is for IPython kernels only: anywhere else it asks for nothing, so it
     // never makes an acquire fail for want of a snippet.
     const auto& spec = kernelspec_of(pc);
-    const bool ipython = spec && pc.context_snippet.empty() && may_have_ipython_history(spec->spec.language);
-    return kernel_context{cwd, env, memory_history && ipython};
+    const bool ipython = spec && pc.context_snippet.empty() && languages::may_have_ipython_history(spec->spec.language);
+    return languages::kernel_context{cwd, env, memory_history && ipython};
 }
 
 result<std::string> daemon::context_code_for(const config::pool_config& pc,
-                                             const kernel_context& context) const {
+                                             const languages::kernel_context& context) const {
     if (!pc.context_snippet.empty()) {
-        return render_context_snippet(pc.context_snippet, context);
+        return languages::render_context_snippet(pc.context_snippet, context);
     }
     const auto& spec = kernelspec_of(pc);
     const std::string language = spec ? spec->spec.language : "unknown";
-    if (!has_builtin_context_snippet(language)) {
+    if (!languages::has_builtin_context_snippet(language)) {
         return error{errc::bad_request,
                      "pool '" + pc.name + "' runs kernels of language '" + language +
                          "', for which kpool has no cwd/env snippet: set context_snippet in [pools." +
                          pc.name + "] or leave out cwd and env"};
     }
-    return builtin_context_code(language, context);
+    return languages::builtin_context_code(language, context);
 }
 
 bool daemon::send_acquire_reply(const pending_acquire& pending, const kernel_entry& kernel) {
@@ -441,7 +441,7 @@ std::string daemon::op_context(const envelope& env, const protocol::control_requ
              "no running kernel '" + protocol::echo_safe(args->kernel_id) + "' held by a client"},
             req.req_id);
     }
-    const kernel_context context = wanted_context(p->config(), args->cwd, args->env, args->memory_history);
+    const languages::kernel_context context = wanted_context(p->config(), args->cwd, args->env, args->memory_history);
     learn_request_env(p->config().name, args->env);
     if (!context.cwd && context.env.empty() && !context.memory_history) {
         return protocol::make_ok_reply(json::object(), req.req_id); // history asked of a kernel that has none

@@ -3,8 +3,8 @@
 // accepted without being asked about.
 #pragma once
 
-#include "loop/zmq_watcher.hpp"
 #include "daemon/service/access_policy.hpp"
+#include "loop/zmq_watcher.hpp"
 
 #include <uv.h>
 #include <zmq.hpp>

@@ -1,7 +1,7 @@
 // libFuzzer target: papermill's parameter readers on arbitrary bytes (YAML as -y/-f/-b give it,
 // and one -p value), then every language's translator on what they read. Crashes, sanitizer
 // reports and exceptions escaping are failures; errors are fine (bad input gets an error).
-#include "params/translators.hpp"
+#include "languages/language.hpp"
 #include "params/values.hpp"
 
 #include <cstdint>
@@ -19,8 +19,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (auto decoded = base64_decode(text)) {
         (void)parse_yaml_parameters(*decoded, "fuzz.b64");
     }
-    for (const char* language : {"python", "R", "julia", "scala", "matlab", "bash"}) {
-        if (const translator* t = translator_for(language, "")) {
+    for (const char* language : {"python", "R", "julia", "scala", "matlab", "bash", ".net-csharp", ".net-fsharp",
+                                 ".net-powershell"}) {
+        if (const translator* t = kpool::languages::translator_for(language, "")) {
             (void)t->codify(values);
         }
     }

@@ -277,6 +277,43 @@ def test_prepare_only_needs_no_daemon(tmp_path):
     assert normalized(json.loads(out.read_text())) == normalized(json.loads((tmp_path / "p.ipynb").read_text()))
 
 
+# Every name in papermill's translator registry (papermill/translators.py), each a kernel kpool's
+# languages/ table must answer as papermill does.
+PAPERMILL_TRANSLATORS = ["python", "R", "scala", "julia", "matlab", ".net-csharp", ".net-fsharp",
+                         ".net-powershell", "pysparkkernel", "sparkkernel", "sparkrkernel", "bash"]
+
+
+@pytest.mark.parametrize("kernel", PAPERMILL_TRANSLATORS)
+def test_every_papermill_translator_injects_the_same_cell(tmp_path, kernel):
+    """--prepare-only starts no kernel, so each language's injected parameters cell is compared
+    with papermill's for a kernel this machine does not have; values a language has no literal
+    for (None in C#, a dict in bash) must fail in both."""
+    nb = new_notebook(cells=[new_code_cell("x")])
+    nb.metadata.kernelspec = {"name": kernel, "display_name": kernel, "language": kernel}
+    nb.metadata.language_info = {"name": kernel}
+    src = tmp_path / "in.ipynb"
+    nbformat.write(nb, str(src))
+    plain = ["-p", "n", "3", "-p", "big", "3000000000", "-p", "f", "-0.5", "-p", "ok", "True",
+             "-r", "s", "a \"q\" 'b' \\ \u00e9 \U0001f600 $x", "-y", "l: [1, two, 2.5]"]
+    for args in (plain, ["-y", "d: {k: v, q: 1}"], ["-p", "none", "None"]):
+        p = papermill(tmp_path, src, tmp_path / "p.ipynb", "--prepare-only", *args)
+        k = subprocess.run([KPOOL, "--endpoint", "ipc://%s/nobody" % tmp_path, "run", src, tmp_path / "k.ipynb",
+                            "--prepare-only", *args], capture_output=True, text=True, timeout=30,
+                           stdin=subprocess.DEVNULL, env=env_for(tmp_path))
+        # papermill's NotImplementedError exits 1; kpool's is its bad-input status, 2, with the
+        # reason on one line (as for every bad input of kpool run).
+        assert (k.returncode, p.returncode) in ((0, 0), (2, 1)), (args, p.stderr[-1500:], k.stderr[-1500:])
+        if p.returncode != 0:
+            assert "cannot be written in" in k.stderr
+        else:
+            pnb = json.loads((tmp_path / "p.ipynb").read_text())
+            knb = json.loads((tmp_path / "k.ipynb").read_text())
+            assert knb["cells"][0]["source"] == pnb["cells"][0]["source"], args
+            assert normalized(knb) == normalized(pnb)
+        for out in ("p.ipynb", "k.ipynb"):
+            (tmp_path / out).unlink(missing_ok=True)
+
+
 def test_a_kernelspec_without_a_pool_runs_on_a_kernel_of_its_own(daemon, tmp_path):
     # No pool runs xpython: kpool run starts one for the run, as papermill would, and says so.
     src = write_nb(tmp_path / "x.ipynb", [new_code_cell("print(6 * 7)"), new_code_cell("1 + 1")],

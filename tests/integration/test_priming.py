@@ -1,4 +1,4 @@
-"""Priming (issue #23): kpoold runs each language's priming executes (jupyter/kernel_priming.hpp)
+"""Priming (issue #23): kpoold runs each language's priming executes (languages/<name>.cpp)
 before a kernel counts as warm, and a fork zygote primes its pre-built shell before it forks, so
 that a user's first cell costs what the second does. It must leave no trace: what a user sees in
 the first cells of a pooled kernel (execution counts, In/Out, `_`, history, the names defined, every
