@@ -41,7 +41,16 @@ preload = "off"
 kernelspec = "python3"
 launcher = "fork"
 size = 3
+[pools.start_pages]
+kernelspec = "python3"
+launcher = "fork"
+size = 3
+prefault = "start"
 """
+# `learned` and `start_pages` differ only in which of the zygote's pages kernels pre-fault: those
+# sampled kernels wrote over their whole life too (the default), or those of a kernel's start only.
+POOL_NAMES = ("plain", "learned", "start_pages")
+LEARNING = ("learned", "start_pages")
 
 LEARN_FROM = 20
 
@@ -76,7 +85,7 @@ def report_bench(b):
     lines = []
     times = {}
     try:
-        for pool in ("plain", "learned"):
+        for pool in POOL_NAMES:
             d.wait_warm(pool, 3, timeout=600)
 
         def run_once(pool):
@@ -85,29 +94,35 @@ def report_bench(b):
             assert r.status_code == 200 and '"sales"' in r.text, (r.status_code, r.text[:300])
             return (time.perf_counter() - t) * 1000
 
-        # What the learned pool learns from: ordinary requests.
+        # What the learning pools learn from: ordinary requests.
         for _ in range(LEARN_FROM):
-            run_once("learned")
+            for pool in LEARNING:
+                run_once(pool)
         end = time.monotonic() + 300
-        while time.monotonic() < end:
-            pre = d.pool("learned")["zygote"]["preload"]
-            if {"numpy", "pandas", "matplotlib.pyplot"} <= set(pre["preloaded"]) and \
-                    not d.pool("learned")["zygote"]["rebuilding"]:
-                break
-            time.sleep(0.5)
+        for pool in LEARNING:
+            while time.monotonic() < end:
+                pre = d.pool(pool)["zygote"]["preload"]
+                if {"numpy", "pandas", "matplotlib.pyplot"} <= set(pre["preloaded"]) and \
+                        not d.pool(pool)["zygote"]["rebuilding"]:
+                    break
+                time.sleep(0.5)
+        # The rebuilt zygotes' pages: learned again from the kernels forked from them.
+        for _ in range(LEARN_FROM // 2):
+            for pool in LEARNING:
+                run_once(pool)
         learned_status = d.pool("learned")
-        for pool in ("plain", "learned"):
+        for pool in POOL_NAMES:
             d.wait_warm(pool, 3, timeout=600)
 
         def settle(pool):
             d.wait_warm(pool, 3, timeout=600)
             time.sleep(0.5)
 
-        serve_ms = {"plain": [], "learned": []}
-        run_ms = {"plain": [], "learned": []}
+        serve_ms = {pool: [] for pool in POOL_NAMES}
+        run_ms = {pool: [] for pool in POOL_NAMES}
         out_dir = tempfile.mkdtemp(prefix="kpool-bench-report-run-")
         for i in range(runs):
-            for pool in ("plain", "learned"):
+            for pool in POOL_NAMES:
                 settle(pool)
                 serve_ms[pool].append(run_once(pool))
                 settle(pool)
@@ -117,7 +132,7 @@ def report_bench(b):
                 assert r.returncode == 0, r.stderr
                 run_ms[pool].append((time.perf_counter() - t) * 1000)
         rates = {}
-        for pool in ("plain", "learned"):
+        for pool in POOL_NAMES:
             settle(pool)
             n = 8 if quick else 24
 
@@ -128,11 +143,13 @@ def report_bench(b):
             rates[pool] = sum(1 for _, st in results if st == 200) / seconds
         # Memory and refill, pool by pool.
         memory = {}
-        for pool in ("plain", "learned"):
+        for pool in POOL_NAMES:
             settle(pool)
             st = d.pool(pool)
             warm = [k for k in d.rpc(op="status")["kernels"] if k["pool"] == pool and k["state"] == "warm"]
             memory[pool] = {"zygote_rss_mib": rss_mib(st["zygote"]["pid"]),
+                            "hot_pages": st["zygote"]["hot_pages"],
+                            "hot_pages_kernels": st["zygote"]["hot_pages_kernels"],
                             "kernel_private_mib": statistics.median(private_mib(k["pid"]) for k in warm)}
             assert d.rpc(op="resize", pool=pool, size=0)["ok"]
             end = time.monotonic() + 60
@@ -205,19 +222,27 @@ def report_bench(b):
     serve_ms, run_ms, rates, memory = times["serve_ms"], times["run_ms"], times["rates"], times["memory"]
     p50 = statistics.median
     pre = learned_status["preload"]
-    lines += ["| path | plain pool (preload off) | learned pool | ratio |", "| --- | --- | --- | --- |",
-              "| `kpool serve` GET /v1/run/report.ipynb, c=1, p50 ms (%d runs) | %.1f | **%.1f** | %.1fx |"
-              % (runs, p50(serve_ms["plain"]), p50(serve_ms["learned"]), p50(serve_ms["plain"]) / p50(serve_ms["learned"])),
-              "| `kpool serve`, c=4, req/s | %.2f | **%.2f** | %.1fx |"
-              % (rates["plain"], rates["learned"], rates["learned"] / rates["plain"]),
-              "| `kpool run report.ipynb`, whole process, p50 ms | %.1f | **%.1f** | %.1fx |"
-              % (p50(run_ms["plain"]), p50(run_ms["learned"]), p50(run_ms["plain"]) / p50(run_ms["learned"])),
-              "| zygote RSS, MiB | %.1f | %.1f | |" % (memory["plain"]["zygote_rss_mib"], memory["learned"]["zygote_rss_mib"]),
-              "| a warm kernel's private memory, MiB (median) | %.1f | %.1f | |"
-              % (memory["plain"]["kernel_private_mib"], memory["learned"]["kernel_private_mib"]),
-              "| refill from empty to 8, kernels/s | %.1f | %.1f | %.2fx |"
-              % (memory["plain"]["refill_per_s"], memory["learned"]["refill_per_s"],
-                 memory["learned"]["refill_per_s"] / memory["plain"]["refill_per_s"]), ""]
+    def row(label, values, fmt, better_lower):
+        plain, learned, start = (values[pool] for pool in POOL_NAMES)
+        ratio = (lambda a, b: a / b) if better_lower else (lambda a, b: b / a)
+        return ("| %s | " + " | ".join([fmt, "**" + fmt + "**", fmt]) + " | %.2fx | %.2fx |") % (
+            label, plain, learned, start, ratio(plain, learned), ratio(start, learned))
+
+    mem = lambda key: {pool: memory[pool][key] for pool in POOL_NAMES}
+    lines += ["| path | plain pool (preload off) | learned pool | learned, start pages only "
+              "(prefault = \"start\") | learned vs plain | learned vs start pages only |",
+              "| --- | --- | --- | --- | --- | --- |",
+              row("`kpool serve` GET /v1/run/report.ipynb, c=1, p50 ms (%d runs)" % runs,
+                  {pool: p50(serve_ms[pool]) for pool in POOL_NAMES}, "%.1f", True),
+              row("`kpool serve`, c=4, req/s", rates, "%.2f", False),
+              row("`kpool run report.ipynb`, whole process, p50 ms",
+                  {pool: p50(run_ms[pool]) for pool in POOL_NAMES}, "%.1f", True),
+              row("zygote RSS, MiB", mem("zygote_rss_mib"), "%.1f", True),
+              row("a warm kernel's private memory, MiB (median)", mem("kernel_private_mib"), "%.1f", True),
+              row("refill from empty to 8, kernels/s", mem("refill_per_s"), "%.1f", False),
+              "| pages each kernel pre-faults (from N sampled lives) | %s |" % " | ".join(
+                  "%s (%s)" % (memory[pool]["hot_pages"], memory[pool]["hot_pages_kernels"]) for pool in POOL_NAMES),
+              ""]
     if peers:
         lines += ["| peer on the same notebook | p50 ms | req/s |", "| --- | --- | --- |"]
         for label, v in peers.items():
@@ -233,10 +258,13 @@ def report_bench(b):
                  % (LEARN_FROM, ", ".join(pre.get("learned", [])), json.dumps(pre.get("refused", {})),
                     pre.get("growth_mb", 0), ", ".join(learned_status["zygote"]["preload"].get("warmed", []))))
     b.md("## 19. A real report notebook on a pool that learned its imports", "",
-         "Two fork pools of 3 ipykernels in one kpoold, runs alternating: `plain` (preload = \"off\") and "
-         "`learned` (preload = \"learn\", the default) after %d requests to learn from. The notebook: a "
+         "Three fork pools of 3 ipykernels in one kpoold, runs alternating: `plain` (preload = \"off\"), "
+         "`learned` (preload = \"learn\", the default) and `start_pages` (learned too, with "
+         "prefault = \"start\": no pages from sampled kernels' lives) after %d requests to learn from "
+         "and %d more on the rebuilt zygotes. The notebook: a "
          "parameters cell, numpy/pandas/matplotlib with %%matplotlib inline, a DataFrame, a figure, a "
-         "`response` cell (df.describe().to_json()). Peers run after kpool's pools are stopped." % LEARN_FROM, "",
+         "`response` cell (df.describe().to_json()). Peers run after kpool's pools are stopped."
+         % (LEARN_FROM, LEARN_FROM // 2), "",
          *lines, "")
     b.results["report_notebook"] = {"serve_ms": serve_ms, "run_ms": run_ms, "rates": rates, "memory": memory,
                                     "peers": peers, "learned": pre}

@@ -177,6 +177,23 @@ std::string preload_line(const json& p) {
     return line;
 }
 
+// One line of which of a fork pool's zygote pages each kernel pre-faults as it starts.
+std::string prefault_line(const json& p) {
+    const json& zygote = p.value("zygote", json());
+    if (!zygote.is_object() || !zygote.value("ready", false)) {
+        return "";
+    }
+    const json& pages = zygote.value("hot_pages", json());
+    const json& why_not = zygote.value("hot_pages_why_not", json());
+    std::string line = text(p["name"]) + ": ";
+    if (!pages.is_number_unsigned() || (pages.get<std::uint64_t>() == 0 && why_not.is_string())) {
+        return line + (why_not.is_string() ? "none (" + text(why_not) + ")" : "not learned yet");
+    }
+    return line + text(pages) + " pages (" + fixed(zygote.value("hot_pages_mib", json()), 1) +
+           " MiB) a kernel, from its start and " + text(zygote.value("hot_pages_kernels", json(0))) +
+           " sampled kernels' lives";
+}
+
 row with(std::string first, row r) {
     r.insert(r.begin(), std::move(first));
     return r;
@@ -193,10 +210,14 @@ std::string format_status(const json& st) {
     std::vector<std::string> launchers;
     std::vector<std::string> refills;
     std::vector<std::string> preloads;
+    std::vector<std::string> prefaults;
     for (const json& p : st.value("pools", json::array())) {
         pools.push_back(pool_row(p, counters));
         if (std::string line = preload_line(p); !line.empty()) {
             preloads.push_back(std::move(line));
+        }
+        if (std::string line = prefault_line(p); !line.empty()) {
+            prefaults.push_back(std::move(line));
         }
         if (p.contains("last_error") && p["last_error"].is_string()) {
             errors.push_back(text(p["name"]) + ": " + text(p["last_error"]));
@@ -219,6 +240,9 @@ std::string format_status(const json& st) {
     }
     for (const auto& l : preloads) {
         out << "  preload " << l << '\n';
+    }
+    for (const auto& l : prefaults) {
+        out << "  prefault " << l << '\n';
     }
     for (const auto& e : errors) {
         out << "  last error " << e << '\n';

@@ -146,7 +146,7 @@ pool_config read_pool(const std::string& name, const toml::table& table, const d
                      {"kernelspec", "size", "min", "max", "max_starting", "ready_timeout_s", "lease_s",
                       "shutdown_grace_s", "transport", "ip", "context_snippet", "heartbeat_s",
                       "heartbeat_timeout_s", "limits", "startup_code", "prime", "launcher", "python",
-                      "refill_delay_s", "preload", "preload_max_mb"});
+                      "refill_delay_s", "preload", "preload_max_mb", "prefault"});
     pool_config p;
     p.name = name;
     p.kernelspec = read_string(table, "kernelspec", name);
@@ -218,6 +218,10 @@ pool_config read_pool(const std::string& name, const toml::table& table, const d
         p.preload = mode == "off" ? preload_mode::off : preload_mode::learn;
     }
     p.preload_max_mb = read_int(table, "preload_max_mb", p.preload_max_mb, 16, 1 << 20);
+    const auto prefault = prefault_mode_named(read_string(table, "prefault", to_string(p.prefault)));
+    check_value(table, "prefault", [&] { return prefault.has_value(); },
+                "'prefault' must be \"learn\", \"start\" or \"off\"");
+    p.prefault = prefault.value_or(prefault_mode::learn);
     p.refill_delay_s = read_optional_seconds(table, "refill_delay_s", 0, 10);
     p.heartbeat_s = read_seconds(table, "heartbeat_s", p.heartbeat_s, 0, 86400, false);
     p.heartbeat_timeout_s =
@@ -374,6 +378,27 @@ const char* to_string(preload_mode mode) {
         return "list";
     }
     return "learn";
+}
+
+const char* to_string(prefault_mode mode) {
+    switch (mode) {
+    case prefault_mode::learn:
+        return "learn";
+    case prefault_mode::start:
+        return "start";
+    case prefault_mode::off:
+        return "off";
+    }
+    return "learn";
+}
+
+std::optional<prefault_mode> prefault_mode_named(std::string_view name) {
+    for (prefault_mode mode : {prefault_mode::learn, prefault_mode::start, prefault_mode::off}) {
+        if (name == to_string(mode)) {
+            return mode;
+        }
+    }
+    return std::nullopt;
 }
 
 const char* to_string(launcher_kind kind) noexcept {

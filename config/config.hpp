@@ -29,6 +29,9 @@ struct kernel_limits {
 
 enum class preload_mode { learn, off, list };
 const char* to_string(preload_mode mode);
+enum class prefault_mode { learn, start, off };
+const char* to_string(prefault_mode mode);
+std::optional<prefault_mode> prefault_mode_named(std::string_view name);
 
 struct pool_config {
     std::string name;             // what clients ask for
@@ -68,6 +71,11 @@ struct pool_config {
     preload_mode preload = preload_mode::learn;
     std::vector<std::string> preload_modules; // preload_mode::list
     int preload_max_mb = 1024;                // the most pre-importing may add to the zygote
+    // Which of a fork zygote's pages each kernel makes its own as it starts, rather than one
+    // fault at a time while its user waits (daemon/process/zygote.py's HotPageLearner): learn
+    // (the default: those kernels write as they start and those most sampled kernels wrote over
+    // their whole life), start (only the former), or off (none: the least memory per kernel).
+    prefault_mode prefault = prefault_mode::learn;
     // This pool's own refill_delay_s (see daemon_config's), if set.
     std::optional<double> refill_delay_s;
     // Idle warm kernels are sent a kernel_info_request every heartbeat_s (0: never); one that

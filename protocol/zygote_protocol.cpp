@@ -122,7 +122,10 @@ std::string format(const fork_request& r) {
 }
 
 std::string format(const preload_plan& plan) {
-    return dump_json(json{{"modules", plan.modules}, {"max_mb", plan.max_mb}, {"request_env", plan.request_env}});
+    return dump_json(json{{"modules", plan.modules},
+                          {"max_mb", plan.max_mb},
+                          {"request_env", plan.request_env},
+                          {"prefault", plan.prefault}});
 }
 
 result<message> parse(std::string_view line) {
@@ -172,7 +175,8 @@ result<message> parse(std::string_view line) {
     }
     if (j.contains("learned")) {
         learned m;
-        if (!read(j, "learned", m.pages) || !read_text(j, "why_not", m.why_not)) {
+        if (!read(j, "learned", m.pages) || !read_text(j, "why_not", m.why_not) ||
+            (j.contains("kernels") && !read(j, "kernels", m.kernels))) {
             return bad("'learned' needs a page count");
         }
         return message{m};

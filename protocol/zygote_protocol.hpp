@@ -29,11 +29,13 @@ std::string format(const fork_request& request); // one line, '\n' included
 
 // kpoold -> zygote, on its command line: what to pre-import (most used first), the most the
 // zygote may grow by it, and the environment variables acquires set (a module that reads one
-// at import is refused).
+// at import is refused); and which pages kernels pre-fault ("learn", "start" or "off": the
+// pool's `prefault`).
 struct preload_plan {
     std::vector<std::string> modules;
     int max_mb = 1024;
     std::vector<std::string> request_env;
+    std::string prefault = "learn";
 };
 std::string format(const preload_plan& plan); // JSON, no newline
 
@@ -74,9 +76,10 @@ struct exited {
     std::int64_t code = 0;
     int term_signal = 0;
 };
-struct learned {               // hot pages learned from the first pre-built kernel
+struct learned {               // hot pages learned (the first kernel's start, sampled lives)
     std::uint64_t pages = 0;
     std::string why_not;       // why none will be pre-faulted, when none will
+    std::uint64_t kernels = 0; // how many sampled kernels' whole lives it comes from
 };
 struct complaint {             // a request line the zygote could not read
     std::string error;

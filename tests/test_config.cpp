@@ -226,6 +226,15 @@ open_files = 256
         CHECK(parsed("[pools.a]\n").daemon.state_dir.starts_with("/"));
     }
 
+    TEST_CASE("prefault: learn by default, start or off") {
+        const config cfg = parsed("[pools.a]\n[pools.b]\nprefault = \"start\"\n[pools.c]\nprefault = \"off\"\n");
+        CHECK(cfg.pools[0].prefault == prefault_mode::learn);
+        CHECK(cfg.pools[1].prefault == prefault_mode::start);
+        CHECK(cfg.pools[2].prefault == prefault_mode::off);
+        CHECK(std::string(to_string(prefault_mode::start)) == "start");
+        CHECK_FALSE(prefault_mode_named("Learn"));
+    }
+
     TEST_CASE("control defaults to the runtime directory's socket") {
         auto cfg = parse_config("[daemon]\nruntime_dir = \"/srv/k\"\n[pools.a]\n", "t.toml");
         REQUIRE(cfg.ok());
@@ -330,6 +339,8 @@ open_files = 256
             {"[pools.a]\nprime = \"yes\"\n", "t.toml:2:9: 'prime' must be true or false, not a string"},
             {"[pools.a]\npreload = \"always\"\n",
              "t.toml:2:11: 'preload' must be \"learn\", \"off\" or a list of module names"},
+            {"[pools.a]\nprefault = \"all\"\n", "t.toml:2:12: 'prefault' must be \"learn\", \"start\" or \"off\""},
+            {"[pools.a]\nprefault = 1\n", "t.toml:2:12: "},
             {"[pools.a]\npreload = [\"pandas\", \"../x\"]\n",
              "t.toml:2:22: 'preload' lists module names (\"pandas\", \"matplotlib.pyplot\"), not \"../x\""},
             {"[pools.a]\npreload = [\"a..b\"]\n",

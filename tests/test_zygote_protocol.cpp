@@ -28,6 +28,12 @@ TEST_SUITE("zygote protocol") {
         CHECK(j["idle"] == true);
     }
 
+    TEST_CASE("a preload plan is the zygote's JSON argument, the pool's prefault with it") {
+        const preload_plan plan{.modules = {"pandas"}, .max_mb = 256, .request_env = {"TZ"}, .prefault = "start"};
+        CHECK(nlohmann::json::parse(format(plan)) ==
+              nlohmann::json::parse(R"({"modules": ["pandas"], "max_mb": 256, "request_env": ["TZ"], "prefault": "start"})"));
+    }
+
     TEST_CASE("each message kind parses into its type") {
         auto ready_msg = parse(R"({"ready": 12, "threads": 1, "prebuilt": false, "why_not": "ipykernel 7.0 is not 6.x"})");
         REQUIRE(ready_msg);
@@ -62,6 +68,11 @@ TEST_SUITE("zygote protocol") {
         auto l = parse(R"({"learned": 3120, "why_not": null})");
         REQUIRE(l);
         CHECK(std::get<learned>(*l).pages == 3120);
+        CHECK(std::get<learned>(*l).kernels == 0);
+        auto lives = parse(R"({"learned": 5200, "why_not": null, "kernels": 3})");
+        REQUIRE(lives);
+        CHECK(std::get<learned>(*lives).kernels == 3);
+        CHECK_FALSE(parse(R"({"learned": 5200, "kernels": "three"})"));
 
         auto pre = parse(R"({"ready": 7, "threads": 1, "prebuilt": true, "why_not": null, "preload": {
             "preloaded": [{"name": "pandas", "file": "/usr/lib/python3/dist-packages/pandas/__init__.py", "mtime": 1.5e9}],

@@ -17,8 +17,9 @@ count, In/Out, `_`, history are untouched, and the child builds its own history 
 gc.freeze() then keeps the inherited objects out of each kernel's collections, whose first full
 pass would otherwise touch (and copy) all of them.
 
-PRELOAD_JSON ({"modules": [...], "max_mb": N, "request_env": [...]}) names the modules the pool
-learned its kernels import (or the ones its `preload` lists), most used first. Each is tried
+PRELOAD_JSON ({"modules": [...], "max_mb": N, "request_env": [...], "prefault": MODE}) names the
+modules the pool learned its kernels import (or the ones its `preload` lists), most used first,
+and the pool's `prefault` (which pages kernels pre-fault, below). Each is tried
 first in a probe child forked from here: it must be an installed module (the standard library or
 the interpreter's site directories; not a user's site directory, not found through a kernel's
 cwd, a notebook's folder or a path added at run time), import without error, start no thread,
@@ -43,12 +44,13 @@ number), `In`/`Out`/`_dh`, the shell's environment, extensions and startup code.
 also answers kpoold's kpool_context_request on the control channel (a client's cwd and env,
 applied without running a cell).
 
-The first pre-built kernel, right after answering its first execute_request (the pool's
-startup_code, else kpoold's priming; its first kernel_info_request when the pool does not prime),
-reports which of the zygote's private
-pages it has written (the next one does, if it ends before that); later
-children break copy-on-write for those pages in bulk (MADV_POPULATE_WRITE) instead of faulting
-them one by one.
+Children break copy-on-write in bulk (MADV_POPULATE_WRITE, as they start: off any request)
+for the zygote's pages that kernels write, instead of faulting them in one by one while a user
+waits (HotPageLearner): the pages the first pre-built kernel has written right after answering
+its first execute_request (the pool's startup_code, else kpoold's priming; its first
+kernel_info_request when the pool does not prime), and those most of the recent sampled kernels
+wrote over their whole life, each reported as the sample ends. MODE "start" keeps the former
+only, "off" none.
 
 The fast path is refused for the whole zygote (status says why) when ipykernel is not 6.x, the
 arguments start a subcommand, IPython logging is configured, or pre-building left a thread or a
@@ -69,7 +71,9 @@ Protocol, one JSON object per line (protocol/zygote_protocol.hpp is kpoold's sid
                      "at_idle": BOOL}
                     {"failed": ID, "error": TEXT}
                     {"exited": PID, "code": CODE, "signal": SIGNUM}
-                    {"learned": PAGES, "why_not": TEXT}   hot pages learned (or why not)
+                    {"learned": PAGES, "why_not": TEXT, "kernels": N}
+                                                           hot pages learned (or why not), from
+                                                           N sampled kernels' whole lives
                     {"error": TEXT}                        a request it could not read
                     {"imports": PID, "modules": [NAME], "other": [[NAME, WHERE]]}   a kernel ended
 The zygote reaps its children and reports their exits: kpoold is not their parent.
@@ -109,6 +113,7 @@ os.register_at_fork(after_in_child=AFTER_FORK)
 
 import ast  # noqa: E402
 import atexit  # noqa: E402
+import collections  # noqa: E402
 import ctypes  # noqa: E402
 import gc  # noqa: E402
 import importlib.util  # noqa: E402
@@ -129,6 +134,10 @@ PR_SET_PDEATHSIG = 1
 MADV_POPULATE_WRITE = 23  # Linux 5.14
 PAGE = os.sysconf("SC_PAGE_SIZE")
 MAX_PREFAULT_PAGES = 16384  # 64 MiB: a kernel writes 3,000-4,500 of our pages
+RECENT_LIVES = 8  # sampled kernels' whole-life page reports kept (HotPageLearner)
+MIN_LIVES = 3  # every pre-built fork is a sample until this many reports are in
+SAMPLE_EVERY = 8  # then one pre-built fork in this many
+MAX_OPEN_REPORTS = 4  # samples running at once (a pipe each)
 # Read by Python's start-up, by C libraries or lazily by IPython rather than through os.environ
 # during our imports: a request must agree on these too before taking the fast path.
 WATCHED_ENV = ("HOME", "IPYTHONDIR", "PATH", "LANG", "MPLBACKEND")
@@ -198,12 +207,13 @@ def writable_private_ranges():
     return ranges
 
 
-def exclusive_pages():
-    """Runs [address, pages] of private writable pages present and mapped by this process
-    alone: in a forked child, the zygote's pages it has written (and pages it added)."""
+def exclusive_pages(ranges):
+    """Runs [address, pages] of the pages in `ranges` present and mapped by this process alone:
+    in a forked child, given the zygote's private writable ranges, those of its pages that the
+    child has written."""
     runs = []
     with open("/proc/self/pagemap", "rb") as pagemap:
-        for start, end in writable_private_ranges():
+        for start, end in ranges:
             first = start // PAGE
             count = (end - start) // PAGE
             pagemap.seek(first * 8)
@@ -678,7 +688,7 @@ def prime_shell(shell):
     return None
 
 
-def start_prebuilt_kernel(prebuilt, request, report_fd):
+def start_prebuilt_kernel(prebuilt, request, report):
     """In the child: the rest of IPKernelApp.initialize, around the pre-built shell."""
     from IPython.core.history import HistoryManager
     app, shell = prebuilt.app, prebuilt.shell
@@ -715,9 +725,9 @@ def start_prebuilt_kernel(prebuilt, request, report_fd):
     app.init_code()
     sys.stdout.flush()
     sys.stderr.flush()
-    if report_fd is not None:
+    if report is not None and report.first:
         report_hot_pages_after_first(
-            kernel, "execute_request" if prebuilt.prime else "kernel_info_request", report_fd)
+            kernel, "execute_request" if prebuilt.prime else "kernel_info_request", report)
     app.start()
 
 
@@ -768,25 +778,28 @@ def context_dispatch(kernel, dispatch_control):
     return dispatch
 
 
-def report_hot_pages_after_first(kernel, msg_type, fd):
+def send_page_report(report, kind):
+    """One line to the zygote: {KIND: runs of the zygote's pages this kernel has written}."""
+    data = (json.dumps({kind: exclusive_pages(report.zygote_ranges)}) + "\n").encode()
+    fd = report.fd
+    try:
+        while data:
+            data = data[os.write(fd, data):]
+    except OSError:
+        pass  # the zygote is gone
+
+
+def report_hot_pages_after_first(kernel, msg_type, report):
     """Wraps the handler of `msg_type` (kernel_info_request is bound on shell and control alike)
-    so that the first answer, and only the first, is followed by the page report: by then the
-    kernel has written what every kernel writes before its user's first cell. The fd is closed
-    exactly once."""
+    so that the first answer, and only the first, is followed by the "first" page report: by
+    then the kernel has written what every kernel writes before its user's first cell."""
     original = kernel.shell_handlers[msg_type]
-    pending = [fd]
+    pending = [report]
 
     async def answer_then_report(stream, ident, parent):
         await original(stream, ident, parent)
-        if not pending:
-            return
-        report = pending.pop()
-        try:
-            os.write(report, (json.dumps(exclusive_pages()) + "\n").encode())
-        except OSError:
-            pass
-        finally:
-            os.close(report)
+        if pending:
+            send_page_report(pending.pop(), "first")
 
     kernel.shell_handlers[msg_type] = answer_then_report
     if msg_type in kernel.control_handlers:
@@ -878,76 +891,181 @@ class FastPathPolicy:
         return None
 
 
+class PageReport:
+    """A sample's report pipe: `fd` the child's end, `read_fd` the zygote's; `first`: the
+    child also reports after its first answer; `zygote_ranges`: the zygote's private writable
+    mappings, read by the child as it starts (the only pages it scans: the rest is its own)."""
+
+    def __init__(self, fd, read_fd, first):
+        self.fd = fd
+        self.read_fd = read_fd
+        self.first = first
+        self.zygote_ranges = []
+
+
 class HotPageLearner:
-    """Learns, from the first pre-built kernel's report, which of our pages kernels write, and
-    hands them to AfterFork to pre-fault in every later child."""
+    """Learns which of our pages kernels write, for AfterFork to break copy-on-write for in bulk
+    in every later child (off the request: a refill nobody waits for), so that a kernel's first
+    writes to them fault no page in one by one while its user waits:
+    - the pages the first pre-built kernel writes before its user's first cell (its start and
+      priming, the same in every kernel), from its "first" report after its first answer;
+    - the pages most of the recent sampled kernels wrote over their whole life (what the pool's
+      notebooks touch: their imports' objects, caches, the allocator's arenas), from each
+      sample's "life" report as it ends, if its user ran a cell. A sample is forked with only the
+      start pages pre-faulted, so that what it reports it wrote itself; every pre-built fork is
+      one until MIN_LIVES reports are in, then one in SAMPLE_EVERY, so that a workload that
+      changes is followed and a page no longer used leaves with the reports that had it.
+    All of it is capped at MAX_PREFAULT_PAGES; a kernel's pre-faulted pages are its own memory
+    from its start, which status reports (hot_pages)."""
 
-    def __init__(self, after_fork, nothing_to_learn):
+    def __init__(self, after_fork, mode, nothing_to_learn):
         self.after_fork = after_fork
-        self.learned = nothing_to_learn
-        self.report = None  # (read fd of the page report, buffer) while the first kernel runs
+        self.mode = mode  # the pool's `prefault`: "learn", "start" (no samples) or "off"
+        self.disabled = nothing_to_learn or mode == "off"
+        self.start_pages = None  # page numbers from the "first" report
+        self.first_asked = False  # a child running was asked for it
+        self.lives = collections.deque(maxlen=RECENT_LIVES)  # page-number sets, newest last
+        self.reports = {}  # read fd -> [unread bytes, asked for "first"], one per sample running
+        self.forks_since_sample = 0
+        self.start_prefault = []  # (address, length) runs of the start pages: a sample's
+        self.published = None
 
-    def wants_report(self):
-        return not self.learned and self.report is None
+    def ask(self):
+        """For a pre-built fork about to happen: None, or a new PageReport for its child (and
+        the read end kept here)."""
+        if self.disabled or len(self.reports) >= MAX_OPEN_REPORTS:
+            return None
+        first = self.start_pages is None and not self.first_asked
+        self.forks_since_sample += 1
+        if not first and (self.mode != "learn" or
+                          len(self.lives) >= MIN_LIVES and self.forks_since_sample < SAMPLE_EVERY):
+            return None
+        self.forks_since_sample = 0
+        read_fd, write_fd = os.pipe()
+        self.reports[read_fd] = [b"", first]
+        self.first_asked = self.first_asked or first
+        return PageReport(write_fd, read_fd, first)
 
-    def expect_report(self, fd):
-        self.report = (fd, b"")
+    def initial(self):
+        """The message for kpoold before any report, if there is one to give."""
+        if self.mode == "off":
+            return {"learned": 0, "why_not": 'prefault = "off"', "kernels": 0}
+        return None
+
+    def fork_failed(self, report):
+        os.close(report.fd)
+        self.forget(report.read_fd)
+
+    def forget(self, fd):
+        _, first = self.reports.pop(fd)
+        os.close(fd)
+        if first and self.start_pages is None:
+            self.first_asked = False  # it ended before its first answer: the next one teaches us
 
     def fds(self):
-        return [self.report[0]] if self.report else []
+        return list(self.reports)
 
-    def read_report(self):
-        """Reads the report; the message for kpoold once it is complete, else None."""
-        fd, buffer = self.report
+    def read(self, fd):
+        """Reads what a sample wrote; the message for kpoold when what is pre-faulted changed,
+        else None."""
         try:
-            data = os.read(fd, 65536)
+            data = os.read(fd, 1 << 16)
         except OSError:
             data = b""
-        if data:
-            self.report = (fd, buffer + data)
+        if not data:
+            self.forget(fd)
             return None
-        os.close(fd)
-        self.report = None
-        try:
-            runs = json.loads(buffer)
-        except ValueError:
-            return None  # that kernel ended before its first kernel_info: the next one teaches us
-        self.learned = True
-        return self.learn(runs)
+        entry = self.reports[fd]
+        *lines, entry[0] = (entry[0] + data).split(b"\n")
+        changed = False
+        for line in lines:
+            try:
+                report = json.loads(line)
+                kind, runs = next(iter(report.items()))
+                pages = self.ours(runs)
+            except (ValueError, TypeError, AttributeError, StopIteration):
+                continue  # a kernel's (not ours to trust blindly): dropped
+            if kind == "first" and self.start_pages is None:
+                self.start_pages = pages
+                changed = True
+            elif kind == "life" and self.mode == "learn":
+                self.lives.append(pages)
+                changed = True
+        return self.publish() if changed else None
 
-    def learn(self, runs):
-        """Keeps the reported runs that lie in our own private writable mappings, capped."""
-        ours = writable_private_ranges()
-        kept, total = [], 0
-        for address, pages in runs:
-            start, end = address, address + pages * PAGE
-            for lo, hi in ours:
-                a, b = max(start, lo), min(end, hi)
-                if a < b and total < MAX_PREFAULT_PAGES:
-                    n = min((b - a) // PAGE, MAX_PREFAULT_PAGES - total)
-                    kept.append((a, n * PAGE))
-                    total += n
-        if not kept:
-            return {"learned": 0, "why_not": "the first kernel wrote none of our pages"}
-        # Probe the call once here: a kernel without MADV_POPULATE_WRITE refuses it.
-        address, _ = kept[0]
-        if self.after_fork.madvise(address, PAGE, MADV_POPULATE_WRITE) != 0:
-            return {"learned": 0, "why_not": "madvise(MADV_POPULATE_WRITE): %s"
-                    % os.strerror(ctypes.get_errno())}
-        self.after_fork.prefault = kept
-        return {"learned": total, "why_not": None}
+    def ours(self, runs):
+        """The page numbers of the reported runs that lie in our own private writable mappings
+        (both sorted by address: one sweep)."""
+        pages = set()
+        ranges = sorted(writable_private_ranges())
+        i = 0
+        for address, count in sorted((int(a), int(n)) for a, n in runs):
+            start, end = address, address + count * PAGE
+            while i < len(ranges) and ranges[i][1] <= start:
+                i += 1
+            j = i
+            while j < len(ranges) and ranges[j][0] < end:
+                a, b = max(start, ranges[j][0]), min(end, ranges[j][1])
+                if a < b:
+                    pages.update(range(a // PAGE, b // PAGE))
+                j += 1
+        return pages
+
+    def chosen(self):
+        """The start pages, then those written by most recent lives (by how many), capped."""
+        start = sorted(self.start_pages or ())[:MAX_PREFAULT_PAGES]
+        counts = collections.Counter(p for life in self.lives for p in life)
+        most = max(2, (len(self.lives) + 1) // 2)
+        taken = set(start)
+        life = [p for p, n in counts.most_common() if n >= most and p not in taken]
+        return start, life[:MAX_PREFAULT_PAGES - len(start)]
+
+    def publish(self):
+        start, life = self.chosen()
+        total = len(start) + len(life)
+        if not total:
+            message = {"learned": 0, "why_not": "the kernels wrote none of our pages", "kernels": len(self.lives)}
+        elif self.published is None and not self.madvise_works(start[0] if start else life[0]):
+            self.disabled = True
+            message = {"learned": 0, "why_not": "madvise(MADV_POPULATE_WRITE): %s" % os.strerror(ctypes.get_errno()),
+                       "kernels": len(self.lives)}
+        else:
+            self.start_prefault = page_runs(start)
+            self.after_fork.prefault = page_runs(start + life)
+            message = {"learned": total, "why_not": None, "kernels": len(self.lives)}
+        if message == self.published:
+            return None
+        self.published = message
+        return message
+
+    def madvise_works(self, page):
+        """Probes the call once: a Linux before 5.14 refuses MADV_POPULATE_WRITE."""
+        return self.after_fork.madvise(page * PAGE, PAGE, MADV_POPULATE_WRITE) == 0
 
     def close_in_child(self):
-        if self.report:
-            os.close(self.report[0])
+        for fd in self.reports:
+            os.close(fd)
 
 
-def become_kernel(request, refused, report_fd, zygote_pid, libc, prebuilt, env_set_by_imports, imports_sock,
+def page_runs(pages):
+    """(address, length) runs of consecutive page numbers."""
+    runs = []
+    for page in sorted(pages):
+        if runs and runs[-1][0] + runs[-1][1] == page * PAGE:
+            runs[-1][1] += PAGE
+        else:
+            runs.append([page * PAGE, PAGE])
+    return [tuple(run) for run in runs]
+
+
+def become_kernel(request, refused, report, zygote_pid, libc, prebuilt, env_set_by_imports, imports_sock,
                   base_modules):
     """The child's side of a fork: leave the zygote's plumbing (already closed by the caller)
     behind, take the request's process group, limits, environment, cwd and log, and run the
     kernel, pre-built or not. Never returns."""
     code = 1
+    if report is not None:
+        report.zygote_ranges = writable_private_ranges()  # as they were at fork: nothing added yet
     try:
         # A process group of its own (kpoold signals the group) in kpoold's session, so
         # that the scheduler weighs it against kpoold's other kernels (SCHED_IDLE while it
@@ -983,7 +1101,7 @@ def become_kernel(request, refused, report_fd, zygote_pid, libc, prebuilt, env_s
             sys.modules["numpy"].random.seed()
         sys.argv = [sys.executable, "-m", "ipykernel_launcher"] + request["args"]
         if refused is None:
-            start_prebuilt_kernel(prebuilt, request, report_fd)
+            start_prebuilt_kernel(prebuilt, request, report)
         else:
             if prebuilt.app is not None:
                 prebuilt.discard()
@@ -1000,6 +1118,14 @@ def become_kernel(request, refused, report_fd, zygote_pid, libc, prebuilt, env_s
         imports_sock.send(json.dumps(dict(used, pid=os.getpid())).encode())
     except Exception:
         traceback.print_exc()
+    # A sample's whole life, if its user ran a cell (priming stores no history): what it wrote.
+    if report is not None:
+        try:
+            if prebuilt.shell is not None and prebuilt.shell.execution_count > 1:
+                send_page_report(report, "life")
+        except Exception:
+            traceback.print_exc()
+        os.close(report.fd)
     # As an interpreter that ends normally would: atexit functions (IPython's history
     # end_session, ipykernel's connection file cleanup), then the final flush.
     try:
@@ -1049,6 +1175,8 @@ class Zygote:
         self.channel.send({"ready": self.pid, "threads": threading.active_count(),
                            "prebuilt": self.policy.why_not is None, "why_not": self.policy.why_not,
                            "preload": self.preload_report})
+        if self.learner.initial() is not None:
+            self.channel.send(self.learner.initial())
         while True:
             watched = [self.channel.sock, self.channel.wake_r, self.imports_r] + self.learner.fds()
             readable, _, _ = select.select(watched, [], [])
@@ -1057,10 +1185,11 @@ class Zygote:
             if self.channel.wake_r in readable:
                 self.channel.drain_wakeups()
                 reap_children(self.channel)
-            if self.learner.fds() and self.learner.fds()[0] in readable:
-                learned = self.learner.read_report()
-                if learned is not None:
-                    self.channel.send(learned)
+            for fd in self.learner.fds():
+                if fd in readable:
+                    learned = self.learner.read(fd)
+                    if learned is not None:
+                        self.channel.send(learned)
             if self.channel.sock in readable:
                 lines = self.channel.lines()
                 if lines is None:
@@ -1107,10 +1236,7 @@ class Zygote:
 
     def fork(self, request):
         refused = self.policy.refused(request)
-        learn = refused is None and self.learner.wants_report()
-        report_r = report_w = None
-        if learn:
-            report_r, report_w = os.pipe()
+        report = self.learner.ask() if refused is None else None
         at_idle = bool(request.get("idle")) and self.idle_forks
         # Forked at SCHED_IDLE, the child inherits it; setting it again in the child could undo
         # kpoold's return to SCHED_OTHER (hurry) made between the pid's report and the child's
@@ -1119,6 +1245,8 @@ class Zygote:
         saved_prefault = self.after_fork.prefault
         if refused is not None:
             self.after_fork.prefault = []
+        elif report is not None:  # a sample: what it writes, it reports
+            self.after_fork.prefault = self.learner.start_prefault
         if at_idle:
             os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
         try:
@@ -1127,28 +1255,24 @@ class Zygote:
             if at_idle:
                 self.back_to_normal_priority()
             self.channel.send({"failed": request["fork"], "error": "fork: %s" % e})
-            for fd in (report_r, report_w):
-                if fd is not None:
-                    os.close(fd)
+            if report is not None:
+                self.learner.fork_failed(report)
             return
         finally:
             self.after_fork.prefault = saved_prefault
         if pid == 0:
             try:  # nothing of the zygote's plumbing survives into the kernel
-                if report_r is not None:
-                    os.close(report_r)
                 self.channel.close_in_child()
                 self.learner.close_in_child()
                 self.imports_r.close()
             except BaseException:
                 os._exit(1)  # never back into the zygote's loop
-            become_kernel(request, refused, report_w, self.pid, self.libc, self.policy.prebuilt,
+            become_kernel(request, refused, report, self.pid, self.libc, self.policy.prebuilt,
                           self.env_set_by_imports, self.imports_w, self.base_modules)
         if at_idle:
             self.back_to_normal_priority()
-        if learn:
-            os.close(report_w)
-            self.learner.expect_report(report_r)
+        if report is not None:
+            os.close(report.fd)
         self.channel.send({"forked": request["fork"], "pid": pid, "prebuilt": refused is None,
                            "why_not": refused, "at_idle": at_idle})
 
@@ -1160,6 +1284,9 @@ def main():
     prime = len(sys.argv) > 4 and sys.argv[4] == "prime"
     plan = json.loads(sys.argv[5]) if len(sys.argv) > 5 and sys.argv[5] else None
     warm_ups_source = sys.argv[6] if len(sys.argv) > 6 else ""
+    prefault = plan.get("prefault", "learn") if isinstance(plan, dict) else "learn"
+    if prefault not in ("learn", "start", "off"):
+        prefault = "learn"
     env_at_start = dict(os.environ)
     own = ZYGOTE_ONLY_ENV not in os.environ
     if own:
@@ -1188,7 +1315,7 @@ def main():
     gc.collect()
     gc.freeze()  # the first full collection in a kernel would touch (and copy) every object
     Zygote(Channel(path), FastPathPolicy(prebuilt, why_not, reads.names, env_at_start),
-           HotPageLearner(AFTER_FORK, nothing_to_learn=why_not is not None), AFTER_FORK,
+           HotPageLearner(AFTER_FORK, prefault, nothing_to_learn=why_not is not None), AFTER_FORK,
            env_set_by_imports, preloader.report).serve()
 
 

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <csignal>
 
 namespace kpool::daemon {
@@ -206,6 +207,7 @@ void zygote_launcher::on_ready(const zp::ready& m) {
     m_stats.why_not = m.why_not;
     m_stats.hot_pages.reset();
     m_stats.hot_pages_why_not.clear();
+    m_stats.hot_pages_kernels = 0;
     log->info("zygote {} ready pid={} threads={} prebuilt={}{}", m_name, m.pid, m.threads,
               m.prebuilt, m.prebuilt ? "" : " (" + m.why_not + ")");
     if (m.threads > 1) {
@@ -287,8 +289,9 @@ void zygote_launcher::on_exited(const zp::exited& m) {
 void zygote_launcher::on_learned(const zp::learned& m) {
     m_stats.hot_pages = m.pages;
     m_stats.hot_pages_why_not = m.why_not;
-    loop::logger("kernel")->info("zygote {}: {} hot pages to pre-fault in each kernel{}", m_name, m.pages,
-                           m.why_not.empty() ? "" : " (" + m.why_not + ")");
+    m_stats.hot_pages_kernels = m.kernels;
+    loop::logger("kernel")->info("zygote {}: {} hot pages to pre-fault in each kernel, from {} kernels' lives{}",
+                                 m_name, m.pages, m.kernels, m.why_not.empty() ? "" : " (" + m.why_not + ")");
 }
 
 nlohmann::json zygote_launcher::describe() const {
@@ -308,6 +311,11 @@ nlohmann::json zygote_launcher::describe() const {
                 {"hot_pages", m_stats.hot_pages ? json(*m_stats.hot_pages) : json(nullptr)},
                 {"hot_pages_why_not",
                  m_stats.hot_pages_why_not.empty() ? json(nullptr) : json(m_stats.hot_pages_why_not)},
+                {"hot_pages_mib", m_stats.hot_pages ? json(std::round(static_cast<double>(*m_stats.hot_pages) *
+                                                                      static_cast<double>(::sysconf(_SC_PAGESIZE)) /
+                                                                      (1 << 20) * 10) / 10)
+                                                    : json(nullptr)},
+                {"hot_pages_kernels", m_stats.hot_pages_kernels},
                 {"preload", describe_preload(m_preload)}};
 }
 

@@ -110,8 +110,9 @@ private:
         std::uint64_t kernels_prebuilt = 0;
         std::uint64_t kernels_not_prebuilt = 0;
         std::map<std::string, std::uint64_t> not_prebuilt_because;
-        std::optional<std::uint64_t> hot_pages; // learned from the first pre-built kernel
+        std::optional<std::uint64_t> hot_pages; // learned from the first kernel and samples
         std::string hot_pages_why_not;
+        std::uint64_t hot_pages_kernels = 0;    // sampled kernels' whole lives learned from
         std::uint64_t launched_by_fallback = 0; // while the zygote was not ready
         std::uint64_t forked_at_idle = 0;       // background requests forked at SCHED_IDLE
     } m_stats;

@@ -91,6 +91,7 @@ void import_learning::requests_set(const std::string& pool, const std::map<std::
 zp::preload_plan import_learning::plan_of(const pool_learning& p) const {
     zp::preload_plan plan;
     plan.max_mb = p.config.preload_max_mb;
+    plan.prefault = config::to_string(p.config.prefault);
     plan.request_env.assign(p.request_env.begin(), p.request_env.end());
     switch (p.config.preload) {
     case config::preload_mode::learn:

@@ -97,7 +97,7 @@ void daemon::reload() {
         if (replace) {
             m_launchers->configure(pc, kernelspec_of(pc), plan);
         } else if (was.preload != pc.preload || was.preload_modules != pc.preload_modules ||
-                   was.preload_max_mb != pc.preload_max_mb) {
+                   was.preload_max_mb != pc.preload_max_mb || was.prefault != pc.prefault) {
             m_launchers->rebuild(pc.name, plan); // the kernels stay: only what their zygote holds changes
         }
         if (replace || !(it->second->config() == pc)) {

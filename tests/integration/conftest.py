@@ -18,6 +18,7 @@ from jupyter_client import BlockingKernelClient
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 KPOOLD = os.environ.get("KPOOLD") or os.path.join(HERE, "..", "..", "build", "kpoold")
+KPOOL = os.environ.get("KPOOL_CLI") or os.path.join(HERE, "..", "..", "build", "kpool")
 FAKE_KERNEL = os.path.join(HERE, "fake_kernel.py")
 PYTHON = "/usr/bin/python3"  # Debian's, with pyzmq, as the kernels use
 

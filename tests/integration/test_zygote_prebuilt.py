@@ -10,7 +10,9 @@ import socket
 import subprocess
 import time
 
-from conftest import PYTHON, alive, run_cells, run_code, wait_until
+from jupyter_client import BlockingKernelClient
+
+from conftest import KPOOL, PYTHON, alive, run_cells, run_code, wait_until
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ZYGOTE_SOURCE = os.path.join(REPO, "daemon", "process", "zygote.py")
@@ -194,9 +196,112 @@ def test_a_subcommand_template_refuses_prebuilding_for_the_whole_zygote(tmp_path
 
 def test_status_says_how_many_kernels_were_prebuilt_and_the_hot_pages(kpoold):
     d = kpoold(FORK_AND_SPAWN)
-    prebuilt_kernels(d, 2)
+    kernels = prebuilt_kernels(d, 2)
     zygote = wait_until(lambda: (lambda z: z if z["hot_pages"] is not None else None)(
         d.pool("py")["zygote"]), timeout=30, what="hot pages learned")
     # Learned from the first kernel when pagemap and MADV_POPULATE_WRITE work (Linux 5.14+).
     assert zygote["hot_pages"] > 1000 or zygote["hot_pages_why_not"], zygote
     assert zygote["not_prebuilt_because"] == {}
+    assert zygote["hot_pages_kernels"] == 0  # no kernel has ended yet
+    # Kernels that ran a cell and are released end normally and report their whole life.
+    for k in kernels:
+        run_code(k["connection_file"], TOUCH_MODULES)
+        assert d.rpc(op="release", kernel_id=k["kernel_id"])["ok"]
+    wait_until(lambda: d.pool("py")["zygote"]["hot_pages_kernels"] == 2, timeout=30,
+               what="both kernels' lives reported")
+    zygote = d.pool("py")["zygote"]
+    text = subprocess.run([KPOOL, "--endpoint", d.endpoint, "status"],
+                          capture_output=True, text=True, timeout=30).stdout
+    assert ("  prefault py: %d pages (%.1f MiB) a kernel, from its start and 2 sampled kernels' lives\n"
+            % (zygote["hot_pages"], zygote["hot_pages_mib"])) in text, text
+
+
+def test_prefault_start_learns_no_lives_and_off_prefaults_nothing(kpoold):
+    d = kpoold("""
+[pools.start]
+kernelspec = "python3"
+launcher = "fork"
+size = 0
+prefault = "start"
+[pools.none]
+kernelspec = "python3"
+launcher = "fork"
+size = 1
+prefault = "off"
+""")
+    wait_until(lambda: d.pool("start").get("zygote_ready"), timeout=60, what="the zygote")
+    assert d.rpc(op="resize", pool="start", size=1)["ok"]  # a forked kernel, not one spawned meanwhile
+    d.wait_warm("start", 1, timeout=60)
+    d.wait_warm("none", 1, timeout=60)
+    none = wait_until(lambda: (lambda z: z if z["hot_pages"] is not None else None)(
+        d.pool("none")["zygote"]), timeout=30, what="the off pool's zygote to say so")
+    assert none["hot_pages"] == 0 and none["hot_pages_why_not"] == 'prefault = "off"', none
+    k = d.acquire("start")
+    run_code(k["connection_file"], TOUCH_MODULES)
+    start = wait_until(lambda: (lambda z: z if z["hot_pages"] is not None else None)(
+        d.pool("start")["zygote"]), timeout=30, what="the start pages learned")
+    assert d.rpc(op="release", kernel_id=k["kernel_id"])["ok"]
+    wait_until(lambda: not alive(k["pid"]), timeout=20, what="the kernel to exit")
+    d.wait_warm("start", 1, timeout=60)
+    assert d.pool("start")["zygote"]["hot_pages_kernels"] == 0
+    assert d.pool("start")["zygote"]["hot_pages"] == start["hot_pages"]
+
+
+# Copies every module's namespace: reference counts written on pages of the zygote's that a
+# kernel's start does not write.
+TOUCH_MODULES = ("import sys\n"
+                 "kept = [vars(m).copy() for m in list(sys.modules.values()) if hasattr(m, '__dict__')]")
+
+
+def private_dirty_kb(pid):
+    with open("/proc/%d/smaps_rollup" % pid) as f:
+        for line in f:
+            if line.startswith("Private_Dirty:"):
+                return int(line.split()[1])
+    raise AssertionError("no Private_Dirty in smaps_rollup")
+
+
+def shut_down(connection_file):
+    kc = BlockingKernelClient()
+    kc.load_connection_file(connection_file)
+    kc.start_channels(shell=False, iopub=False, stdin=False, hb=False, control=True)
+    try:
+        assert kc.shutdown(reply=True, timeout=30)["content"]["status"] == "ok"
+    finally:
+        kc.stop_channels()
+
+
+def test_sampled_kernels_teach_the_pages_they_write_over_their_life(tmp_path):
+    """The first kernels are samples: each reports as it ends which of the zygote's pages it
+    wrote; the pages most of them wrote are then pre-faulted by every later kernel as it starts
+    (its own memory from then on), not faulted in one by one while its user waits."""
+    z = Zygote(tmp_path, ["-f", "{connection_file}"])
+    page_kb = os.sysconf("SC_PAGE_SIZE") // 1024
+    try:
+        def started():
+            forked, cf = z.fork()
+            wait_until(lambda: os.path.exists(cf), timeout=30, what="the connection file")
+            time.sleep(0.2)  # written, then complete
+            run_code(cf, "pass")
+            return forked["pid"], cf
+
+        for i in range(3):
+            pid, cf = started()
+            if i == 0:  # after its first answer: the pages every kernel's start writes
+                first = z.read_until("learned")
+                if first["why_not"]:
+                    return  # no pagemap or MADV_POPULATE_WRITE here (Linux before 5.14)
+                assert first["kernels"] == 0 and first["learned"] > 1000, first
+            sample_kb = private_dirty_kb(pid)  # pre-faulted the start pages only
+            run_code(cf, TOUCH_MODULES)
+            shut_down(cf)
+            learned = z.read_until("learned")
+            assert learned["kernels"] == i + 1 and learned["why_not"] is None, learned
+        life_pages = learned["learned"] - first["learned"]
+        assert life_pages > 300, (first, learned)
+        # Three lives are in: the next fork is no sample and starts with those pages its own.
+        pid, cf = started()
+        assert private_dirty_kb(pid) - sample_kb > 0.8 * life_pages * page_kb, (sample_kb, learned)
+        run_code(cf, TOUCH_MODULES)  # and works as any kernel
+    finally:
+        z.close()
