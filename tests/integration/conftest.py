@@ -111,6 +111,15 @@ def run_code(connection_file, code):
     return run_cells(connection_file, [code])[0]
 
 
+def reference_kernel_manager(kernel_name, directory):
+    """A plain jupyter_client kernel, the reference a test compares kpool with, on ipc sockets
+    in `directory`: over tcp, jupyter_client finds its kernel's ports by binding port 0 and
+    closing them, and in the window before the kernel binds them the parallel suites' kernels and
+    connections can take one ("Address already in use", seen under ASan's slower starts)."""
+    from jupyter_client import KernelManager
+    return KernelManager(kernel_name=kernel_name, transport="ipc", ip=os.path.join(str(directory), "ref-ipc"))
+
+
 def run_cells(connection_file, cells):
     """Runs cells in order through one client; returns the stdout of each."""
     kc = BlockingKernelClient()

@@ -11,7 +11,7 @@ import nbformat
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_notebook
 
-from conftest import HERE, coalesced, wait_until
+from conftest import HERE, coalesced, reference_kernel_manager, wait_until
 
 KPOOL = os.environ.get("KPOOL_CLI") or os.path.join(HERE, "..", "..", "build", "kpool")
 
@@ -63,7 +63,7 @@ def test_an_r_kernel(kpoold, tmp_path):
     released(d, "ir")
 
 
-def test_json_outputs_are_what_nbclient_records(kpoold):
+def test_json_outputs_are_what_nbclient_records(kpoold, tmp_path):
     code = ("import sys\nfrom IPython.display import display, HTML, update_display, clear_output\n"
             "print('a'); print('b', file=sys.stderr)\n"
             "h = display(HTML('<b>1</b>'), display_id=True)\n"
@@ -77,7 +77,7 @@ def test_json_outputs_are_what_nbclient_records(kpoold):
     assert r.returncode == 0, r.stderr
     ours = json.loads(r.stdout)
     nb = new_notebook(cells=[new_code_cell(code)])
-    NotebookClient(nb, kernel_name="python3").execute()
+    NotebookClient(nb, km=reference_kernel_manager("python3", tmp_path)).execute()
     theirs = json.loads(nbformat.writes(nb))["cells"][0]["outputs"]
     assert coalesced(ours) == coalesced(theirs)
     released(d)

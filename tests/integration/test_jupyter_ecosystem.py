@@ -14,7 +14,7 @@ import pytest
 from jupyter_client import KernelManager
 from nbclient import NotebookClient
 
-from conftest import PYTHON, alive, wait_until
+from conftest import PYTHON, alive, reference_kernel_manager, wait_until
 
 POOL = """
 [pools.python3]
@@ -118,7 +118,8 @@ def test_nbclient_gives_the_same_outputs_as_the_plain_kernel(pooled, tmp_path):
     runs = {}
     for name in ("python3", "python3-pooled"):
         nb = make_notebook()
-        NotebookClient(nb, kernel_name=name, timeout=60,
+        km = reference_kernel_manager(name, tmp_path) if name == "python3" else None  # the plain one
+        NotebookClient(nb, km=km, kernel_name=name, timeout=60,
                        resources={"metadata": {"path": str(workdir)}}).execute()
         runs[name] = outputs_of(nb)
     assert runs["python3-pooled"] == runs["python3"]

@@ -16,7 +16,7 @@ import pytest
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_raw_cell
 
-from conftest import HERE, coalesced, wait_until
+from conftest import HERE, coalesced, reference_kernel_manager, wait_until
 
 KPOOL = os.environ.get("KPOOL_CLI") or os.path.join(HERE, "..", "..", "build", "kpool")
 
@@ -110,7 +110,8 @@ def test_outputs_equal_nbclients_on_the_corpus(daemon, tmp_path):
     assert kpool_run(daemon, src, prepared, "-p", "alpha", "2", "-r", "name", "raw",
                      "--prepare-only").returncode == 0
     nb = nbformat.read(str(prepared), as_version=4)
-    NotebookClient(nb, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(nb, km=reference_kernel_manager("python3", tmp_path),
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
     theirs = json.loads(nbformat.writes(nb))
     assert normalized(ours) == normalized(theirs)
     # What papermill adds.
