@@ -125,7 +125,8 @@ std::string format(const preload_plan& plan) {
     return dump_json(json{{"modules", plan.modules},
                           {"max_mb", plan.max_mb},
                           {"request_env", plan.request_env},
-                          {"prefault", plan.prefault}});
+                          {"prefault", plan.prefault},
+                          {"imports_every_s", plan.imports_every_s}});
 }
 
 result<message> parse(std::string_view line) {
@@ -183,7 +184,8 @@ result<message> parse(std::string_view line) {
     }
     if (j.contains("imports")) {
         imports m;
-        if (!read(j, "imports", m.pid) || !read_names(j, "modules", m.modules) || !read_pairs(j, "other", m.other)) {
+        if (!read(j, "imports", m.pid) || !read_names(j, "modules", m.modules) || !read_pairs(j, "other", m.other) ||
+            (j.contains("running") && !read(j, "running", m.running))) {
             return bad("'imports' needs a pid, modules and other");
         }
         return message{m};

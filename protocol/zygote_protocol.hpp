@@ -29,13 +29,14 @@ std::string format(const fork_request& request); // one line, '\n' included
 
 // kpoold -> zygote, on its command line: what to pre-import (most used first), the most the
 // zygote may grow by it, and the environment variables acquires set (a module that reads one
-// at import is refused); and which pages kernels pre-fault ("learn", "start" or "off": the
-// pool's `prefault`).
+// at import is refused); which pages kernels pre-fault ("learn", "start" or "off": the pool's
+// `prefault`); how often a running kernel reports the modules it uses (0: only as it ends).
 struct preload_plan {
     std::vector<std::string> modules;
     int max_mb = 1024;
     std::vector<std::string> request_env;
     std::string prefault = "learn";
+    int imports_every_s = 60;
 };
 std::string format(const preload_plan& plan); // JSON, no newline
 
@@ -86,6 +87,7 @@ struct complaint {             // a request line the zygote could not read
 };
 struct imports {               // the top-level modules a kernel used, sent as it ended
     int pid = 0;
+    bool running = false;      // sent while it runs (now and then): a later one replaces it
     std::vector<std::string> modules;                        // installed ones
     std::vector<std::pair<std::string, std::string>> other;  // the rest: module, where it was found
 };

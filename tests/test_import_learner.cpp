@@ -21,6 +21,21 @@ TEST_SUITE("import learner") {
         CHECK(d["kernels_reported"] == 3);
     }
 
+    TEST_CASE("a kernel that reports while it runs counts once, its latest report in its place") {
+        import_learner l;
+        l.kernel_used({"numpy"}, {}, 41, true);
+        l.kernel_used({"numpy", "pandas"}, {}, 41, true); // the same kernel, later: replaces
+        l.kernel_used({"pandas"}, {}, 42);
+        CHECK(l.describe()["kernels_reported"] == 2);
+        CHECK(l.describe()["window"] == 2);
+        l.kernel_used({"numpy", "pandas"}, {}, 41, false); // as it ends: still one, now closed
+        CHECK(l.reports() == 2);
+        CHECK(l.wanted().empty()); // 2 kernels, fewer than 3
+        l.kernel_used({"pandas"}, {}, 41, true); // a new kernel with the pid again: a new report
+        CHECK(l.reports() == 3);
+        CHECK(l.wanted() == names{"pandas"}); // 3 of 3; numpy 1 of 3
+    }
+
     TEST_CASE("refusals are remembered and never wanted again; size-cap ones are tried at the next build") {
         import_learner l;
         for (int i = 0; i < 3; ++i) {

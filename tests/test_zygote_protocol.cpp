@@ -31,7 +31,8 @@ TEST_SUITE("zygote protocol") {
     TEST_CASE("a preload plan is the zygote's JSON argument, the pool's prefault with it") {
         const preload_plan plan{.modules = {"pandas"}, .max_mb = 256, .request_env = {"TZ"}, .prefault = "start"};
         CHECK(nlohmann::json::parse(format(plan)) ==
-              nlohmann::json::parse(R"({"modules": ["pandas"], "max_mb": 256, "request_env": ["TZ"], "prefault": "start"})"));
+              nlohmann::json::parse(R"({"modules": ["pandas"], "max_mb": 256, "request_env": ["TZ"], "prefault": "start",
+                                        "imports_every_s": 60})"));
     }
 
     TEST_CASE("each message kind parses into its type") {
@@ -93,6 +94,11 @@ TEST_SUITE("zygote protocol") {
         CHECK(std::get<imports>(*used).pid == 321);
         CHECK(std::get<imports>(*used).modules == std::vector<std::string>{"numpy", "pandas"});
         CHECK(std::get<imports>(*used).other.at(0).first == "utils");
+        CHECK_FALSE(std::get<imports>(*used).running);
+        auto sampled = parse(R"({"imports": 321, "modules": [], "other": [], "running": true})");
+        REQUIRE(sampled);
+        CHECK(std::get<imports>(*sampled).running);
+        CHECK_FALSE(parse(R"({"imports": 321, "modules": [], "running": "yes"})"));
 
         auto c = parse(R"({"error": "unreadable request"})");
         REQUIRE(c);

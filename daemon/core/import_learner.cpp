@@ -18,12 +18,21 @@ constexpr const char* size_cap_refusal = "over the zygote's size cap";
 bool import_learner::refused_for_size(const std::string& why) { return why.starts_with(size_cap_refusal); }
 
 void import_learner::kernel_used(const std::vector<std::string>& modules,
-                                 const std::vector<std::pair<std::string, std::string>>& other) {
-    m_window.emplace_back(modules.begin(), modules.end());
-    while (m_window.size() > m_settings.window) {
-        m_window.pop_front();
+                                 const std::vector<std::pair<std::string, std::string>>& other, std::uint64_t kernel,
+                                 bool running) {
+    const auto earlier = std::find_if(m_window.begin(), m_window.end(), [&](const report& r) {
+        return kernel != 0 && r.running && r.kernel == kernel;
+    });
+    if (earlier != m_window.end()) {
+        earlier->modules = {modules.begin(), modules.end()}; // its latest view, in its place
+        earlier->running = running;
+    } else {
+        m_window.push_back({kernel, running, {modules.begin(), modules.end()}});
+        while (m_window.size() > m_settings.window) {
+            m_window.pop_front();
+        }
+        ++m_reports;
     }
-    ++m_reports;
     for (const auto& [name, where] : other) {
         if (m_not_installed.size() < max_not_installed || m_not_installed.contains(name)) {
             m_not_installed[name] = where;
@@ -33,8 +42,8 @@ void import_learner::kernel_used(const std::vector<std::string>& modules,
 
 std::map<std::string, std::size_t> import_learner::counts() const {
     std::map<std::string, std::size_t> out;
-    for (const auto& used : m_window) {
-        for (const std::string& name : used) {
+    for (const report& used : m_window) {
+        for (const std::string& name : used.modules) {
             ++out[name];
         }
     }

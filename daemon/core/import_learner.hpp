@@ -1,5 +1,7 @@
 // What a forked pool's zygote should pre-import (issue #35): learned from the top-level modules
-// its recent kernels used, each reported by the kernel as it ends (daemon/process/zygote.py).
+// its recent kernels used, each reported by the kernel as it ends and, while it runs, now and
+// then (daemon/process/zygote.py): a long-lived kernel (a notebook server's, a gateway's) is
+// learned from while it lives, and counts once however often it reports.
 // A module used by at least half of the last `window` kernels (once `min_kernels` have
 // reported) is wanted; one already pre-imported stays wanted (once it is in the zygote, kernels
 // no longer show that they use it, nor the libraries it brought in: forgetting on what they
@@ -12,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <set>
@@ -32,8 +35,11 @@ public:
     explicit import_learner(settings s) : m_settings(s) {}
 
     // One kernel's report: the installed modules it used, and the others with where they were.
+    // `kernel` names it (its pid; 0: a kernel that reports once); `running`: a report while it
+    // runs, which its next report replaces in the window (its last, as it ends, closes it).
     void kernel_used(const std::vector<std::string>& modules,
-                     const std::vector<std::pair<std::string, std::string>>& other);
+                     const std::vector<std::pair<std::string, std::string>>& other, std::uint64_t kernel = 0,
+                     bool running = false);
 
     // The modules to pre-import, most used first (ties by name): what the zygote should have.
     std::vector<std::string> wanted() const;
@@ -62,8 +68,13 @@ private:
     std::map<std::string, std::size_t> counts() const; // over the window
 
     settings m_settings;
-    std::deque<std::set<std::string>> m_window;
-    std::size_t m_reports = 0; // ever
+    struct report {
+        std::uint64_t kernel = 0;
+        bool running = false; // its kernel's next report replaces it
+        std::set<std::string> modules;
+    };
+    std::deque<report> m_window;
+    std::size_t m_reports = 0; // kernels reported, ever
     std::vector<std::string> m_preloaded;
     std::map<std::string, std::string> m_refused;
     std::map<std::string, std::string> m_not_installed; // name -> where, the latest seen

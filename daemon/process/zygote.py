@@ -17,7 +17,8 @@ count, In/Out, `_`, history are untouched, and the child builds its own history 
 gc.freeze() then keeps the inherited objects out of each kernel's collections, whose first full
 pass would otherwise touch (and copy) all of them.
 
-PRELOAD_JSON ({"modules": [...], "max_mb": N, "request_env": [...], "prefault": MODE}) names the
+PRELOAD_JSON ({"modules": [...], "max_mb": N, "request_env": [...], "prefault": MODE,
+"imports_every_s": S}) names the
 modules the pool learned its kernels import (or the ones its `preload` lists), most used first,
 and the pool's `prefault` (which pages kernels pre-fault, below). Each is tried
 first in a probe child forked from here: it must be an installed module (the standard library or
@@ -31,7 +32,8 @@ that checks it leaves no output, file, thread, open figure or name behind. The r
 says what was pre-imported (with each module's file and mtime, for kpoold to see upgrades), what
 was refused and why, and how much the zygote grew.
 
-Each child reports, when its kernel ends, the top-level modules it used: those it imported
+Each child reports, when its kernel ends (and, pre-built, every `imports_every_s` of the plan
+while cells run), the top-level modules it used: those it imported
 (beyond the zygote's) and those its user namespace holds (a learned module is pre-imported, so
 only the namespace shows that it is still used), each installed or not (with where it was
 found). A learned module that a kernel's own working directory shadows (./utils.py, ./utils/)
@@ -75,7 +77,8 @@ Protocol, one JSON object per line (protocol/zygote_protocol.hpp is kpoold's sid
                                                            hot pages learned (or why not), from
                                                            N sampled kernels' whole lives
                     {"error": TEXT}                        a request it could not read
-                    {"imports": PID, "modules": [NAME], "other": [[NAME, WHERE]]}   a kernel ended
+                    {"imports": PID, "modules": [NAME], "other": [[NAME, WHERE]], "running": BOOL}
+                                   what a kernel used: as it ended, or (running) while it runs
 The zygote reaps its children and reports their exits: kpoold is not their parent.
 
 A background request ("idle": true, a refill nobody waits for) is forked at SCHED_IDLE: the
@@ -145,6 +148,7 @@ WATCHED_ENV_PREFIXES = ("JUPYTER_", "XDG_", "PYTHON", "LC_")
 # Set by the zygote for itself only (silences debugpy's frozen-modules warning at import).
 ZYGOTE_ONLY_ENV = "PYDEVD_DISABLE_FILE_VALIDATION"
 PROBE_TIMEOUT = 120  # seconds a probe child may take to import a module and warm it
+IMPORTS_EVERY_S = 60  # a running kernel's imports report, at most this often (the plan's)
 BACKGROUND_LIMIT_S = 5  # a rebuild at SCHED_IDLE goes on at normal priority after this long
 MAX_REPORTED_OTHER = 64  # modules a kernel reports as not installed, at most
 PRELOADED = ()  # the modules the Preloader imported here: what a kernel's cwd may shadow
@@ -688,7 +692,31 @@ def prime_shell(shell):
     return None
 
 
-def start_prebuilt_kernel(prebuilt, request, report):
+def report_used_modules(imports_sock, base_modules, running):
+    """One datagram to the zygote (lost if it is gone): the modules this kernel used."""
+    used = used_modules(base_modules, set(PRELOADED))
+    imports_sock.send(json.dumps(dict(used, pid=os.getpid(), running=running)).encode())
+
+
+def sample_imports_while_running(shell, every_s, report):
+    """Every `every_s` seconds, if cells ran since the last time, `report()` what this kernel
+    uses so far: a kernel that lives for hours (a notebook server's) is learned from as it goes,
+    not only when it ends. On the kernel's own loop, so never in the middle of a cell."""
+    from tornado.ioloop import PeriodicCallback
+    seen = [shell.execution_count]
+
+    def sample():
+        if shell.execution_count != seen[0]:
+            seen[0] = shell.execution_count
+            try:
+                report()
+            except Exception:
+                traceback.print_exc()
+
+    PeriodicCallback(sample, every_s * 1000).start()
+
+
+def start_prebuilt_kernel(prebuilt, request, report, report_imports):
     """In the child: the rest of IPKernelApp.initialize, around the pre-built shell."""
     from IPython.core.history import HistoryManager
     app, shell = prebuilt.app, prebuilt.shell
@@ -728,6 +756,8 @@ def start_prebuilt_kernel(prebuilt, request, report):
     if report is not None and report.first:
         report_hot_pages_after_first(
             kernel, "execute_request" if prebuilt.prime else "kernel_info_request", report)
+    if IMPORTS_EVERY_S > 0:
+        sample_imports_while_running(shell, IMPORTS_EVERY_S, report_imports)
     app.start()
 
 
@@ -1101,7 +1131,8 @@ def become_kernel(request, refused, report, zygote_pid, libc, prebuilt, env_set_
             sys.modules["numpy"].random.seed()
         sys.argv = [sys.executable, "-m", "ipykernel_launcher"] + request["args"]
         if refused is None:
-            start_prebuilt_kernel(prebuilt, request, report)
+            start_prebuilt_kernel(prebuilt, request, report,
+                                  lambda: report_used_modules(imports_sock, base_modules, running=True))
         else:
             if prebuilt.app is not None:
                 prebuilt.discard()
@@ -1112,10 +1143,9 @@ def become_kernel(request, refused, report, zygote_pid, libc, prebuilt, env_set_
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except BaseException:
         traceback.print_exc()
-    # What this kernel used, for the pool to learn from (one datagram; lost if the zygote is gone).
+    # What this kernel used, for the pool to learn from.
     try:
-        used = used_modules(base_modules, set(PRELOADED))
-        imports_sock.send(json.dumps(dict(used, pid=os.getpid())).encode())
+        report_used_modules(imports_sock, base_modules, running=False)
     except Exception:
         traceback.print_exc()
     # A sample's whole life, if its user ran a cell (priming stores no history): what it wrote.
@@ -1205,7 +1235,8 @@ class Zygote:
                 return
             try:
                 used = json.loads(data)
-                self.channel.send({"imports": int(used["pid"]), "modules": used["modules"], "other": used["other"]})
+                self.channel.send({"imports": int(used["pid"]), "modules": used["modules"], "other": used["other"],
+                                   "running": bool(used.get("running", False))})
             except (ValueError, KeyError, TypeError):
                 pass  # a kernel's (not ours to trust blindly): dropped
 
@@ -1278,7 +1309,7 @@ class Zygote:
 
 
 def main():
-    global PRELOADED
+    global PRELOADED, IMPORTS_EVERY_S
     path, startup_code = sys.argv[1], sys.argv[2]
     template = json.loads(sys.argv[3]) if len(sys.argv) > 3 else None
     prime = len(sys.argv) > 4 and sys.argv[4] == "prime"
@@ -1287,6 +1318,8 @@ def main():
     prefault = plan.get("prefault", "learn") if isinstance(plan, dict) else "learn"
     if prefault not in ("learn", "start", "off"):
         prefault = "learn"
+    if isinstance(plan, dict) and isinstance(plan.get("imports_every_s"), (int, float)):
+        IMPORTS_EVERY_S = max(0, plan["imports_every_s"])
     env_at_start = dict(os.environ)
     own = ZYGOTE_ONLY_ENV not in os.environ
     if own:

@@ -112,7 +112,7 @@ void import_learning::kernel_used(const std::string& pool, const zp::imports& re
         return;
     }
     pool_learning& p = it->second;
-    p.learner.kernel_used(report.modules, report.other);
+    p.learner.kernel_used(report.modules, report.other, static_cast<std::uint64_t>(report.pid), report.running);
     if (as_set(p.learner.wanted()) != as_set(p.learner.preloaded())) {
         maybe_rebuild(pool, p, "its kernels' imports changed what it should pre-import");
     }

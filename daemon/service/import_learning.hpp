@@ -1,8 +1,8 @@
 // Pools that learn what their kernels import (issue #35): for each fork pool, what its zygote
 // pre-imports and warms, kept up to date while kpoold runs and across restarts.
 //
-// preload = "learn" (the default): each kernel's report of the modules it used, as it ends,
-// goes to the pool's import_learner (daemon/core/import_learner.hpp); when what it wants
+// preload = "learn" (the default): each kernel's report of the modules it used, as it ends
+// and now and then while it runs (the plan's imports_every_s), goes to the pool's import_learner (daemon/core/import_learner.hpp); when what it wants
 // differs from what the zygote has, the zygote is rebuilt in the background with the new plan
 // (launcher_registry::rebuild), at most once every `rebuild_every`. preload = [list]: that
 // plan, fixed. preload = "off": none. Every plan carries the environment variables acquires

@@ -99,7 +99,7 @@ def test_forked_kernels_get_the_environment_the_imports_set_and_run_atexit(kpool
 class Zygote:
     """daemon/process/zygote.py driven directly over its socket, as kpoold drives it."""
 
-    def __init__(self, tmp_path, template):
+    def __init__(self, tmp_path, template, plan=None):
         self.dir = tmp_path
         path = str(tmp_path / "z.sock")
         server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -108,7 +108,8 @@ class Zygote:
         self.env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
         with open(ZYGOTE_SOURCE) as f:
             source = f.read()
-        self.proc = subprocess.Popen([PYTHON, "-c", source, path, "", json.dumps(template)],
+        plan_args = ["no-prime", json.dumps(plan)] if plan is not None else []
+        self.proc = subprocess.Popen([PYTHON, "-c", source, path, "", json.dumps(template)] + plan_args,
                                      env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         server.settimeout(60)
         self.conn, _ = server.accept()
@@ -245,6 +246,28 @@ prefault = "off"
     d.wait_warm("start", 1, timeout=60)
     assert d.pool("start")["zygote"]["hot_pages_kernels"] == 0
     assert d.pool("start")["zygote"]["hot_pages"] == start["hot_pages"]
+
+
+def test_a_running_kernel_reports_its_imports_now_and_then(tmp_path):
+    """Not only as it ends: a kernel that runs cells reports what it uses every imports_every_s
+    (60 in kpoold's plans), so a notebook server's hours-long kernels are learned from too."""
+    z = Zygote(tmp_path, ["-f", "{connection_file}"], plan={"imports_every_s": 0.5})
+    try:
+        forked, cf = z.fork()
+        wait_until(lambda: os.path.exists(cf), timeout=30, what="the connection file")
+        time.sleep(0.2)  # written, then complete
+        run_code(cf, "import csv")
+        sampled = z.read_until("imports")
+        assert sampled["imports"] == forked["pid"] and sampled["running"] is True, sampled
+        assert "csv" in sampled["modules"] and alive(forked["pid"])
+        run_code(cf, "import json, tarfile")  # later cells: a later report, the whole view
+        later = z.read_until("imports")
+        assert later["running"] is True and {"csv", "tarfile"} <= set(later["modules"]), later
+        shut_down(cf)
+        last = z.read_until("imports")
+        assert last["running"] is False and {"csv", "tarfile"} <= set(last["modules"]), last
+    finally:
+        z.close()
 
 
 # Copies every module's namespace: reference counts written on pages of the zygote's that a
