@@ -3,12 +3,23 @@
 
 #include "daemon/process/kernel_process.hpp"
 #include "daemon/process/spawn_launcher.hpp"
+#include "kpool/zygote_helper_sources.hpp"
 #include "kpool/zygote_source.hpp"
-#include "kpool/zygote_warm_ups_source.hpp"
 #include "loop/logging.hpp"
 #include "protocol/control.hpp"
 
 namespace kpool::daemon {
+namespace {
+
+// zygote.py's HELPERS_JSON: its other files, by name.
+const std::string& zygote_helpers() {
+    static const std::string helpers = protocol::dump_json(nlohmann::json{{"zygote_preload.py", zygote_preload_source},
+                                                                          {"zygote_pages.py", zygote_pages_source},
+                                                                          {"zygote_warm_ups.py", zygote_warm_ups_source}});
+    return helpers;
+}
+
+} // namespace
 
 launcher_choice choose_launcher(const config::pool_config& pc,
                                 const result<resolved_kernelspec>& spec) {
@@ -94,7 +105,7 @@ std::unique_ptr<zygote_launcher> launcher_registry::make_zygote(const config::po
     zygote.argv = {spec.program, "-c", zygote_source, socket_path, pc.startup_code,
                    args ? protocol::dump_json(*args) : std::string("null"),
                    pc.prime ? "prime" : "no-prime",
-                   protocol::zygote::format(plan), zygote_warm_ups_source};
+                   protocol::zygote::format(plan), zygote_helpers()};
     // The kernels' environment exactly, so that what the imports read is what each kernel would
     // have read (the zygote compares, per request).
     zygote.env = kernel_environment(spec.spec, m_instance);

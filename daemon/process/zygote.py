@@ -2,7 +2,11 @@
 
 kpoold compiles this file in and starts it with the kernelspec's own interpreter:
 
-    PYTHON -c <this file> SOCKET_PATH STARTUP_CODE ARGS_TEMPLATE_JSON PRIME [PRELOAD_JSON WARM_UPS]
+    PYTHON -c <this file> SOCKET_PATH STARTUP_CODE ARGS_TEMPLATE_JSON PRIME PRELOAD_JSON HELPERS_JSON
+
+HELPERS_JSON maps the zygote's other files to their sources, compiled into kpoold as this one
+is: zygote_preload.py (what it pre-imports, and what a kernel used), zygote_pages.py (the pages
+kernels write, pre-faulted), zygote_warm_ups.py (first-use set-up).
 
 It imports ipykernel and IPython (and the import statements of the pool's startup_code) once,
 then pre-builds what every kernel would build the same way and that holds no thread, socket,
@@ -18,16 +22,15 @@ gc.freeze() then keeps the inherited objects out of each kernel's collections, w
 pass would otherwise touch (and copy) all of them.
 
 PRELOAD_JSON ({"modules": [...], "max_mb": N, "request_env": [...], "prefault": MODE,
-"imports_every_s": S}) names the
-modules the pool learned its kernels import (or the ones its `preload` lists), most used first,
-and the pool's `prefault` (which pages kernels pre-fault, below). Each is tried
-first in a probe child forked from here: it must be an installed module (the standard library or
-the interpreter's site directories; not a user's site directory, not found through a kernel's
-cwd, a notebook's folder or a path added at run time), import without error, start no thread,
-leave no file descriptor open and read no environment variable that requests set
-(`request_env`). Those that pass are imported here, while the zygote's growth stays under
-`max_mb`, and then warmed: WARM_UPS (daemon/process/zygote_warm_ups.py) runs the first-use set-up
-of the libraries it knows (a figure to PNG, a DataFrame's reprs), again tried first in a probe
+"imports_every_s": S}) names the modules the pool learned its kernels import (or the ones its
+`preload` lists), most used first, and the pool's `prefault` (which pages kernels pre-fault,
+below). zygote_preload.py's Preloader tries each first in a probe child forked from here: it
+must be an installed module (the standard library or the interpreter's site directories; not a
+user's site directory, not found through a kernel's cwd, a notebook's folder or a path added at
+run time), import without error, start no thread, leave no file descriptor open and read no
+environment variable that requests set (`request_env`). Those that pass are imported here,
+while the zygote's growth stays under `max_mb`, and then warmed: WARM_UPS (zygote_warm_ups.py)
+runs the first-use set-up of the libraries it knows (a figure to PNG, a DataFrame's reprs), again tried first in a probe
 that checks it leaves no output, file, thread, open figure or name behind. The ready message
 says what was pre-imported (with each module's file and mtime, for kpoold to see upgrades), what
 was refused and why, and how much the zygote grew.
@@ -48,7 +51,7 @@ applied without running a cell).
 
 Children break copy-on-write in bulk (MADV_POPULATE_WRITE, as they start: off any request)
 for the zygote's pages that kernels write, instead of faulting them in one by one while a user
-waits (HotPageLearner): the pages the first pre-built kernel has written right after answering
+waits (zygote_pages.py): the pages the first pre-built kernel has written right after answering
 its first execute_request (the pool's startup_code, else kpoold's priming; its first
 kernel_info_request when the pool does not prime), and those most of the recent sampled kernels
 wrote over their whole life, each reported as the sample ends. MODE "start" keeps the former
@@ -89,6 +92,7 @@ zygote inherits it; see daemon/process/cpu_priority.hpp), else every fork is at 
 """
 import os
 
+
 class AfterFork:
     """What every forked child does first: SCHED_IDLE for background work that the zygote could
     not fork at SCHED_IDLE itself, then copy-on-write broken in bulk for the hot pages
@@ -99,7 +103,7 @@ class AfterFork:
     def __init__(self):
         self.sched_idle = False
         self.prefault = []  # (address, length) runs
-        self.madvise = None
+        self.populate = None  # (address, length): madvise(MADV_POPULATE_WRITE), set by Zygote
 
     def __call__(self):
         if self.sched_idle:
@@ -108,7 +112,7 @@ class AfterFork:
             except OSError:
                 pass
         for address, length in self.prefault:
-            self.madvise(address, length, MADV_POPULATE_WRITE)
+            self.populate(address, length)
 
 
 AFTER_FORK = AfterFork()
@@ -116,63 +120,43 @@ os.register_at_fork(after_in_child=AFTER_FORK)
 
 import ast  # noqa: E402
 import atexit  # noqa: E402
-import collections  # noqa: E402
 import ctypes  # noqa: E402
 import gc  # noqa: E402
-import importlib.util  # noqa: E402
 import json  # noqa: E402
 import random  # noqa: E402
 import select  # noqa: E402
 import signal  # noqa: E402
-import site  # noqa: E402
 import socket  # noqa: E402
 import sys  # noqa: E402
-import sysconfig  # noqa: E402
-import tempfile  # noqa: E402
 import threading  # noqa: E402
 import traceback  # noqa: E402
 import types  # noqa: E402
 
+
+def helper(name):
+    """One of the zygote's other files, whose source kpoold passes as it passes this one's
+    (compiled in): run in a namespace of its own, as a module would be, but not importable
+    (nothing of kpool's in a kernel's sys.modules)."""
+    namespace = {"__name__": "kpool_" + name.partition(".")[0]}
+    exec(compile(HELPER_SOURCES.get(name, ""), "<%s>" % name, "exec"), namespace)
+    return types.SimpleNamespace(**namespace)
+
+
+# HELPERS_JSON (the module docstring).
+HELPER_SOURCES = json.loads(sys.argv[6]) if len(sys.argv) > 6 and sys.argv[6] else {}
+preloading = helper("zygote_preload.py")
+pages = helper("zygote_pages.py")
+
 PR_SET_PDEATHSIG = 1
-MADV_POPULATE_WRITE = 23  # Linux 5.14
-PAGE = os.sysconf("SC_PAGE_SIZE")
-MAX_PREFAULT_PAGES = 16384  # 64 MiB: a kernel writes 3,000-4,500 of our pages
-RECENT_LIVES = 8  # sampled kernels' whole-life page reports kept (HotPageLearner)
-MIN_LIVES = 3  # every pre-built fork is a sample until this many reports are in
-SAMPLE_EVERY = 8  # then one pre-built fork in this many
-MAX_OPEN_REPORTS = 4  # samples running at once (a pipe each)
 # Read by Python's start-up, by C libraries or lazily by IPython rather than through os.environ
 # during our imports: a request must agree on these too before taking the fast path.
 WATCHED_ENV = ("HOME", "IPYTHONDIR", "PATH", "LANG", "MPLBACKEND")
 WATCHED_ENV_PREFIXES = ("JUPYTER_", "XDG_", "PYTHON", "LC_")
 # Set by the zygote for itself only (silences debugpy's frozen-modules warning at import).
 ZYGOTE_ONLY_ENV = "PYDEVD_DISABLE_FILE_VALIDATION"
-PROBE_TIMEOUT = 120  # seconds a probe child may take to import a module and warm it
 IMPORTS_EVERY_S = 60  # a running kernel's imports report, at most this often (the plan's)
 BACKGROUND_LIMIT_S = 5  # a rebuild at SCHED_IDLE goes on at normal priority after this long
-MAX_REPORTED_OTHER = 64  # modules a kernel reports as not installed, at most
 PRELOADED = ()  # the modules the Preloader imported here: what a kernel's cwd may shadow
-
-
-class EnvironmentReads:
-    """Records every name read through os.environ while installed."""
-
-    def __init__(self):
-        self.names = set()
-        self._original = os._Environ.__getitem__
-
-    def __enter__(self):
-        names, original = self.names, self._original
-
-        def recording_getitem(environ, key):
-            names.add(key)
-            return original(environ, key)
-
-        os._Environ.__getitem__ = recording_getitem
-        return self
-
-    def __exit__(self, *exc):
-        os._Environ.__getitem__ = self._original
 
 
 def preload(startup_code):
@@ -185,408 +169,6 @@ def preload(startup_code):
     tree = ast.parse(startup_code)
     imports = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
     exec(compile(ast.Module(body=imports, type_ignores=[]), "<startup_code imports>", "exec"), {})
-
-
-def open_fds():
-    """This process's open file descriptors (not the one listing them, closed by then)."""
-    fds = set()
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            os.fstat(int(name))
-            fds.add(int(name))
-        except OSError:
-            pass
-    return fds
-
-
-def writable_private_ranges():
-    """(start, end) of this process's private writable mappings."""
-    ranges = []
-    with open("/proc/self/maps") as maps:
-        for line in maps:
-            fields = line.split()
-            if fields[1].startswith("rw") and fields[1].endswith("p"):
-                start, end = (int(x, 16) for x in fields[0].split("-"))
-                ranges.append((start, end))
-    return ranges
-
-
-def exclusive_pages(ranges):
-    """Runs [address, pages] of the pages in `ranges` present and mapped by this process alone:
-    in a forked child, given the zygote's private writable ranges, those of its pages that the
-    child has written."""
-    runs = []
-    with open("/proc/self/pagemap", "rb") as pagemap:
-        for start, end in ranges:
-            first = start // PAGE
-            count = (end - start) // PAGE
-            pagemap.seek(first * 8)
-            entries = memoryview(pagemap.read(count * 8)).cast("Q")
-            run_start = None
-            for i, entry in enumerate(entries):
-                hot = (entry >> 63) & 1 and (entry >> 56) & 1
-                if hot and run_start is None:
-                    run_start = i
-                elif not hot and run_start is not None:
-                    runs.append([(first + run_start) * PAGE, i - run_start])
-                    run_start = None
-            if run_start is not None:
-                runs.append([(first + run_start) * PAGE, count - run_start])
-    return runs
-
-
-class ModuleOrigins:
-    """Where a top-level module comes from: the interpreter's own (the standard library, its
-    site directories: what its packages installed) or anywhere else (a user's site directory,
-    a kernel's cwd, a notebook's folder, PYTHONPATH, a path added at run time)."""
-
-    def __init__(self):
-        paths = sysconfig.get_paths()
-        self.installed = sorted({os.path.realpath(paths[k]) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-                                | {os.path.realpath(p) for p in site.getsitepackages()})
-        try:
-            self.user_site = os.path.realpath(site.getusersitepackages())
-        except Exception:
-            self.user_site = None
-
-    @staticmethod
-    def _under(path, directory):
-        return path == directory or path.startswith(directory.rstrip("/") + "/")
-
-    def why_not_installed(self, spec):
-        """None for an installed module (its importlib spec), else why it does not count."""
-        if spec is None:
-            return "not found"
-        if spec.origin in ("built-in", "frozen") or spec.origin is None and not spec.submodule_search_locations:
-            return None
-        places = list(spec.submodule_search_locations or []) or [spec.origin]
-        for place in places:
-            real = os.path.realpath(place)
-            if self.user_site and self._under(real, self.user_site):
-                return "in a user's site directory (%s)" % os.path.dirname(real)
-            if not any(self._under(real, d) for d in self.installed):
-                return "not an installed module (found in %s)" % os.path.dirname(real)
-        return None
-
-    def of_imported(self, name):
-        module = sys.modules.get(name)
-        return self.why_not_installed(getattr(module, "__spec__", None)) if module is not None else "not imported"
-
-
-def rss_kb():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
-class Traces:
-    """What a piece of code left behind in this process: threads, file descriptors, output on
-    fds 1 and 2, files in the working directory, pyplot figures, names in the shell's user
-    namespace. Used in probe children only (it moves the cwd and the output fds)."""
-
-    def __init__(self, shell):
-        self.shell = shell
-        self.dir = tempfile.mkdtemp(prefix="kpool-probe-")
-        os.chdir(self.dir)
-        self.out = tempfile.TemporaryFile()
-        os.dup2(self.out.fileno(), 1)
-        os.dup2(self.out.fileno(), 2)
-        self.reset()
-
-    def reset(self):
-        self.threads, self.fds = threading.active_count(), open_fds()
-        self.names = set(self.shell.user_ns) if self.shell is not None else set()
-        self.count = self.shell.execution_count if self.shell is not None else None
-        sys.stdout.flush()
-        sys.stderr.flush()
-        self.out.seek(0, os.SEEK_END)
-        self.out_at = self.out.tell()
-
-    def remove_dir(self):
-        for entry in os.listdir(self.dir):
-            try:
-                os.unlink(os.path.join(self.dir, entry))
-            except OSError:
-                pass
-        try:
-            os.rmdir(self.dir)
-        except OSError:
-            pass
-
-    def left(self, output_matters):
-        """None, or what was left behind since the last reset."""
-        if threading.active_count() != self.threads:
-            return "starts a thread"
-        opened = open_fds() - self.fds
-        if opened:
-            where = []
-            for fd in sorted(opened):
-                try:
-                    where.append(os.readlink("/proc/self/fd/%d" % fd))
-                except OSError:
-                    where.append(str(fd))
-            return "leaves file descriptor(s) open (%s)" % ", ".join(where)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        self.out.seek(0, os.SEEK_END)
-        if output_matters and self.out.tell() != self.out_at:
-            self.out.seek(self.out_at)
-            return "prints %r" % self.out.read(120).decode(errors="replace")
-        if os.listdir(self.dir):
-            return "leaves a file (%s)" % sorted(os.listdir(self.dir))[0]
-        pyplot = sys.modules.get("matplotlib.pyplot")
-        if pyplot is not None and pyplot.get_fignums():
-            return "leaves a figure open"
-        if self.shell is not None and (set(self.shell.user_ns) != self.names or
-                                       self.shell.execution_count != self.count):
-            return "leaves a trace in the shell (names or execution count)"
-        return None
-
-
-def probe_in_child(name, warm_up, shell, request_env):
-    """In a probe child: import `name` (and warm it) as the zygote would; what happened."""
-    traces = Traces(shell)
-    try:
-        return try_import(name, warm_up, shell, request_env, traces)
-    finally:
-        traces.remove_dir()
-
-
-def try_import(name, warm_up, shell, request_env, traces):
-    before = rss_kb()
-    with EnvironmentReads() as reads:
-        try:
-            importlib.import_module(name)
-        except BaseException as e:
-            return {"why": "import failed: %s: %s" % (type(e).__name__, str(e)[:200])}
-    left = traces.left(output_matters=False)
-    if left is not None:
-        return {"why": left + " at import"}
-    read = sorted(n for n in reads.names if isinstance(n, str) and n in request_env)
-    if read:
-        return {"why": "reads $%s at import, which requests set" % read[0]}
-    result = {"kb": rss_kb() - before, "warm_up": None}
-    if warm_up is not None:
-        traces.reset()
-        try:
-            warm_up(shell)
-            result["warm_up"] = traces.left(output_matters=True)
-        except BaseException as e:
-            result["warm_up"] = "failed: %s: %s" % (type(e).__name__, str(e)[:200])
-    return result
-
-
-PROBES = set()  # probe children running: raised from SCHED_IDLE with the zygote (BackgroundLimit)
-
-
-class BackgroundLimit:
-    """A zygote rebuilt in the background starts at SCHED_IDLE; on a host with no idle CPU it
-    would never get there. After `seconds` it (and the probe it waits for) go on at normal
-    priority, as kpoold's starting kernels do after background_limit_s."""
-
-    def __init__(self, seconds):
-        self.armed = os.sched_getscheduler(0) == os.SCHED_IDLE and may_leave_sched_idle()
-        if self.armed:
-            signal.signal(signal.SIGALRM, self.escalate)
-            signal.setitimer(signal.ITIMER_REAL, seconds)
-
-    @staticmethod
-    def escalate(*_):
-        for pid in [0] + sorted(PROBES):
-            try:
-                os.sched_setscheduler(pid, os.SCHED_OTHER, os.sched_param(0))
-            except OSError:
-                pass
-
-    def disarm(self):
-        if self.armed:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, signal.SIG_DFL)
-
-
-def probe(name, warm_up, shell, request_env):
-    """Forks a probe child for `name`; its findings, or why it gave none."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        try:
-            found = probe_in_child(name, warm_up, shell, request_env)
-        except BaseException as e:
-            found = {"why": "probe failed: %s: %s" % (type(e).__name__, e)}
-        try:
-            os.write(w, json.dumps(found).encode())
-        finally:
-            os._exit(0)
-    os.close(w)
-    PROBES.add(pid)
-    data, deadline = b"", PROBE_TIMEOUT
-    try:
-        while True:
-            readable, _, _ = select.select([r], [], [], deadline)
-            if not readable:
-                os.kill(pid, signal.SIGKILL)
-                return {"why": "took over %d s to import" % PROBE_TIMEOUT}
-            chunk = os.read(r, 65536)
-            if not chunk:
-                break
-            data += chunk
-    finally:
-        os.close(r)
-        os.waitpid(pid, 0)
-        PROBES.discard(pid)
-    try:
-        return json.loads(data)
-    except ValueError:
-        return {"why": "the probe child died importing it"}
-
-
-class Preloader:
-    """The learned (or listed) modules, tried in probes, imported here under the size cap, then
-    warmed (see the module docstring); `report` is what the ready message says of it."""
-
-    def __init__(self, plan, warm_ups_source):
-        self.modules = [m for m in plan.get("modules", []) if isinstance(m, str) and module_name(m)]
-        self.max_kb = int(plan.get("max_mb", 0)) * 1024
-        self.request_env = set(plan.get("request_env", []))
-        self.warm_ups = {}
-        if warm_ups_source:
-            namespace = {}
-            exec(compile(warm_ups_source, "<zygote_warm_ups.py>", "exec"), namespace)
-            self.warm_ups = namespace.get("WARM_UPS", {})
-        self.names = []  # pre-imported here
-        self.report = {"preloaded": [], "refused": [], "warmed": [], "warm_ups_refused": [],
-                       "growth_mb": 0.0, "rss_mb": round(rss_kb() / 1024, 1)}
-
-    def refuse(self, name, why):
-        self.report["refused"].append([name, why])
-
-    def record(self, name, module):
-        self.names.append(name)
-        path = getattr(module, "__file__", None) or ""
-        try:
-            mtime = os.stat(path).st_mtime if path else 0
-        except OSError:
-            mtime = 0
-        self.report["preloaded"].append({"name": name, "file": path, "mtime": mtime})
-
-    def run(self, shell):
-        origins = ModuleOrigins()
-        start = rss_kb()
-        to_warm = []
-        for name in self.modules:
-            top = name.partition(".")[0]
-            # Imported already: by an earlier one (pandas brings numpy) or by ipykernel.
-            already = name in sys.modules
-            if not already:
-                # The top level's spec: finding a submodule's would import its package here.
-                why = origins.why_not_installed(importlib.util.find_spec(top)) if top not in sys.modules else None
-                if why is not None:
-                    self.refuse(name, why)
-                    continue
-            # One warm-up per library.
-            warm_up = self.warm_ups.get(top) if top not in {t for t, _ in to_warm} else None
-            if already and warm_up is None:
-                self.record(name, sys.modules[name])
-                continue
-            found = probe(name, warm_up, shell, self.request_env)
-            if found.get("why"):
-                self.refuse(name, found["why"])
-                continue
-            if already:
-                module = sys.modules[name]
-            else:
-                grown = rss_kb() - start
-                if self.max_kb and grown + found.get("kb", 0) > self.max_kb:
-                    self.refuse(name, "over the zygote's size cap (%d MB: %.0f MB used, it takes %.0f)"
-                                % (self.max_kb // 1024, grown / 1024, found.get("kb", 0) / 1024))
-                    continue
-                try:
-                    module = importlib.import_module(name)
-                except BaseException as e:  # passed its probe: not expected
-                    self.refuse(name, "import failed: %s: %s" % (type(e).__name__, e))
-                    continue
-            self.record(name, module)
-            if warm_up is not None:
-                if found.get("warm_up"):
-                    self.report["warm_ups_refused"].append([top, found["warm_up"]])
-                else:
-                    to_warm.append((top, warm_up))
-        for name, warm_up in to_warm:
-            try:
-                warm_up(shell)
-                self.report["warmed"].append(name)
-            except BaseException as e:  # passed its probe: not expected, never fatal
-                self.report["warm_ups_refused"].append([name, "failed: %s: %s" % (type(e).__name__, e)])
-        self.report["growth_mb"] = round((rss_kb() - start) / 1024, 1)
-        self.report["rss_mb"] = round(rss_kb() / 1024, 1)
-
-
-def module_name(name):
-    """Whether `name` is a module's dotted name (pandas, matplotlib.pyplot)."""
-    return bool(name) and all(part.isidentifier() for part in name.split("."))
-
-
-def unshadow(preloaded, directory):
-    """Drops the pre-imported modules that `directory` (a kernel's cwd, first on its sys.path)
-    has a module of the same name for, so that an import finds that one, as in a fresh kernel."""
-    try:
-        entries = os.listdir(directory)
-    except OSError:
-        return
-    here = set()
-    for entry in entries:
-        base, _, ext = entry.partition(".")
-        if ext in ("", "py", "pyc") or ext.endswith("so"):
-            here.add(base)
-    for top in {name.partition(".")[0] for name in preloaded}:
-        if top in here:
-            for loaded in [m for m in sys.modules if m == top or m.startswith(top + ".")]:
-                del sys.modules[loaded]
-
-
-def used_modules(base, learned):
-    """In a kernel that ends: the modules it used, as {"modules": installed ones, "other":
-    [[name, where]]}: the top-level modules it imported beyond the zygote's `base`, and what
-    its user namespace holds that is not `base`'s or is one of the `learned` the zygote
-    pre-imported: modules by their full name (`plt` is matplotlib.pyplot, the part worth
-    pre-importing), and the top-level modules of its objects."""
-    names = {n.partition(".")[0] for n in list(sys.modules)} - base
-    try:
-        from IPython import get_ipython
-        shell = get_ipython()
-        values = list(shell.user_ns.values()) if shell is not None else []
-    except Exception:
-        values = []
-    learned_tops = {n.partition(".")[0] for n in learned}
-    for value in values:
-        whole = isinstance(value, types.ModuleType)
-        if whole:
-            module = getattr(value, "__name__", None)
-        else:
-            module = getattr(value, "__module__", None)
-            if not isinstance(module, str):
-                module = getattr(type(value), "__module__", None)
-        if not isinstance(module, str):
-            continue
-        top = module.partition(".")[0]
-        if top not in base or top in learned_tops:
-            names.update((module, top) if whole else (top,))
-    names -= {"__main__", "builtins", "__mp_main__"}
-    origins = ModuleOrigins()
-    modules, other = [], []
-    for name in sorted(names):
-        if not module_name(name):
-            continue
-        top = name.partition(".")[0]
-        why = origins.of_imported(top) if top in sys.modules else "not imported"
-        if why is None:
-            modules.append(name)
-        elif len(other) < MAX_REPORTED_OTHER:
-            other.append([name, why])
-    return {"modules": modules, "other": other}
 
 
 class Prebuilt:
@@ -607,7 +189,7 @@ class Prebuilt:
             return "the kernel's arguments start a subcommand (%s)" % self.template[0]
         if not any("{connection_file}" in a for a in self.template):
             return "the kernel's arguments have no {connection_file}"
-        threads, fds = threading.active_count(), open_fds()
+        threads, fds = threading.active_count(), preloading.open_fds()
         from IPython.core.application import BaseIPythonApplication
         from IPython.core.history import HistoryManager
         from ipykernel.compiler import XCachingCompiler
@@ -645,7 +227,7 @@ class Prebuilt:
                 return why_not
         if threading.active_count() != threads:
             return "pre-building started a thread"
-        opened = open_fds() - fds
+        opened = preloading.open_fds() - fds
         if opened:
             return "pre-building left file descriptor(s) %s open" % sorted(opened)
         return None
@@ -694,7 +276,7 @@ def prime_shell(shell):
 
 def report_used_modules(imports_sock, base_modules, running):
     """One datagram to the zygote (lost if it is gone): the modules this kernel used."""
-    used = used_modules(base_modules, set(PRELOADED))
+    used = preloading.used_modules(base_modules, set(PRELOADED))
     imports_sock.send(json.dumps(dict(used, pid=os.getpid(), running=running)).encode())
 
 
@@ -754,7 +336,7 @@ def start_prebuilt_kernel(prebuilt, request, report, report_imports):
     sys.stdout.flush()
     sys.stderr.flush()
     if report is not None and report.first:
-        report_hot_pages_after_first(
+        pages.report_hot_pages_after_first(
             kernel, "execute_request" if prebuilt.prime else "kernel_info_request", report)
     if IMPORTS_EVERY_S > 0:
         sample_imports_while_running(shell, IMPORTS_EVERY_S, report_imports)
@@ -795,7 +377,7 @@ def context_dispatch(kernel, dispatch_control):
         try:
             if content.get("cwd") is not None:
                 os.chdir(content["cwd"].encode())
-                unshadow(PRELOADED, os.getcwd())
+                preloading.unshadow(PRELOADED, os.getcwd())
             for name, value in (content.get("env") or {}).items():
                 os.environb[name.encode()] = value.encode()
             if content.get("python"):  # kpoold's own setup code (in-memory history)
@@ -806,34 +388,6 @@ def context_dispatch(kernel, dispatch_control):
         kernel.session.send(kernel.control_stream, "kpool_context_reply", reply, request, idents)
         return None
     return dispatch
-
-
-def send_page_report(report, kind):
-    """One line to the zygote: {KIND: runs of the zygote's pages this kernel has written}."""
-    data = (json.dumps({kind: exclusive_pages(report.zygote_ranges)}) + "\n").encode()
-    fd = report.fd
-    try:
-        while data:
-            data = data[os.write(fd, data):]
-    except OSError:
-        pass  # the zygote is gone
-
-
-def report_hot_pages_after_first(kernel, msg_type, report):
-    """Wraps the handler of `msg_type` (kernel_info_request is bound on shell and control alike)
-    so that the first answer, and only the first, is followed by the "first" page report: by
-    then the kernel has written what every kernel writes before its user's first cell."""
-    original = kernel.shell_handlers[msg_type]
-    pending = [report]
-
-    async def answer_then_report(stream, ident, parent):
-        await original(stream, ident, parent)
-        if pending:
-            send_page_report(pending.pop(), "first")
-
-    kernel.shell_handlers[msg_type] = answer_then_report
-    if msg_type in kernel.control_handlers:
-        kernel.control_handlers[msg_type] = answer_then_report
 
 
 class Channel:
@@ -921,173 +475,6 @@ class FastPathPolicy:
         return None
 
 
-class PageReport:
-    """A sample's report pipe: `fd` the child's end, `read_fd` the zygote's; `first`: the
-    child also reports after its first answer; `zygote_ranges`: the zygote's private writable
-    mappings, read by the child as it starts (the only pages it scans: the rest is its own)."""
-
-    def __init__(self, fd, read_fd, first):
-        self.fd = fd
-        self.read_fd = read_fd
-        self.first = first
-        self.zygote_ranges = []
-
-
-class HotPageLearner:
-    """Learns which of our pages kernels write, for AfterFork to break copy-on-write for in bulk
-    in every later child (off the request: a refill nobody waits for), so that a kernel's first
-    writes to them fault no page in one by one while its user waits:
-    - the pages the first pre-built kernel writes before its user's first cell (its start and
-      priming, the same in every kernel), from its "first" report after its first answer;
-    - the pages most of the recent sampled kernels wrote over their whole life (what the pool's
-      notebooks touch: their imports' objects, caches, the allocator's arenas), from each
-      sample's "life" report as it ends, if its user ran a cell. A sample is forked with only the
-      start pages pre-faulted, so that what it reports it wrote itself; every pre-built fork is
-      one until MIN_LIVES reports are in, then one in SAMPLE_EVERY, so that a workload that
-      changes is followed and a page no longer used leaves with the reports that had it.
-    All of it is capped at MAX_PREFAULT_PAGES; a kernel's pre-faulted pages are its own memory
-    from its start, which status reports (hot_pages)."""
-
-    def __init__(self, after_fork, mode, nothing_to_learn):
-        self.after_fork = after_fork
-        self.mode = mode  # the pool's `prefault`: "learn", "start" (no samples) or "off"
-        self.disabled = nothing_to_learn or mode == "off"
-        self.start_pages = None  # page numbers from the "first" report
-        self.first_asked = False  # a child running was asked for it
-        self.lives = collections.deque(maxlen=RECENT_LIVES)  # page-number sets, newest last
-        self.reports = {}  # read fd -> [unread bytes, asked for "first"], one per sample running
-        self.forks_since_sample = 0
-        self.start_prefault = []  # (address, length) runs of the start pages: a sample's
-        self.published = None
-
-    def ask(self):
-        """For a pre-built fork about to happen: None, or a new PageReport for its child (and
-        the read end kept here)."""
-        if self.disabled or len(self.reports) >= MAX_OPEN_REPORTS:
-            return None
-        first = self.start_pages is None and not self.first_asked
-        self.forks_since_sample += 1
-        if not first and (self.mode != "learn" or
-                          len(self.lives) >= MIN_LIVES and self.forks_since_sample < SAMPLE_EVERY):
-            return None
-        self.forks_since_sample = 0
-        read_fd, write_fd = os.pipe()
-        self.reports[read_fd] = [b"", first]
-        self.first_asked = self.first_asked or first
-        return PageReport(write_fd, read_fd, first)
-
-    def initial(self):
-        """The message for kpoold before any report, if there is one to give."""
-        if self.mode == "off":
-            return {"learned": 0, "why_not": 'prefault = "off"', "kernels": 0}
-        return None
-
-    def fork_failed(self, report):
-        os.close(report.fd)
-        self.forget(report.read_fd)
-
-    def forget(self, fd):
-        _, first = self.reports.pop(fd)
-        os.close(fd)
-        if first and self.start_pages is None:
-            self.first_asked = False  # it ended before its first answer: the next one teaches us
-
-    def fds(self):
-        return list(self.reports)
-
-    def read(self, fd):
-        """Reads what a sample wrote; the message for kpoold when what is pre-faulted changed,
-        else None."""
-        try:
-            data = os.read(fd, 1 << 16)
-        except OSError:
-            data = b""
-        if not data:
-            self.forget(fd)
-            return None
-        entry = self.reports[fd]
-        *lines, entry[0] = (entry[0] + data).split(b"\n")
-        changed = False
-        for line in lines:
-            try:
-                report = json.loads(line)
-                kind, runs = next(iter(report.items()))
-                pages = self.ours(runs)
-            except (ValueError, TypeError, AttributeError, StopIteration):
-                continue  # a kernel's (not ours to trust blindly): dropped
-            if kind == "first" and self.start_pages is None:
-                self.start_pages = pages
-                changed = True
-            elif kind == "life" and self.mode == "learn":
-                self.lives.append(pages)
-                changed = True
-        return self.publish() if changed else None
-
-    def ours(self, runs):
-        """The page numbers of the reported runs that lie in our own private writable mappings
-        (both sorted by address: one sweep)."""
-        pages = set()
-        ranges = sorted(writable_private_ranges())
-        i = 0
-        for address, count in sorted((int(a), int(n)) for a, n in runs):
-            start, end = address, address + count * PAGE
-            while i < len(ranges) and ranges[i][1] <= start:
-                i += 1
-            j = i
-            while j < len(ranges) and ranges[j][0] < end:
-                a, b = max(start, ranges[j][0]), min(end, ranges[j][1])
-                if a < b:
-                    pages.update(range(a // PAGE, b // PAGE))
-                j += 1
-        return pages
-
-    def chosen(self):
-        """The start pages, then those written by most recent lives (by how many), capped."""
-        start = sorted(self.start_pages or ())[:MAX_PREFAULT_PAGES]
-        counts = collections.Counter(p for life in self.lives for p in life)
-        most = max(2, (len(self.lives) + 1) // 2)
-        taken = set(start)
-        life = [p for p, n in counts.most_common() if n >= most and p not in taken]
-        return start, life[:MAX_PREFAULT_PAGES - len(start)]
-
-    def publish(self):
-        start, life = self.chosen()
-        total = len(start) + len(life)
-        if not total:
-            message = {"learned": 0, "why_not": "the kernels wrote none of our pages", "kernels": len(self.lives)}
-        elif self.published is None and not self.madvise_works(start[0] if start else life[0]):
-            self.disabled = True
-            message = {"learned": 0, "why_not": "madvise(MADV_POPULATE_WRITE): %s" % os.strerror(ctypes.get_errno()),
-                       "kernels": len(self.lives)}
-        else:
-            self.start_prefault = page_runs(start)
-            self.after_fork.prefault = page_runs(start + life)
-            message = {"learned": total, "why_not": None, "kernels": len(self.lives)}
-        if message == self.published:
-            return None
-        self.published = message
-        return message
-
-    def madvise_works(self, page):
-        """Probes the call once: a Linux before 5.14 refuses MADV_POPULATE_WRITE."""
-        return self.after_fork.madvise(page * PAGE, PAGE, MADV_POPULATE_WRITE) == 0
-
-    def close_in_child(self):
-        for fd in self.reports:
-            os.close(fd)
-
-
-def page_runs(pages):
-    """(address, length) runs of consecutive page numbers."""
-    runs = []
-    for page in sorted(pages):
-        if runs and runs[-1][0] + runs[-1][1] == page * PAGE:
-            runs[-1][1] += PAGE
-        else:
-            runs.append([page * PAGE, PAGE])
-    return [tuple(run) for run in runs]
-
-
 def become_kernel(request, refused, report, zygote_pid, libc, prebuilt, env_set_by_imports, imports_sock,
                   base_modules):
     """The child's side of a fork: leave the zygote's plumbing (already closed by the caller)
@@ -1095,7 +482,7 @@ def become_kernel(request, refused, report, zygote_pid, libc, prebuilt, env_set_
     kernel, pre-built or not. Never returns."""
     code = 1
     if report is not None:
-        report.zygote_ranges = writable_private_ranges()  # as they were at fork: nothing added yet
+        report.zygote_ranges = pages.writable_private_ranges()  # as they were at fork: nothing added yet
     try:
         # A process group of its own (kpoold signals the group) in kpoold's session, so
         # that the scheduler weighs it against kpoold's other kernels (SCHED_IDLE while it
@@ -1117,7 +504,7 @@ def become_kernel(request, refused, report, zygote_pid, libc, prebuilt, env_set_
             os.environ.setdefault(name, value)
         if request.get("cwd"):
             os.chdir(request["cwd"])
-        unshadow(PRELOADED, os.getcwd())
+        preloading.unshadow(PRELOADED, os.getcwd())
         log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -1152,7 +539,7 @@ def become_kernel(request, refused, report, zygote_pid, libc, prebuilt, env_set_
     if report is not None:
         try:
             if prebuilt.shell is not None and prebuilt.shell.execution_count > 1:
-                send_page_report(report, "life")
+                pages.send_page_report(report, "life")
         except Exception:
             traceback.print_exc()
         os.close(report.fd)
@@ -1195,7 +582,7 @@ class Zygote:
         self.idle_forks = may_leave_sched_idle()
         madvise = self.libc.madvise
         madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-        after_fork.madvise = madvise
+        after_fork.populate = lambda address, length: madvise(address, length, pages.MADV_POPULATE_WRITE)
 
     def serve(self):
         # A zygote built in the background (a rebuild with what the pool learned) started at
@@ -1314,7 +701,6 @@ def main():
     template = json.loads(sys.argv[3]) if len(sys.argv) > 3 else None
     prime = len(sys.argv) > 4 and sys.argv[4] == "prime"
     plan = json.loads(sys.argv[5]) if len(sys.argv) > 5 and sys.argv[5] else None
-    warm_ups_source = sys.argv[6] if len(sys.argv) > 6 else ""
     prefault = plan.get("prefault", "learn") if isinstance(plan, dict) else "learn"
     if prefault not in ("learn", "start", "off"):
         prefault = "learn"
@@ -1324,20 +710,21 @@ def main():
     own = ZYGOTE_ONLY_ENV not in os.environ
     if own:
         os.environ[ZYGOTE_ONLY_ENV] = "1"
-    preloader = Preloader(plan if isinstance(plan, dict) else {}, warm_ups_source)
-    limit = BackgroundLimit(BACKGROUND_LIMIT_S)
-    with EnvironmentReads() as reads:
+    preloader = preloading.Preloader(plan if isinstance(plan, dict) else {},
+                                     HELPER_SOURCES.get("zygote_warm_ups.py", ""))
+    limit = preloading.BackgroundLimit(BACKGROUND_LIMIT_S, may_leave_sched_idle())
+    with preloading.EnvironmentReads() as reads:
         preload(startup_code)
         prebuilt = Prebuilt(template or [], prime)
         why_not = "no argument template" if template is None else prebuilt.build()
-        threads, fds = threading.active_count(), open_fds()
+        threads, fds = threading.active_count(), preloading.open_fds()
         cwd = os.getcwd()
         preloader.run(prebuilt.shell if why_not is None else None)
         limit.disarm()
         os.chdir(cwd)
         if why_not is None and threading.active_count() != threads:
             why_not = "pre-importing the learned modules started a thread"
-        elif why_not is None and open_fds() - fds:
+        elif why_not is None and preloading.open_fds() - fds:
             why_not = "pre-importing the learned modules left file descriptor(s) open"
     PRELOADED = tuple(preloader.names)
     if own:
@@ -1348,7 +735,7 @@ def main():
     gc.collect()
     gc.freeze()  # the first full collection in a kernel would touch (and copy) every object
     Zygote(Channel(path), FastPathPolicy(prebuilt, why_not, reads.names, env_at_start),
-           HotPageLearner(AFTER_FORK, prefault, nothing_to_learn=why_not is not None), AFTER_FORK,
+           pages.HotPageLearner(AFTER_FORK, prefault, nothing_to_learn=why_not is not None), AFTER_FORK,
            env_set_by_imports, preloader.report).serve()
 
 

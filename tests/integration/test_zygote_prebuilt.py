@@ -15,7 +15,18 @@ from jupyter_client import BlockingKernelClient
 from conftest import KPOOL, PYTHON, alive, run_cells, run_code, wait_until
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ZYGOTE_SOURCE = os.path.join(REPO, "daemon", "process", "zygote.py")
+ZYGOTE_DIR = os.path.join(REPO, "daemon", "process")
+
+
+def zygote_argv(path, template, plan):
+    """zygote.py's command line as kpoold builds it (launcher_registry.cpp), its files' sources
+    read from the source tree."""
+    def source(name):
+        with open(os.path.join(ZYGOTE_DIR, name)) as f:
+            return f.read()
+    helpers = {name: source(name) for name in ("zygote_preload.py", "zygote_pages.py", "zygote_warm_ups.py")}
+    return [PYTHON, "-c", source("zygote.py"), path, "", json.dumps(template), "no-prime",
+            json.dumps(plan or {}), json.dumps(helpers)]
 
 FORK_AND_SPAWN = """
 [pools.py]
@@ -106,10 +117,7 @@ class Zygote:
         server.bind(path)
         server.listen(1)
         self.env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
-        with open(ZYGOTE_SOURCE) as f:
-            source = f.read()
-        plan_args = ["no-prime", json.dumps(plan)] if plan is not None else []
-        self.proc = subprocess.Popen([PYTHON, "-c", source, path, "", json.dumps(template)] + plan_args,
+        self.proc = subprocess.Popen(zygote_argv(path, template, plan),
                                      env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         server.settimeout(60)
         self.conn, _ = server.accept()
