@@ -6,7 +6,7 @@
 #include "params/values.hpp"
 #include "serve/http_response.hpp"
 #include "serve/kernel_call.hpp"
-#include "serve/server.hpp"
+#include "serve/request_services.hpp"
 
 namespace kpool::serve {
 namespace {
@@ -15,7 +15,7 @@ using json = nlohmann::json;
 
 class exec_call final : public kernel_call {
 public:
-    exec_call(server& owner, exchange_ptr exchange, exec_body body, std::chrono::steady_clock::time_point arrived)
+    exec_call(request_services& owner, exchange_ptr exchange, exec_body body, std::chrono::steady_clock::time_point arrived)
         : kernel_call(owner, std::move(exchange), "/v1/exec", arrived), m_body(std::move(body)) {}
 
 private:
@@ -69,7 +69,7 @@ private:
 
 } // namespace
 
-void start_exec_call(server& owner, exchange_ptr exchange, exec_body body,
+void start_exec_call(request_services& owner, exchange_ptr exchange, exec_body body,
                      std::chrono::steady_clock::time_point arrived) {
     const kernel_fields& k = body.kernel;
     const kernel_wish wish{.pool = k.kernel.empty() ? owner.options().default_kernel : k.kernel,

@@ -10,9 +10,9 @@
 
 namespace kpool::serve {
 
-class server;
+class request_services;
 
-void start_exec_call(server& owner, exchange_ptr exchange, exec_body body,
+void start_exec_call(request_services& owner, exchange_ptr exchange, exec_body body,
                      std::chrono::steady_clock::time_point arrived);
 
 } // namespace kpool::serve

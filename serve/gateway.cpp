@@ -9,7 +9,7 @@
 #include "protocol/stamps.hpp"
 #include "serve/deadlines.hpp"
 #include "serve/routing.hpp"
-#include "serve/server.hpp"
+#include "serve/request_services.hpp"
 #include "serve/spare_kernels.hpp"
 
 #include <sys/stat.h>
@@ -70,7 +70,7 @@ json resources_of(const std::string& name, const std::string& dir) {
 
 } // namespace
 
-gateway::gateway(server& owner)
+gateway::gateway(request_services& owner)
     : m_owner(owner), m_sessions(*this, owner.options().root), m_reaper(owner.loop()), m_cull_timer(owner.loop()), m_poll_timer(owner.loop()) {
     const gateway_options& o = owner.options().gateway;
     if (o.cull_idle_timeout.count() > 0) {

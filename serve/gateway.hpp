@@ -27,11 +27,11 @@
 
 namespace kpool::serve {
 
-class server;
+class request_services;
 
 class gateway {
 public:
-    explicit gateway(server& owner);
+    explicit gateway(request_services& owner);
     ~gateway();
     gateway(const gateway&) = delete;
     gateway& operator=(const gateway&) = delete;
@@ -94,7 +94,7 @@ private:
     void poll();
     void retire(std::unique_ptr<gateway_kernel> kernel);
 
-    server& m_owner;
+    request_services& m_owner;
     std::map<std::string, held> m_kernels;
     gateway_sessions m_sessions;
     struct starting {

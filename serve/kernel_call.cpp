@@ -4,7 +4,7 @@
 #include "loop/logging.hpp"
 #include "serve/deadlines.hpp"
 #include "serve/http_response.hpp"
-#include "serve/server.hpp"
+#include "serve/request_services.hpp"
 #include "serve/spare_kernels.hpp"
 
 
@@ -18,7 +18,7 @@ namespace {
 constexpr auto call_poll_every = 1000ms; // is the kernel alive, is the caller still there
 } // namespace
 
-kernel_call::kernel_call(server& owner, exchange_ptr exchange, std::string route, steady::time_point arrived)
+kernel_call::kernel_call(request_services& owner, exchange_ptr exchange, std::string route, steady::time_point arrived)
     : m_owner(owner), m_exchange(std::move(exchange)), m_route(std::move(route)), m_arrived(arrived),
       m_poll(owner.loop()) {}
 

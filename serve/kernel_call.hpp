@@ -22,7 +22,7 @@
 
 namespace kpool::serve {
 
-class server;
+class request_services;
 
 struct kernel_wish {
     std::string pool;
@@ -35,7 +35,7 @@ struct kernel_wish {
 
 class kernel_call : public std::enable_shared_from_this<kernel_call> {
 public:
-    kernel_call(server& owner, exchange_ptr exchange, std::string route, std::chrono::steady_clock::time_point arrived);
+    kernel_call(request_services& owner, exchange_ptr exchange, std::string route, std::chrono::steady_clock::time_point arrived);
     virtual ~kernel_call() = default;
 
     // Acquires a kernel for `wish`, then calls run() once it is ready.
@@ -54,7 +54,7 @@ protected:
     void finish(http_response response);
     // The answer for code stopped before its end: the caller went away, or kpool serve stopped.
     http_response cancelled_response() const;
-    server& owner() { return m_owner; }
+    request_services& owner() { return m_owner; }
     const exchange_ptr& exchange() const { return m_exchange; }
 
 private:
@@ -69,7 +69,7 @@ private:
     void give_back();
     void poll();
 
-    server& m_owner;
+    request_services& m_owner;
     exchange_ptr m_exchange;
     std::string m_route;
     std::chrono::steady_clock::time_point m_arrived;

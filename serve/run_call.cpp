@@ -13,7 +13,7 @@
 #include "runner/papermill.hpp"
 #include "serve/http_response.hpp"
 #include "serve/kernel_call.hpp"
-#include "serve/server.hpp"
+#include "serve/request_services.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -65,7 +65,7 @@ std::optional<http_response> tagged_response(const json& nb) {
 
 class run_call final : public kernel_call {
 public:
-    run_call(server& owner, exchange_ptr exchange, json nb, run_body body, std::chrono::steady_clock::time_point arrived)
+    run_call(request_services& owner, exchange_ptr exchange, json nb, run_body body, std::chrono::steady_clock::time_point arrived)
         : kernel_call(owner, std::move(exchange), "/v1/run", arrived), m_nb(std::move(nb)), m_body(std::move(body)),
           m_engine(m_nb, {.allow_errors = false, .execution_timeout = m_body.kernel.timeout}) {}
 
@@ -186,7 +186,7 @@ result<std::string> read_file(const fs::path& path) {
 
 } // namespace
 
-void start_run_call(server& owner, exchange_ptr exchange, const std::string& path, run_body body,
+void start_run_call(request_services& owner, exchange_ptr exchange, const std::string& path, run_body body,
                     std::chrono::steady_clock::time_point arrived) {
     auto refuse = [&](http_response r) {
         owner.metrics().answered("/v1/run", r.status,

@@ -16,10 +16,10 @@
 
 namespace kpool::serve {
 
-class server;
+class request_services;
 
 // `path` is the request's (normalized) path after /v1/run.
-void start_run_call(server& owner, exchange_ptr exchange, const std::string& path, run_body body,
+void start_run_call(request_services& owner, exchange_ptr exchange, const std::string& path, run_body body,
                     std::chrono::steady_clock::time_point arrived);
 
 } // namespace kpool::serve

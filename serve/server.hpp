@@ -7,11 +7,11 @@
 
 #include "client/spread.hpp"
 #include "serve/control_channel.hpp"
-#include "serve/control_service.hpp"
 #include "serve/endpoint_resolver.hpp"
 #include "serve/http_server.hpp"
 #include "serve/kernel_leases.hpp"
 #include "serve/kernel_session.hpp"
+#include "serve/request_services.hpp"
 #include "serve/serve_metrics.hpp"
 #include "serve/serve_options.hpp"
 
@@ -31,7 +31,7 @@ class kernel_call;
 class gateway;
 class spare_kernels;
 
-class server final : public control_service {
+class server final : public request_services {
 public:
     // Listens at once; an error says why it cannot (address in use, no token off loopback).
     static result<std::unique_ptr<server>> start(uv_loop_t* loop, serve_options options);
@@ -47,28 +47,22 @@ public:
     // What the grace's end does, now: code still running is interrupted, its request answered 503.
     void stop_running_code();
 
-    // For the requests' flows (exec_call.cpp):
-    const serve_options& options() const { return m_options; }
-    serve_metrics& metrics() { return m_metrics; }
-    uv_loop_t* loop() const { return m_loop; }
-    zmq::context_t& zmq() { return m_zmq; }
-    // control_service: control requests to the kpoolds.
+    // request_services, for the requests' flows.
+    const serve_options& options() const override { return m_options; }
+    serve_metrics& metrics() override { return m_metrics; }
+    uv_loop_t* loop() const override { return m_loop; }
+    zmq::context_t& zmq() override { return m_zmq; }
     void control(nlohmann::json request, std::chrono::milliseconds timeout, control_done done) override;
     void control_at(std::size_t daemon, nlohmann::json request, std::chrono::milliseconds timeout,
                     std::function<void(result<nlohmann::json>)> done) override;
-    // The kernels requests, spares and the gateway hold, and their lease policy.
-    kernel_leases& leases() { return m_leases; }
-    // Destroys `thing` (a session, a kernel's channels) on the next loop turn: a callback of its
-    // own may be on the stack now.
-    template <class T> void retire(std::unique_ptr<T> thing) { retire_later(std::shared_ptr<void>(std::move(thing))); }
-    void request_finished();
-    // Seconds a caller refused with 429 should wait: the pool's median time to warm a kernel
-    // (from kpoold's status, refreshed every 2 s) times the queue ahead of it per kernel the
-    // pool keeps warm, from 1 to 60. `pool` empty: the slowest pool's.
+    kernel_leases& leases() override { return m_leases; }
+    void request_finished() override;
+    // The pool's median time to warm a kernel (from kpoold's status, refreshed every 2 s) times
+    // the queue ahead of it per kernel the pool keeps warm, from 1 to 60. `pool` empty: the
+    // slowest pool's.
     int retry_after(const std::string& pool) const override;
-    // A request running code, for shut_down to stop after its grace.
-    void track(const std::shared_ptr<kernel_call>& call);
-    spare_kernels& spares() { return *m_spares; }
+    void track(const std::shared_ptr<kernel_call>& call) override;
+    spare_kernels& spares() override { return *m_spares; }
 
 private:
     server(uv_loop_t* loop, serve_options options);
@@ -78,7 +72,7 @@ private:
     // requests already wait for a kernel; else it counts as in flight until request_finished.
     bool admit(const std::string& label, const exchange_ptr& ex, std::chrono::steady_clock::time_point arrived);
     void finish_shutdown_if_idle();
-    void retire_later(std::shared_ptr<void> thing);
+    void retire_later(std::shared_ptr<void> thing) override;
     // A control request on its way through the daemons in `order`: to the next on a transport
     // failure, and (an acquire) on a refusal another daemon may not give (client/spread.hpp).
     struct control_attempt {

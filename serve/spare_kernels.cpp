@@ -3,7 +3,7 @@
 
 #include "loop/logging.hpp"
 #include "serve/deadlines.hpp"
-#include "serve/server.hpp"
+#include "serve/request_services.hpp"
 
 #include <algorithm>
 
@@ -19,7 +19,7 @@ constexpr auto check_every = 1000ms;
 constexpr auto retry_after_refusal = 1000ms;
 } // namespace
 
-spare_kernels::spare_kernels(server& owner, std::size_t per_pool)
+spare_kernels::spare_kernels(request_services& owner, std::size_t per_pool)
     : m_owner(owner), m_per_pool(per_pool), m_check(owner.loop()) {
     if (m_per_pool > 0) {
         m_check.start(check_every, [this] { check(); }, check_every);

@@ -31,14 +31,14 @@
 
 namespace kpool::serve {
 
-class server;
+class request_services;
 
 class spare_kernels {
 public:
     // Subscribed: its channels' kernel_info() holds the reply, or will before any other.
     using spare = connected_kernel;
 
-    spare_kernels(server& owner, std::size_t per_pool);
+    spare_kernels(request_services& owner, std::size_t per_pool);
     ~spare_kernels();
     spare_kernels(const spare_kernels&) = delete;
     spare_kernels& operator=(const spare_kernels&) = delete;
@@ -77,7 +77,7 @@ private:
     void finish_release_if_done();
     void update_gauge();
 
-    server& m_owner;
+    request_services& m_owner;
     std::size_t m_per_pool;
     std::map<std::string, pool_spares> m_pools;
     loop::uv_timer m_check;

@@ -1,0 +1,45 @@
+// What a request's flow needs of kpool serve (exec_call, run_call, kernel_call, the gateway and
+// the spares): the loop, the options, the metrics, the daemons (control_service), the kernels'
+// leases, the spares, and the request's life in the server (finished, tracked for shut_down,
+// parts retired on the next loop turn). The server provides it; the request types include this
+// and never server.hpp, so the server is the only one that knows them all.
+#pragma once
+
+#include "serve/control_service.hpp"
+#include "serve/kernel_leases.hpp"
+#include "serve/serve_metrics.hpp"
+#include "serve/serve_options.hpp"
+
+#include <uv.h>
+#include <zmq.hpp>
+
+#include <memory>
+
+namespace kpool::serve {
+
+class kernel_call;
+class spare_kernels;
+
+class request_services : public control_service {
+public:
+    virtual const serve_options& options() const = 0;
+    virtual serve_metrics& metrics() = 0;
+    virtual uv_loop_t* loop() const = 0;
+    virtual zmq::context_t& zmq() = 0;
+    // The kernels requests, spares and the gateway hold, and their lease policy.
+    virtual kernel_leases& leases() = 0;
+    virtual spare_kernels& spares() = 0;
+    // An admitted request has its answer out and its kernel back.
+    virtual void request_finished() = 0;
+    // A request running code, for shut_down to stop after its grace.
+    virtual void track(const std::shared_ptr<kernel_call>& call) = 0;
+    // Destroys `thing` (a session, a kernel's channels) on the next loop turn: a callback of its
+    // own may be on the stack now.
+    template <class T> void retire(std::unique_ptr<T> thing) { retire_later(std::shared_ptr<void>(std::move(thing))); }
+
+protected:
+    ~request_services() = default;
+    virtual void retire_later(std::shared_ptr<void> thing) = 0;
+};
+
+} // namespace kpool::serve
