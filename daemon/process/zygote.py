@@ -137,8 +137,10 @@ def helper(name):
     """One of the zygote's other files, whose source kpoold passes as it passes this one's
     (compiled in): run in a namespace of its own, as a module would be, but not importable
     (nothing of kpool's in a kernel's sys.modules)."""
+    if name not in HELPER_SOURCES:
+        sys.exit("zygote: HELPERS_JSON has no %s" % name)
     namespace = {"__name__": "kpool_" + name.partition(".")[0]}
-    exec(compile(HELPER_SOURCES.get(name, ""), "<%s>" % name, "exec"), namespace)
+    exec(compile(HELPER_SOURCES[name], "<%s>" % name, "exec"), namespace)
     return types.SimpleNamespace(**namespace)
 
 

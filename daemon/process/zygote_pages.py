@@ -21,6 +21,7 @@ RECENT_LIVES = 8  # sampled kernels' whole-life page reports kept (HotPageLearne
 MIN_LIVES = 3  # every pre-built fork is a sample until this many reports are in
 SAMPLE_EVERY = 8  # then one pre-built fork in this many
 MAX_OPEN_REPORTS = 4  # samples running at once (a pipe each)
+MAX_REPORT_BYTES = 16 << 20  # a report line longer than this is not ours (a kernel's code can write the pipe)
 
 
 def writable_private_ranges():
@@ -173,6 +174,9 @@ class HotPageLearner:
             return None
         entry = self.reports[fd]
         *lines, entry[0] = (entry[0] + data).split(b"\n")
+        if len(entry[0]) > MAX_REPORT_BYTES:
+            self.forget(fd)
+            return None
         changed = False
         for line in lines:
             try:
