@@ -16,8 +16,9 @@ namespace kpool::serve {
 
 class control_service {
 public:
-    // The first daemon that answers, from the next in turn, trying the next on a transport
-    // failure (no daemon there, no reply in time). `done` once, with the daemon that answered.
+    // The first daemon that answers, from the next in turn (an acquire: in client/spread's order,
+    // most warm first), trying the next on a transport failure (no daemon there, no reply in
+    // time). `done` once, with the daemon that answered.
     using control_done = std::function<void(result<nlohmann::json>, std::size_t daemon)>;
     virtual void control(nlohmann::json request, std::chrono::milliseconds timeout, control_done done) = 0;
     // To one daemon, no failover (the requests about a kernel it handed out).

@@ -237,17 +237,28 @@ void server::set_endpoints(const std::vector<std::string>& endpoints) {
 }
 
 void server::control(json request, std::chrono::milliseconds timeout, control_done done) {
-    // The listed daemons, in the order client/spread.hpp gives for the request's pool.
+    // The listed daemons: for an acquire, in the order client/spread.hpp gives for its pool
+    // (most warm first); any other request (status, health, kernelspecs) from the next in turn,
+    // so that each daemon is asked in its turn, not by chance; daemons down lately last.
+    const std::size_t n = m_daemons.size();
+    const std::size_t first = n == 0 ? 0 : m_next_daemon++ % n;
     std::vector<std::string> endpoints;
     std::map<std::string, std::size_t> index;
-    for (std::size_t i = 0; i < m_daemons.size(); ++i) {
+    for (std::size_t k = 0; k < n; ++k) {
+        const std::size_t i = (first + k) % n;
         if (m_listed[i]) {
             endpoints.push_back(m_daemons[i]->endpoint());
             index.emplace(m_daemons[i]->endpoint(), i);
         }
     }
+    if (request.value("op", "") == "acquire") {
+        endpoints = m_spread.order(request.value("pool", ""), endpoints);
+    } else {
+        std::stable_partition(endpoints.begin(), endpoints.end(),
+                              [&](const std::string& e) { return !m_spread.is_down(e); });
+    }
     std::vector<std::size_t> order;
-    for (const std::string& e : m_spread.order(request.value("pool", ""), endpoints)) {
+    for (const std::string& e : endpoints) {
         order.push_back(index.at(e));
     }
     auto attempt = std::make_shared<control_attempt>(

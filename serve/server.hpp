@@ -100,6 +100,7 @@ private:
     std::vector<bool> m_listed; // per daemon: in the last resolution of the endpoint setting
     std::unique_ptr<endpoint_resolver> m_resolver;
     client::spread m_spread; // where acquires go: warm kernels per daemon, daemons down
+    std::size_t m_next_daemon = 0; // where any other control request goes first
     std::unique_ptr<gateway> m_gateway; // reset first in ~server: its websockets need H2O
     bool m_gateway_releasing = false;    // shut_down: until kpoold has the gateway's kernels back
     std::unique_ptr<spare_kernels> m_spares;

@@ -271,8 +271,12 @@ class Daemon:
         return next(p for p in self.status()["pools"] if p["name"] == name)
 
     def wait_warm(self, name, count, timeout=30):
-        return wait_until(lambda: self.pool(name)["warm"] >= count, timeout=timeout,
-                          what="%d warm kernels in pool %s" % (count, name))
+        try:
+            return wait_until(lambda: self.pool(name)["warm"] >= count, timeout=timeout,
+                              what="%d warm kernels in pool %s" % (count, name))
+        except AssertionError as e:  # what the pool was doing, for a failure seen only in CI
+            raise AssertionError("%s\npool: %s\nkpoold's log, its end:\n%s"
+                                 % (e, self.pool(name), self.log_text()[-6000:])) from None
 
     def acquire(self, pool, **kw):
         reply = self.rpc(op="acquire", pool=pool, **kw)
