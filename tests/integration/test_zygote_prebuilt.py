@@ -8,7 +8,6 @@ import json
 import os
 import socket
 import subprocess
-import time
 
 from jupyter_client import BlockingKernelClient
 
@@ -107,6 +106,17 @@ def test_forked_kernels_get_the_environment_the_imports_set_and_run_atexit(kpool
     d.rpc(op="release", kernel_id=spawned["kernel_id"])
 
 
+def wait_connection_file(path):
+    """Until the kernel's connection file is there and whole (ipykernel writes it, then fills it)."""
+    def whole():
+        try:
+            with open(path) as f:
+                return "shell_port" in json.load(f)
+        except (OSError, ValueError):
+            return False
+    wait_until(whole, timeout=30, what="the connection file")
+
+
 class Zygote:
     """daemon/process/zygote.py driven directly over its socket, as kpoold drives it."""
 
@@ -182,8 +192,7 @@ def test_a_differing_environment_or_argv_takes_the_slow_path_and_says_so(tmp_pat
         # All three are working kernels, each with its own history session.
         sessions = set()
         for cf in (cf_fast, cf_env, tmp_path / "kernel-3.json"):
-            wait_until(lambda: os.path.exists(cf), timeout=30, what="the connection file")
-            time.sleep(0.2)  # written, then complete
+            wait_connection_file(cf)
             sessions.add(run_code(str(cf), "print(get_ipython().history_manager.session_number)"))
         assert len(sessions) == 3
         # The request's cwd, and _dh starting there, in a pre-built kernel.
@@ -262,8 +271,7 @@ def test_a_running_kernel_reports_its_imports_now_and_then(tmp_path):
     z = Zygote(tmp_path, ["-f", "{connection_file}"], plan={"imports_every_s": 0.5})
     try:
         forked, cf = z.fork()
-        wait_until(lambda: os.path.exists(cf), timeout=30, what="the connection file")
-        time.sleep(0.2)  # written, then complete
+        wait_connection_file(cf)
         run_code(cf, "import csv")
         sampled = z.read_until("imports")
         assert sampled["imports"] == forked["pid"] and sampled["running"] is True, sampled
@@ -311,8 +319,7 @@ def test_sampled_kernels_teach_the_pages_they_write_over_their_life(tmp_path):
     try:
         def started():
             forked, cf = z.fork()
-            wait_until(lambda: os.path.exists(cf), timeout=30, what="the connection file")
-            time.sleep(0.2)  # written, then complete
+            wait_connection_file(cf)
             run_code(cf, "pass")
             return forked["pid"], cf
 
