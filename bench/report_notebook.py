@@ -12,7 +12,21 @@ them Voila 0.4.6 (a new kernel per request), Jupyter Kernel Gateway 2.5.2 in not
 kernels: the shared-kernel anchor, which isolates nothing) and papermill 2.6.0 on the same
 notebook (../shared/anchors). Last, the memory and refill cost of learning: each zygote's RSS, a warm
 kernel's private memory (Private_Dirty + Private_Clean, smaps_rollup) and the refill rate from
-empty (kernels/s), pool by pool."""
+empty (kernels/s), pool by pool.
+
+And where a request's time goes: the report's cells (parameters injected as kpool run injects
+them) timed by the kernel itself, from its busy status to its idle status for each cell (no
+client, no transport), on a freshly acquired kernel of each pool and then again on the same
+kernel: the second pass is the floor, what the notebook costs in a kernel with nothing left to
+start, import, warm or fault in, below which no system that runs this notebook on a kernel can
+answer. A cold-started ipykernel (jupyter_client, what Voila and papermill start per request)
+interleaved with them. kpool serve's own part of a /v1/run request is read inside the request
+itself: the iopub of every kernel kpoold holds is watched, and the kernel's stamps (its first
+execute_input, each cell's idle and the next execute_input, the last idle) are set against the
+HTTP request's start and end. The machine's speed drifts by 20% between runs, so each figure
+is paired within one kernel or one request, not a difference of medians taken apart."""
+import datetime
+import glob
 import json
 import os
 import re
@@ -25,6 +39,9 @@ import time
 
 import nbformat
 import requests
+from jupyter_client import BlockingKernelClient
+from jupyter_client.manager import start_new_kernel
+import zmq
 from nbformat.v4 import new_code_cell, new_notebook
 
 from benchlib import PYTHON, Daemon, percentile, rss_mib
@@ -68,6 +85,98 @@ def report_notebook(path):
     ]
     nbformat.write(new_notebook(cells=cells, metadata={
         "kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}}), path)
+
+
+def prepared_cells(cli, nb, root):
+    """The report's code cells with `region` injected, as `kpool run` prepares them (no kpoold needed)."""
+    out = os.path.join(root, "prepared.ipynb")
+    subprocess.run([cli, "run", nb, out, "--prepare-only", "-p", "region", "south"], check=True, capture_output=True)
+    return [c["source"] for c in nbformat.read(out, as_version=4).cells if c["cell_type"] == "code"]
+
+
+def kernel_cell_ms(kc, source):
+    """The kernel's own time for one cell: its busy status to its idle status, by its header dates."""
+    msg_id = kc.execute(source)
+    busy = None
+    while True:
+        msg = kc.get_iopub_msg(timeout=120)
+        if msg["parent_header"].get("msg_id") != msg_id or msg["msg_type"] != "status":
+            continue
+        state = msg["content"]["execution_state"]
+        if state == "busy":
+            busy = msg["header"]["date"]
+        elif state == "idle":
+            assert busy is not None, "no busy status for the cell"
+            kc.get_shell_msg(timeout=120)
+            return (msg["header"]["date"] - busy).total_seconds() * 1000
+
+
+def cells_twice(kc, cells):
+    """Sums of the kernel's own cell times: its first pass over the cells, and the same cells again."""
+    first = sum(kernel_cell_ms(kc, c) for c in cells)
+    sum(kernel_cell_ms(kc, c) for c in cells)  # a second pass, so that the third is steady
+    return first, sum(kernel_cell_ms(kc, c) for c in cells)
+
+
+def pooled_cells_twice(d, pool, cells):
+    r = d.rpc(op="acquire", pool=pool, timeout_ms=120000)
+    assert r["ok"], r
+    kc = BlockingKernelClient()
+    kc.load_connection_file(r["connection_file"])
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=60)
+        return cells_twice(kc, cells)
+    finally:
+        kc.stop_channels()
+        d.rpc(op="release", kernel_id=r["kernel_id"])
+
+
+def cold_cells_twice(cells):
+    km, kc = start_new_kernel(kernel_name="python3")
+    try:
+        return cells_twice(kc, cells)
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def serve_part_ms(d, get):
+    """kpool serve's own part of one /v1/run request (`get()` sends it), from the kernel's stamps
+    on iopub: (HTTP start to the first cell's execute_input, the gaps from each cell's idle to the
+    next execute_input, the last cell's idle to the HTTP answer). Every kernel kpoold holds is
+    watched (kpool serve's spares too), so whichever runs the request is seen."""
+    ctx = zmq.Context.instance()
+    subs = []
+    for path in glob.glob(os.path.join(d.dir, "run", "kernels", "*", "kernel-*.json")):
+        with open(path) as f:
+            info = json.load(f)
+        sub = ctx.socket(zmq.SUB)
+        sub.linger = 0
+        sub.setsockopt(zmq.SUBSCRIBE, b"")
+        sep = ":" if info["transport"] == "tcp" else "-"  # jupyter_client's ipc addresses: PATH-PORT
+        sub.connect("%s://%s%s%d" % (info["transport"], info["ip"], sep, info["iopub_port"]))
+        subs.append(sub)
+    time.sleep(0.3)  # the subscriptions reach the kernels
+    t0 = time.time()
+    get()
+    t1 = time.time()
+    time.sleep(0.2)
+    events = []  # (stamp, kind, parent msg_id)
+    for sub in subs:
+        while sub.poll(0):
+            parts = sub.recv_multipart()
+            i = parts.index(b"<IDS|MSG>")
+            header, parent, content = json.loads(parts[i + 2]), json.loads(parts[i + 3]), json.loads(parts[i + 5])
+            kind = header["msg_type"] if header["msg_type"] != "status" else content["execution_state"]
+            stamp = datetime.datetime.fromisoformat(header["date"].replace("Z", "+00:00")).timestamp()
+            events.append((stamp, kind, parent.get("msg_id")))
+        sub.close()
+    inputs = sorted((t, m) for t, k, m in events if k == "execute_input")
+    idle = {m: t for t, k, m in events if k == "idle"}
+    ends = [idle[m] for _, m in inputs]
+    gaps = sum(inputs[i + 1][0] - ends[i] for i in range(len(inputs) - 1))
+    return (inputs[0][0] - t0) * 1000, gaps * 1000, (t1 - ends[-1]) * 1000
 
 
 def report_bench(b):
@@ -131,6 +240,21 @@ def report_bench(b):
                                     "-k", pool, "-p", "region", "south"], capture_output=True)
                 assert r.returncode == 0, r.stderr
                 run_ms[pool].append((time.perf_counter() - t) * 1000)
+        # The kernel's own time for the cells: a fresh kernel's first pass, then the same kernel
+        # again (the floor). Each pool settled first: no refill of an earlier lease runs beside.
+        cells = prepared_cells(cli, nb, root)
+        passes = {pool: [] for pool in POOL_NAMES}
+        cold_passes = []
+        for i in range(5 if quick else 9):
+            for pool in POOL_NAMES:
+                settle(pool)
+                passes[pool].append(pooled_cells_twice(d, pool, cells))
+            # Interleaved with the pools' kernels, so that the floors compare like with like.
+            cold_passes.append(cold_cells_twice(cells))
+        serve_parts = []
+        for i in range(5 if quick else 9):
+            settle("learned")
+            serve_parts.append(serve_part_ms(d, lambda: run_once("learned")))
         rates = {}
         for pool in POOL_NAMES:
             settle(pool)
@@ -160,7 +284,8 @@ def report_bench(b):
             d.wait_warm(pool, 8, timeout=600)
             memory[pool]["refill_per_s"] = 8 / (time.perf_counter() - t)
             assert d.rpc(op="resize", pool=pool, size=3)["ok"]
-        times = {"serve_ms": serve_ms, "run_ms": run_ms, "rates": rates, "memory": memory}
+        times = {"serve_ms": serve_ms, "run_ms": run_ms, "rates": rates, "memory": memory, "passes": passes,
+                 "cold_passes": cold_passes, "serve_parts": serve_parts}
     finally:
         stop_peer(proc)
         d.close()
@@ -220,6 +345,7 @@ def report_bench(b):
     shutil.rmtree(root, ignore_errors=True)
 
     serve_ms, run_ms, rates, memory = times["serve_ms"], times["run_ms"], times["rates"], times["memory"]
+    passes, cold_passes, serve_parts = times["passes"], times["cold_passes"], times["serve_parts"]
     p50 = statistics.median
     pre = learned_status["preload"]
     def row(label, values, fmt, better_lower):
@@ -243,6 +369,28 @@ def report_bench(b):
               "| pages each kernel pre-faults (from N sampled lives) | %s |" % " | ".join(
                   "%s (%s)" % (memory[pool]["hot_pages"], memory[pool]["hot_pages_kernels"]) for pool in POOL_NAMES),
               ""]
+    fresh = {pool: p50(f for f, _ in passes[pool]) for pool in POOL_NAMES}
+    again = {pool: p50(a for _, a in passes[pool]) for pool in POOL_NAMES}
+    cold_fresh, cold_again = p50(f for f, _ in cold_passes), p50(a for _, a in cold_passes)
+    floor = min(list(again.values()) + [cold_again])
+    lines += ["Where a request's time goes: the report's %d cells timed by the kernel (busy to idle, summed), "
+              "p50 ms; the floor is the same cells again on the same kernel." % len(cells), "",
+              "| kernel | its first pass (fresh) | the same cells again (floor) | fresh / floor, paired per kernel |",
+              "| --- | --- | --- | --- |"]
+    for pool in POOL_NAMES:
+        lines.append("| %s pool | %.1f | %.1f | %.2fx |" % (pool, fresh[pool], again[pool], p50(f / a for f, a in passes[pool])))
+    before, gaps, after = (p50(part[i] for part in serve_parts) for i in range(3))
+    lines += ["| a cold-started ipykernel (jupyter_client) | %.1f | %.1f | %.2fx |"
+              % (cold_fresh, cold_again, p50(f / a for f, a in cold_passes)), "",
+              "kpool serve's own part of a `/v1/run` on the learned pool, read in each request from the kernel's "
+              "stamps (p50 of %d): %.1f ms from the HTTP request to the first cell (the notebook read and "
+              "parameterized, a spare kernel's lease renewed, its cwd/env/history applied, the first execute), "
+              "%.1f ms between the %d cells (a cell's idle to the next one's execute_input: ZeroMQ's I/O threads "
+              "and ipykernel's dispatch), %.1f ms from the last cell's idle to the answer; %.1f ms in all."
+              % (len(serve_parts), before, gaps, len(cells), after, before + gaps + after), "",
+              "The floor, the lowest kernel's again: %.1f ms of cells. Issue #35's targets against it: `/v1/run` "
+              "<= 100 ms is %.2fx the floor, `kpool run` <= 150 ms %.2fx it (a process that also starts, "
+              "acquires and writes the notebook)." % (floor, 100 / floor, 150 / floor), ""]
     if peers:
         lines += ["| peer on the same notebook | p50 ms | req/s |", "| --- | --- | --- |"]
         for label, v in peers.items():
@@ -251,8 +399,10 @@ def report_bench(b):
         lines.append("")
         voila = peers.get("Voila 0.4.6, a new kernel per request, c=1")
         if voila and voila["rate"]:
-            lines.append("At c=1 the learned pool serves %.1fx Voila's requests per second (1000 / p50)."
-                         % ((1000 / p50(serve_ms["learned"])) / voila["rate"]))
+            lines.append("At c=1 the learned pool serves %.1fx Voila's requests per second (1000 / p50); "
+                         "20x would need a p50 of %.1f ms, %.2fx the floor."
+                         % ((1000 / p50(serve_ms["learned"])) / voila["rate"], 1000 / voila["rate"] / 20,
+                            1000 / voila["rate"] / 20 / floor))
             lines.append("")
     lines.append("Learned after %d requests: %s; refused: %s; zygote grew %.1f MB; warmed: %s."
                  % (LEARN_FROM, ", ".join(pre.get("learned", [])), json.dumps(pre.get("refused", {})),
@@ -267,4 +417,5 @@ def report_bench(b):
          % (LEARN_FROM, LEARN_FROM // 2), "",
          *lines, "")
     b.results["report_notebook"] = {"serve_ms": serve_ms, "run_ms": run_ms, "rates": rates, "memory": memory,
-                                    "peers": peers, "learned": pre}
+                                    "peers": peers, "learned": pre, "kernel_cells_ms": passes,
+                                    "cold_kernel_cells_ms": cold_passes, "serve_part_ms": serve_parts}
