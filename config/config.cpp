@@ -141,12 +141,42 @@ bool valid_module_name(const std::string& name) {
     return !start;
 }
 
+// isolation and [pools.NAME.sandbox].
+void read_isolation(const std::string& name, const toml::table& table, pool_config& p) {
+    const std::string isolation = read_string(table, "isolation", "none");
+    check_value(table, "isolation", [&] { return isolation == "none" || isolation == "sandbox"; },
+                "'isolation' must be \"none\" or \"sandbox\"");
+    p.isolation = isolation == "sandbox" ? isolation_kind::sandbox : isolation_kind::none;
+    const toml::table* sandbox = sub_table(table, "sandbox");
+    if (sandbox == nullptr) {
+        return;
+    }
+    if (p.isolation != isolation_kind::sandbox) {
+        fail(table.get("sandbox")->source(), "[pools." + name + ".sandbox] applies to isolation = \"sandbox\" only");
+    }
+    check_known_keys(*sandbox, "[pools." + name + ".sandbox]", {"readable", "writable", "roots", "network", "user"});
+    p.sandbox.readable = read_paths(*sandbox, "readable");
+    p.sandbox.writable = read_paths(*sandbox, "writable");
+    p.sandbox.roots = read_paths(*sandbox, "roots");
+    p.sandbox.network = read_bool(*sandbox, "network", p.sandbox.network);
+    p.sandbox.user = read_string(*sandbox, "user", p.sandbox.user);
+    check_value(*sandbox, "user", [&] { return !p.sandbox.user.empty() && p.sandbox.user != "root" && p.sandbox.user != "0"; },
+                "'user' names who sandboxed kernels run as when kpoold is root: never root");
+    if (!p.sandbox.network) {
+        // The kernel's 127.0.0.1 is its own: kpoold reaches its channels over ipc sockets.
+        check_value(table, "transport", [&] { return p.transport == "ipc"; },
+                    "network = false needs transport = \"ipc\" (the kernel's loopback is its own)");
+        p.transport = "ipc";
+    }
+}
+
 pool_config read_pool(const std::string& name, const toml::table& table, const daemon_config& d) {
     check_known_keys(table, "[pools." + name + "]",
                      {"kernelspec", "size", "min", "max", "max_starting", "ready_timeout_s", "lease_s",
                       "shutdown_grace_s", "transport", "ip", "context_snippet", "heartbeat_s",
                       "heartbeat_timeout_s", "limits", "startup_code", "prime", "launcher", "python",
-                      "refill_delay_s", "preload", "preload_max_mb", "prefault"});
+                      "refill_delay_s", "preload", "preload_max_mb", "prefault", "isolation",
+                      "sandbox"});
     pool_config p;
     p.name = name;
     p.kernelspec = read_string(table, "kernelspec", name);
@@ -228,11 +258,14 @@ pool_config read_pool(const std::string& name, const toml::table& table, const d
         read_seconds(table, "heartbeat_timeout_s", p.heartbeat_timeout_s, 0, 3600, true);
     if (const toml::table* limits = sub_table(table, "limits")) {
         check_known_keys(*limits, "[pools." + name + ".limits]",
-                         {"address_space_mb", "cpu_seconds", "open_files"});
+                         {"address_space_mb", "cpu_seconds", "open_files", "memory_mb", "processes"});
         p.limits.address_space_mb = read_int(*limits, "address_space_mb", 0, 64, 1 << 30);
         p.limits.cpu_seconds = read_int(*limits, "cpu_seconds", 0, 1, 1 << 30);
         p.limits.open_files = read_int(*limits, "open_files", 0, 16, 1 << 20);
+        p.limits.memory_mb = read_int(*limits, "memory_mb", 0, 32, 1 << 30);
+        p.limits.processes = read_int(*limits, "processes", 0, 16, 1 << 22);
     }
+    read_isolation(name, table, p);
     return p;
 }
 
@@ -399,6 +432,10 @@ std::optional<prefault_mode> prefault_mode_named(std::string_view name) {
         }
     }
     return std::nullopt;
+}
+
+const char* to_string(isolation_kind kind) noexcept {
+    return kind == isolation_kind::sandbox ? "sandbox" : "none";
 }
 
 const char* to_string(launcher_kind kind) noexcept {

@@ -24,7 +24,26 @@ struct kernel_limits {
     int address_space_mb = 0; // RLIMIT_AS
     int cpu_seconds = 0;      // RLIMIT_CPU: the kernel is killed after this much CPU time
     int open_files = 0;       // RLIMIT_NOFILE
+    // For a kernel and everything it starts, together (daemon/process/kernel_cgroups.hpp: a
+    // cgroup where kpoold can make one, else what holds instead, as status says).
+    int memory_mb = 0;        // out of memory beyond this: the process using most is killed
+    int processes = 0;        // tasks (threads count) at once
     bool operator==(const kernel_limits&) const = default;
+};
+
+// isolation = "sandbox": each kernel in namespaces of its own (daemon/sandbox/, docs/security.md).
+enum class isolation_kind { none, sandbox };
+const char* to_string(isolation_kind kind) noexcept;
+
+// [pools.NAME.sandbox]: what a sandboxed kernel sees beyond the system's read-only directories.
+struct sandbox_config {
+    std::vector<std::string> readable; // read-only, at their own paths
+    std::vector<std::string> writable; // read-write
+    // Where an acquire's cwd may be (each bound writable): another cwd is refused.
+    std::vector<std::string> roots;
+    bool network = true;               // false: only its own loopback (channels over ipc)
+    std::string user = "nobody";       // kpoold as root: who kernels run as (never root)
+    bool operator==(const sandbox_config&) const = default;
 };
 
 enum class preload_mode { learn, off, list };
@@ -83,6 +102,8 @@ struct pool_config {
     double heartbeat_s = 10;
     double heartbeat_timeout_s = 5;
     kernel_limits limits;
+    isolation_kind isolation = isolation_kind::none;
+    sandbox_config sandbox;
     bool operator==(const pool_config&) const = default;
 };
 

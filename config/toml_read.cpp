@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <sstream>
 
 namespace kpool::config::detail {
@@ -230,6 +231,22 @@ std::vector<std::string> read_keys(const toml::table& table, std::string_view ke
         }
     }
     return keys;
+}
+
+std::vector<std::string> read_paths(const toml::table& table, std::string_view key) {
+    std::vector<std::string> paths;
+    if (const toml::array* items = read_array(table, key, "strings")) {
+        for (const toml::node& item : *items) {
+            const auto* v = item.as_string();
+            const std::string normal =
+                v == nullptr ? "" : std::filesystem::path(v->get()).lexically_normal().string();
+            if (normal.empty() || normal.front() != '/' || normal.find("/..") != std::string::npos) {
+                fail(item.source(), "'" + std::string(key) + "' must be an array of absolute paths");
+            }
+            paths.push_back(normal.size() > 1 && normal.back() == '/' ? normal.substr(0, normal.size() - 1) : normal);
+        }
+    }
+    return paths;
 }
 
 bool valid_host_port(const std::string& text) {

@@ -43,6 +43,8 @@ std::string read_host(const toml::table& table, std::string_view key, std::strin
 std::vector<unsigned> read_ids(const toml::table& table, std::string_view key);
 std::vector<std::string> read_names(const toml::table& table, std::string_view key);
 std::vector<std::string> read_keys(const toml::table& table, std::string_view key);
+// Absolute paths, each normalised (no "." or ".." parts, no trailing '/').
+std::vector<std::string> read_paths(const toml::table& table, std::string_view key);
 
 template <class Check>
 void check_value(const toml::table& table, std::string_view key, Check&& is_valid,

@@ -115,9 +115,13 @@ std::string format(const fork_request& r) {
     for (const auto& [resource, value] : r.limits) {
         limits.push_back({resource, value});
     }
-    const json j{{"fork", r.id},   {"args", r.args}, {"connection_file", r.connection_file},
+    json j{{"fork", r.id},   {"args", r.args}, {"connection_file", r.connection_file},
                  {"env", env},     {"cwd", r.cwd},   {"log", r.log},
                  {"limits", limits}, {"idle", r.idle}};
+    if (r.sandbox) {
+        j["sandbox"] = json::parse(format(*r.sandbox));
+        j["sandbox_helper"] = r.sandbox_helper;
+    }
     return dump_json(j) + "\n";
 }
 

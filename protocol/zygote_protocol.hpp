@@ -4,8 +4,10 @@
 #pragma once
 
 #include "protocol/result.hpp"
+#include "protocol/sandbox_spec.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -24,6 +26,10 @@ struct fork_request {
     std::string log;                                         // stdout and stderr go here
     std::vector<std::pair<int, std::uint64_t>> limits;       // setrlimit(resource, value)
     bool idle = false;                                       // start at SCHED_IDLE
+    // isolation = "sandbox": the child makes this sandbox with the helper at `sandbox_helper`
+    // before it becomes the kernel (daemon/process/zygote_sandbox.py).
+    std::optional<sandbox_spec> sandbox;
+    std::string sandbox_helper;
 };
 std::string format(const fork_request& request); // one line, '\n' included
 

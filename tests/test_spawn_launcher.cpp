@@ -47,7 +47,7 @@ outcome run(const launch_spec& spec, const std::function<void(launched_process&)
 
 outcome run(const std::vector<std::string>& argv,
             const std::function<void(launched_process&)>& before_run = {}) {
-    return run(launch_spec{argv, {"PATH=/usr/bin:/bin"}, "", {}, "", false}, before_run);
+    return run(launch_spec{argv, {"PATH=/usr/bin:/bin"}, "", {}, "", false, {}, ""}, before_run);
 }
 
 } // namespace
@@ -81,7 +81,7 @@ TEST_SUITE("spawn_launcher") {
     TEST_CASE("an idle launch starts at SCHED_IDLE, threads included; a normal one does not") {
         const char* code = "import os, threading; t = threading.Thread(target=lambda: print(os.sched_getscheduler(0))); "
                            "print(os.sched_getscheduler(0)); t.start(); t.join()";
-        auto idle = run(launch_spec{{"/usr/bin/python3", "-c", code}, {"PATH=/usr/bin:/bin"}, "", {}, "", true});
+        auto idle = run(launch_spec{{"/usr/bin/python3", "-c", code}, {"PATH=/usr/bin:/bin"}, "", {}, "", true, {}, ""});
         REQUIRE(idle.exit.has_value());
         CHECK(idle.output == "5\n5\n"); // SCHED_IDLE
         auto normal = run({"/usr/bin/python3", "-c", code});
@@ -105,7 +105,9 @@ TEST_SUITE("spawn_launcher") {
                                    "",
                                    {{RLIMIT_NOFILE, 77}, {RLIMIT_CPU, 50}},
                                    "",
-                                   false});
+                                   false,
+                                   {},
+                                   ""});
         REQUIRE(out.exit.has_value());
         CHECK(out.exit->code == 0);
         CHECK(out.output == "77\n77\n50\n");
@@ -136,7 +138,7 @@ TEST_SUITE("spawn_launcher") {
         std::string output;
         {
             spawn_launcher launcher(&loop);
-            auto proc = launcher.launch({{"/bin/true"}, {}, "/nonexistent/dir", {}, "", false},
+            auto proc = launcher.launch({{"/bin/true"}, {}, "/nonexistent/dir", {}, "", false, {}, ""},
                                         {nullptr, [&](std::string_view s) { output += s; },
                                          [&](exit_status st) { exit = st; }});
             REQUIRE(proc.ok());

@@ -15,7 +15,9 @@ TEST_SUITE("zygote protocol") {
                        .cwd = "",
                        .log = "/run/z1-7.log",
                        .limits = {{9, 1024}},
-                       .idle = true};
+                       .idle = true,
+                       .sandbox = {},
+                       .sandbox_helper = {}};
         const std::string line = format(r);
         REQUIRE(line.back() == '\n');
         CHECK(line.find('\n') == line.size() - 1); // a newline in a value stays escaped

@@ -10,6 +10,7 @@
 #include "protocol/hmac.hpp"
 #include "protocol/wire.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -101,6 +102,17 @@ launch_spec kernel_process::make_launch_spec() const {
     spec.limits = m_setup.limits;
     spec.connection_file = m_connection_file;
     spec.idle = wants_idle();
+    if (m_setup.sandbox) {
+        spec.sandbox = *m_setup.sandbox;
+        spec.sandbox->files.push_back(m_connection_file);
+        if (m_info.transport == "ipc") { // the kernel makes its sockets there
+            spec.sandbox->writable.push_back(m_info.ip.substr(0, m_info.ip.rfind('/')));
+        }
+        if (m_setup.cgroup) {
+            spec.sandbox->cgroup_procs = m_setup.cgroup->procs();
+        }
+        spec.sandbox_helper = m_setup.sandbox_helper;
+    }
     return spec;
 }
 
@@ -147,6 +159,19 @@ status kernel_process::start() {
     if (m_setup.transport == "ipc") {
         // jupyter_client's convention: `ip` is the path prefix, channel N is PREFIX-N.
         m_info.ip = m_setup.ipc_prefix;
+        if (m_setup.sandbox) {
+            // A directory of its own, the only one of the socket directory its sandbox sees
+            // (and the sandbox's user may write, when kpoold is root).
+            const std::string own = m_setup.ipc_prefix + ".d";
+            if (::mkdir(own.c_str(), 0700) != 0 ||
+                (!m_setup.sandbox->user_namespace && ::chown(own.c_str(), m_setup.sandbox->uid, m_setup.sandbox->gid) != 0)) {
+                const int err = errno;
+                ::rmdir(own.c_str());
+                m_phase = phase::exited;
+                return error{errc::internal, "cannot make " + own + ": " + std::strerror(err)};
+            }
+            m_info.ip = own + "/k";
+        }
         m_info.shell_port = 1;
         m_info.iopub_port = 2;
         m_info.stdin_port = 3;
@@ -198,6 +223,11 @@ status kernel_process::launch() {
     if (auto st = write_private_file(m_connection_file, protocol::dump_json(to_json(m_info))); !st) {
         return st;
     }
+    // A sandboxed kernel of a root kpoold runs as the sandbox's user: its file is that user's.
+    if (m_setup.sandbox && !m_setup.sandbox->user_namespace &&
+        ::chown(m_connection_file.c_str(), m_setup.sandbox->uid, m_setup.sandbox->gid) != 0) {
+        return error{errc::internal, "chown " + m_connection_file + ": " + std::strerror(errno)};
+    }
     m_launched_idle = wants_idle();
     m_ever_idle = m_ever_idle || m_launched_idle;
     auto process = m_launcher.launch(make_launch_spec(),
@@ -206,6 +236,9 @@ status kernel_process::launch() {
                                       [this](const exit_status& st) { on_exit(st); }});
     if (!process) {
         remove_kernel_files(m_connection_file, m_info);
+        if (m_setup.sandbox && m_info.transport == "ipc") {
+            ::rmdir(m_info.ip.substr(0, m_info.ip.rfind('/')).c_str());
+        }
         return process.err();
     }
     m_process = std::move(process).value();
@@ -565,7 +598,7 @@ void kernel_process::append_output(std::string_view bytes) {
     }
 }
 
-void kernel_process::on_exit(const exit_status& status) {
+void kernel_process::on_exit(exit_status status) {
     if ((m_phase == phase::probing || m_phase == phase::preheating) && !m_relaunched &&
         (m_bind_failed || lost_a_port())) {
         // Another process bound one of our ports between our choice and the kernel's bind:
@@ -586,6 +619,9 @@ void kernel_process::on_exit(const exit_status& status) {
     }
     const bool expected = m_phase == phase::stopping;
     m_phase = phase::exited;
+    if (m_setup.cgroup && m_setup.cgroup->oom_killed()) {
+        status.reason = "out of memory (limit " + std::to_string(m_setup.cgroup->memory_mb()) + " MiB)";
+    }
     finish_code(error{errc::internal, "the kernel exited: " + status.describe()});
     m_ready_deadline.stop();
     m_background_limit.stop();
@@ -595,6 +631,9 @@ void kernel_process::on_exit(const exit_status& status) {
     close_shell();
     m_control.close();
     remove_kernel_files(m_connection_file, m_info);
+    if (m_setup.sandbox && m_info.transport == "ipc") {
+        ::rmdir(m_info.ip.substr(0, m_info.ip.rfind('/')).c_str());
+    }
     m_ports = port_reservation(); // the kernel is gone: its ports may go to another
     auto log = loop::logger("kernel");
     // A kernel leaving by itself with status 0 is usually a client's shutdown_request.

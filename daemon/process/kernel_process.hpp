@@ -13,6 +13,7 @@
 // socket path prefix (ipc_socket_dirs.hpp), so nothing can collide.
 #pragma once
 
+#include "daemon/process/kernel_cgroups.hpp"
 #include "daemon/process/kernel_channel.hpp"
 #include "daemon/process/kernel_heartbeat.hpp"
 #include "daemon/process/launcher.hpp"
@@ -88,6 +89,11 @@ struct kernel_setup {
     // Still starting this long after launch at SCHED_IDLE: normal priority (0: no limit), so a
     // host that is never idle still refills.
     std::chrono::milliseconds background_limit{0};
+    // isolation = "sandbox": the pool's sandbox (the kernel's connection file and ipc directory
+    // are added at launch), the helper that makes it, and the kernel's cgroup if it has one.
+    std::optional<protocol::sandbox_spec> sandbox;
+    std::string sandbox_helper;
+    std::shared_ptr<kernel_cgroup> cgroup;
 };
 
 class kernel_process {
@@ -186,7 +192,7 @@ private:
     bool hurry_teardown(); // stop_escalation's hurry: the shutdown grace ended at SCHED_IDLE
     // Sends on the control channel, opening it first; its replies are dropped.
     void send_control(std::string_view msg_type, nlohmann::json content);
-    void on_exit(const exit_status& status);
+    void on_exit(exit_status status);
     void append_output(std::string_view bytes);
     launch_spec make_launch_spec() const;
     // Whether the process should run (or start) at SCHED_IDLE now.

@@ -9,6 +9,9 @@
 namespace kpool::daemon {
 
 std::string exit_status::describe() const {
+    if (!reason.empty()) {
+        return reason;
+    }
     if (term_signal != 0) {
         return "killed by signal " + std::to_string(term_signal) + " (" + strsignal(term_signal) + ")";
     }

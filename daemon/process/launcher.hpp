@@ -4,10 +4,12 @@
 #pragma once
 
 #include "protocol/result.hpp"
+#include "protocol/sandbox_spec.hpp"
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,12 +29,17 @@ struct launch_spec {
     std::vector<resource_limit> limits;
     std::string connection_file;  // what {connection_file} in argv became (for the zygote)
     bool idle = false;            // start at SCHED_IDLE: background work (daemon/process/cpu_priority.hpp)
+    // isolation = "sandbox": the kernel starts in this sandbox, made by the kpool-sandbox helper
+    // at `sandbox_helper` (daemon/sandbox/stages.hpp), whichever launcher starts it.
+    std::optional<protocol::sandbox_spec> sandbox;
+    std::string sandbox_helper;
 };
 
 struct exit_status {
     std::int64_t code = 0;
     int term_signal = 0;
-    std::string describe() const; // "exit code 1" / "killed by signal 9 (Killed)"
+    std::string reason; // what the kernel of Linux said, when known: "out of memory (limit 512 MiB)"
+    std::string describe() const; // "exit code 1" / "killed by signal 9 (Killed)" / the reason
 };
 
 // A launched process. Launching may finish after launch() returns: pid() is 0 until on_started.

@@ -15,7 +15,8 @@ namespace {
 const std::string& zygote_helpers() {
     static const std::string helpers = protocol::dump_json(nlohmann::json{{"zygote_preload.py", zygote_preload_source},
                                                                           {"zygote_pages.py", zygote_pages_source},
-                                                                          {"zygote_warm_ups.py", zygote_warm_ups_source}});
+                                                                          {"zygote_warm_ups.py", zygote_warm_ups_source},
+                                                                          {"zygote_sandbox.py", zygote_sandbox_source}});
     return helpers;
 }
 

@@ -62,7 +62,7 @@ struct process_state final : process_record, loop::uv_handle_group<process_state
                 callbacks.on_output(message);
             }
             exited = true;
-            status = exit_status{127, 0};
+            status = exit_status{127, 0, {}};
             report_exit(true);
             delete_if_unused();
             return;
@@ -87,11 +87,11 @@ struct process_state final : process_record, loop::uv_handle_group<process_state
         }
         exited = true;
         if (got == pid && WIFSIGNALED(wstatus)) {
-            status = exit_status{0, WTERMSIG(wstatus)};
+            status = exit_status{0, WTERMSIG(wstatus), {}};
         } else if (got == pid) {
-            status = exit_status{WEXITSTATUS(wstatus), 0};
+            status = exit_status{WEXITSTATUS(wstatus), 0, {}};
         } else {
-            status = exit_status{-1, 0}; // reaped elsewhere: a bug, but never a hang
+            status = exit_status{-1, 0, {}}; // reaped elsewhere: a bug, but never a hang
         }
         // Sweep the kernel's process group: whatever the kernel started dies with it. The group
         // id cannot be reused while members remain, so this reaches only the kernel's own.
@@ -428,6 +428,13 @@ result<std::unique_ptr<launched_process>> spawn_launcher::launch(const launch_sp
     job->state = state;
     job->file = std::move(*file);
     job->argv = spec.argv;
+    if (spec.sandbox) {
+        // The helper makes the sandbox, then runs the kernel's program (resolved above, with
+        // the kernel's PATH) inside it.
+        job->argv = {spec.sandbox_helper, "spawn", protocol::format(*spec.sandbox), "--", job->file};
+        job->argv.insert(job->argv.end(), spec.argv.begin() + 1, spec.argv.end());
+        job->file = spec.sandbox_helper;
+    }
     job->env = spec.env;
     job->cwd = spec.cwd;
     job->limits = spec.limits;

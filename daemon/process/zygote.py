@@ -6,7 +6,8 @@ kpoold compiles this file in and starts it with the kernelspec's own interpreter
 
 HELPERS_JSON maps the zygote's other files to their sources, compiled into kpoold as this one
 is: zygote_preload.py (what it pre-imports, and what a kernel used), zygote_pages.py (the pages
-kernels write, pre-faulted), zygote_warm_ups.py (first-use set-up).
+kernels write, pre-faulted), zygote_warm_ups.py (first-use set-up), zygote_sandbox.py (the
+sandbox a child makes before it becomes the kernel, for a request that carries one).
 
 It imports ipykernel and IPython (and the import statements of the pool's startup_code) once,
 then pre-builds what every kernel would build the same way and that holds no thread, socket,
@@ -67,7 +68,9 @@ child.
 Protocol, one JSON object per line (protocol/zygote_protocol.hpp is kpoold's side):
   kpoold -> zygote  {"fork": ID, "args": [...], "connection_file": PATH, "env": {...},
                      "cwd": DIR or "", "log": PATH, "limits": [[RESOURCE, VALUE], ...],
-                     "idle": BOOL}
+                     "idle": BOOL, "sandbox": SPEC, "sandbox_helper": PATH}
+                    (sandbox: protocol/sandbox_spec.hpp's JSON, only for isolation = "sandbox";
+                     the pid reported is then the sandbox's outer process)
   zygote -> kpoold  {"ready": PID, "threads": N, "prebuilt": BOOL, "why_not": TEXT,
                      "preload": {"preloaded": [{"name", "file", "mtime"}], "refused": [[NAME, WHY]],
                                  "warmed": [NAME], "warm_ups_refused": [[NAME, WHY]],
@@ -148,6 +151,7 @@ def helper(name):
 HELPER_SOURCES = json.loads(sys.argv[6]) if len(sys.argv) > 6 and sys.argv[6] else {}
 preloading = helper("zygote_preload.py")
 pages = helper("zygote_pages.py")
+sandboxing = helper("zygote_sandbox.py")
 
 PR_SET_PDEATHSIG = 1
 # Read by Python's start-up, by C libraries or lazily by IPython rather than through os.environ
@@ -478,10 +482,11 @@ class FastPathPolicy:
 
 
 def become_kernel(request, refused, report, zygote_pid, libc, prebuilt, env_set_by_imports, imports_sock,
-                  base_modules):
+                  base_modules, prefault):
     """The child's side of a fork: leave the zygote's plumbing (already closed by the caller)
-    behind, take the request's process group, limits, environment, cwd and log, and run the
-    kernel, pre-built or not. Never returns."""
+    behind, take the request's process group, log, sandbox (zygote_sandbox.py; `prefault` is
+    what its kernel pre-faults), limits, environment and cwd, and run the kernel, pre-built or
+    not. Never returns."""
     code = 1
     if report is not None:
         report.zygote_ranges = pages.writable_private_ranges()  # as they were at fork: nothing added yet
@@ -495,6 +500,23 @@ def become_kernel(request, refused, report, zygote_pid, libc, prebuilt, env_set_
             os._exit(1)  # the zygote (and so kpoold) is already gone
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        # The log first: a sandbox's path to it is gone once the sandbox is made.
+        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(null)
+        os.close(log)
+        if request.get("sandbox") is not None:
+            try:  # returns in the kernel's process (pid 2 of its own pid namespace)
+                sandboxing.enter(request["sandbox"], request["sandbox_helper"], libc, AFTER_FORK, prefault)
+            except (sandboxing.SandboxError, OSError) as e:
+                print("kpool-sandbox: %s" % e, file=sys.stderr, flush=True)
+                os._exit(125)
+            if prebuilt.app is not None:  # its IPython profile is under the zygote's HOME, not this empty one
+                os.makedirs(prebuilt.app.profile_dir.location, mode=0o700, exist_ok=True)
+                prebuilt.app.profile_dir.check_dirs()
         for resource_id, value in request.get("limits", []):
             import resource
             resource.setrlimit(resource_id, (value, value))
@@ -507,13 +529,6 @@ def become_kernel(request, refused, report, zygote_pid, libc, prebuilt, env_set_
         if request.get("cwd"):
             os.chdir(request["cwd"])
         preloading.unshadow(PRELOADED, os.getcwd())
-        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(log, 1)
-        os.dup2(log, 2)
-        os.close(null)
-        os.close(log)
         # Fresh random streams: a forked child would otherwise repeat its siblings'.
         random.seed()
         if "numpy" in sys.modules:
@@ -667,6 +682,10 @@ class Zygote:
             self.after_fork.prefault = []
         elif report is not None:  # a sample: what it writes, it reports
             self.after_fork.prefault = self.learner.start_prefault
+        # A sandboxed kernel is the child's child: that fork pre-faults (zygote_sandbox.py).
+        prefault = self.after_fork.prefault
+        if request.get("sandbox") is not None:
+            self.after_fork.prefault = []
         if at_idle:
             os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
         try:
@@ -688,7 +707,7 @@ class Zygote:
             except BaseException:
                 os._exit(1)  # never back into the zygote's loop
             become_kernel(request, refused, report, self.pid, self.libc, self.policy.prebuilt,
-                          self.env_set_by_imports, self.imports_w, self.base_modules)
+                          self.env_set_by_imports, self.imports_w, self.base_modules, prefault)
         if at_idle:
             self.back_to_normal_priority()
         if report is not None:

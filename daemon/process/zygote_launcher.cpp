@@ -131,7 +131,7 @@ void zygote_launcher::start_zygote() {
          },
          [this](const exit_status& st) { on_zygote_exit(st); }});
     if (!process) {
-        on_zygote_exit(exit_status{127, 0});
+        on_zygote_exit(exit_status{127, 0, {}});
         return;
     }
     m_zygote = std::move(process).value();
@@ -274,7 +274,7 @@ void zygote_launcher::on_fork_failed(const zp::fork_failed& m) {
     if (!c->owner_gone && c->callbacks.on_output) {
         c->callbacks.on_output("kpoold: the zygote could not fork: " + m.error + "\n");
     }
-    finish_child(c, exit_status{127, 0});
+    finish_child(c, exit_status{127, 0, {}});
 }
 
 void zygote_launcher::on_exited(const zp::exited& m) {
@@ -282,7 +282,7 @@ void zygote_launcher::on_exited(const zp::exited& m) {
     if (it != m_by_pid.end()) {
         auto c = it->second;
         m_by_pid.erase(it);
-        finish_child(c, exit_status{m.code, m.term_signal});
+        finish_child(c, exit_status{m.code, m.term_signal, {}});
     }
 }
 
@@ -354,10 +354,10 @@ void zygote_launcher::on_zygote_exit(const exit_status& status) {
     m_by_pid.clear();
     m_by_request.clear();
     for (auto& [pid, c] : orphans) {
-        finish_child(c, exit_status{0, SIGKILL});
+        finish_child(c, exit_status{0, SIGKILL, {}});
     }
     for (auto& [request, c] : unforked) {
-        finish_child(c, exit_status{127, 0});
+        finish_child(c, exit_status{127, 0, {}});
     }
     m_restart.start(delay, [this] { start_zygote(); });
     if (m_events.on_exit) {
@@ -400,7 +400,9 @@ result<std::unique_ptr<launched_process>> zygote_launcher::launch(const launch_s
                              .cwd = spec.cwd,
                              .log = c->log_path,
                              .limits = {},
-                             .idle = spec.idle};
+                             .idle = spec.idle,
+                             .sandbox = spec.sandbox,
+                             .sandbox_helper = spec.sandbox_helper};
     for (const std::string& entry : spec.env) {
         const auto eq = entry.find('=');
         if (eq != std::string::npos) {

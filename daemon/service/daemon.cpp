@@ -315,7 +315,31 @@ status daemon::start_kernel(pool& owner, const std::string& id, bool awaited) {
                                            : std::vector<nlohmann::json>{},
                        .background_priority = background_priority(),
                        .awaited = awaited,
-                       .background_limit = to_ms(m_cfg.daemon.background_limit_s)};
+                       .background_limit = to_ms(m_cfg.daemon.background_limit_s),
+                       .sandbox = {},
+                       .sandbox_helper = {},
+                       .cgroup = {}};
+    if (pc.isolation == config::isolation_kind::sandbox) {
+        sandbox_plan plan = plan_sandbox_for(pc, *spec);
+        if (!plan.problem.empty()) {
+            return error{errc::unavailable, "cannot sandbox the kernel: " + plan.problem};
+        }
+        auto cgroup = cgroup_for(pc, id);
+        if (!cgroup) {
+            return cgroup.err();
+        }
+        setup.sandbox = std::move(plan.base);
+        setup.sandbox_helper = std::move(plan.helper);
+        setup.cgroup = std::move(*cgroup);
+        if (!setup.cgroup) { // what holds without a cgroup: per process, not per tree
+            if (pc.limits.memory_mb > 0) {
+                setup.limits.push_back({RLIMIT_AS, static_cast<std::uint64_t>(pc.limits.memory_mb) << 20});
+            }
+            if (pc.limits.processes > 0 && setup.sandbox->user_namespace) {
+                setup.sandbox->processes = static_cast<std::uint64_t>(pc.limits.processes) + 1; // + its init
+            }
+        }
+    }
     if (pc.transport == "ipc") {
         auto prefix = m_ipc_dirs->prefix_for(short_name(++m_kernels_started));
         if (!prefix) {
@@ -332,6 +356,34 @@ status daemon::start_kernel(pool& owner, const std::string& id, bool awaited) {
     }
     m_kernels.add(id, std::move(kernel), owner);
     return ok_status();
+}
+
+sandbox_plan daemon::plan_sandbox_for(const config::pool_config& pc, const resolved_kernelspec& spec) const {
+    std::vector<std::string> hidden = {m_cfg.daemon.runtime_dir, m_cfg.daemon.state_dir};
+    if (!m_config_path.empty()) {
+        hidden.push_back(std::filesystem::absolute(m_config_path).parent_path().string());
+    }
+    if (!m_cfg.daemon.curve_secret_key_file.empty()) {
+        hidden.push_back(m_cfg.daemon.curve_secret_key_file);
+    }
+    return plan_sandbox(pc, spec, hidden);
+}
+
+result<std::shared_ptr<kernel_cgroup>> daemon::cgroup_for(const config::pool_config& pc, const std::string& id) {
+    if (pc.limits.memory_mb == 0 && pc.limits.processes == 0) {
+        return std::shared_ptr<kernel_cgroup>();
+    }
+    if (!m_cgroups) {
+        m_cgroups.emplace(m_instance->id());
+    }
+    if (m_cgroups->how().empty()) {
+        return std::shared_ptr<kernel_cgroup>();
+    }
+    auto group = m_cgroups->create(id, pc.limits.memory_mb, pc.limits.processes);
+    if (!group) {
+        return group.err();
+    }
+    return std::shared_ptr<kernel_cgroup>(std::move(*group));
 }
 
 void daemon::kernel_spawned(const std::string& id, int pid) {

@@ -18,6 +18,7 @@
 #include "daemon/process/launcher_registry.hpp"
 #include "daemon/process/port_registry.hpp"
 #include "daemon/process/runtime_files.hpp"
+#include "daemon/process/sandbox_plan.hpp"
 #include "daemon/service/control_server.hpp"
 #include "daemon/service/import_learning.hpp"
 #include "daemon/service/kernel_table.hpp"
@@ -178,6 +179,14 @@ private:
     std::string m_kernels_dir; // runtime_dir/kernels: every run's instance directory
     std::optional<instance_dir> m_instance; // this run's
     std::optional<ipc_socket_dirs> m_ipc_dirs; // inside or beside m_instance
+    std::optional<kernel_cgroups> m_cgroups;   // sandboxed kernels' limits, once this run has an id
+    // A sandboxed pool's plan for its next kernel (sandbox_plan.hpp), and kpool's own paths
+    // that no kernel sees.
+    sandbox_plan plan_sandbox_for(const config::pool_config& pc, const resolved_kernelspec& spec) const;
+    // Status: the plan, and how the pool's limits hold.
+    nlohmann::json sandbox_status(const config::pool_config& pc, const resolved_kernelspec& spec);
+    // A sandboxed kernel's cgroup (null: no limit asks for one, or kpoold can make none).
+    result<std::shared_ptr<kernel_cgroup>> cgroup_for(const config::pool_config& pc, const std::string& id);
     port_registry m_ports; // tcp ports of live kernels
     std::string m_kernel_ports_why; // where they come from (status)
     fd_headroom m_fd_headroom = fd_headroom::of_this_process();

@@ -23,7 +23,8 @@ def zygote_argv(path, template, plan):
     def source(name):
         with open(os.path.join(ZYGOTE_DIR, name)) as f:
             return f.read()
-    helpers = {name: source(name) for name in ("zygote_preload.py", "zygote_pages.py", "zygote_warm_ups.py")}
+    helpers = {name: source(name) for name in sorted(os.listdir(ZYGOTE_DIR))
+               if name.startswith("zygote_") and name.endswith(".py")}
     return [PYTHON, "-c", source("zygote.py"), path, "", json.dumps(template), "no-prime",
             json.dumps(plan or {}), json.dumps(helpers)]
 

@@ -13,6 +13,7 @@ ALLOWED = {
     "protocol": set(),
     "config": {"protocol"},
     "loop": {"protocol"},
+    "daemon/sandbox": {"protocol"},
     "daemon/core": {"loop", "config", "protocol"},
     "daemon/process": {"daemon/core", "loop", "jupyter", "languages", "config", "protocol"},
     "daemon/service": {"daemon/process", "daemon/core", "loop", "jupyter", "languages", "config", "protocol"},

@@ -1,0 +1,122 @@
+// sandbox_plan: a sandboxed pool's kernels' namespaces, filesystem and identity (sandbox_plan.hpp).
+#include "daemon/process/sandbox_plan.hpp"
+
+#include <pwd.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+namespace kpool::daemon {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool within(const std::string& path, const std::string& root) {
+    return path == root || root == "/" || path.starts_with(root + "/");
+}
+
+// A program's installation outside /usr (a venv, conda, pyenv): PREFIX of PREFIX/bin/NAME.
+std::string prefix_of(const std::string& program) {
+    std::error_code ec;
+    const fs::path real = fs::canonical(program, ec);
+    if (ec || within(real.string(), "/usr")) {
+        return "";
+    }
+    return real.parent_path().parent_path().string();
+}
+
+} // namespace
+
+std::string find_sandbox_helper() {
+    std::error_code ec;
+    const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+    if (ec) {
+        return "";
+    }
+    for (const fs::path& candidate : {self.parent_path() / "kpool-sandbox",
+                                     self.parent_path().parent_path() / "lib" / "kpool" / "kpool-sandbox"}) {
+        if (::access(candidate.c_str(), X_OK) == 0) {
+            return candidate.string();
+        }
+    }
+    return "";
+}
+
+sandbox_plan plan_sandbox(const config::pool_config& pc, const jupyter::resolved_kernelspec& spec,
+                          const std::vector<std::string>& hidden) {
+    sandbox_plan plan;
+    protocol::sandbox_spec& s = plan.base;
+    s.network = pc.sandbox.network;
+    s.user_namespace = ::geteuid() != 0;
+    if (s.user_namespace) {
+        s.uid = ::getuid();
+        s.gid = ::getgid();
+    } else if (const passwd* pw = ::getpwnam(pc.sandbox.user.c_str()); pw != nullptr && pw->pw_uid != 0) {
+        s.uid = pw->pw_uid;
+        s.gid = pw->pw_gid;
+    } else {
+        plan.problem = "[pools." + pc.name + ".sandbox] user \"" + pc.sandbox.user +
+                       "\" is not a user of this host other than root";
+    }
+    s.readable = system_readable;
+    s.readable.push_back(spec.spec.resource_dir); // kernel.json, logos, a kernel's own files
+    for (const std::string& program : {spec.program, pc.python}) {
+        if (const std::string prefix = prefix_of(program); !prefix.empty()) {
+            s.readable.push_back(prefix);
+        }
+    }
+    s.readable.insert(s.readable.end(), pc.sandbox.readable.begin(), pc.sandbox.readable.end());
+    s.writable = pc.sandbox.writable;
+    s.writable.insert(s.writable.end(), pc.sandbox.roots.begin(), pc.sandbox.roots.end());
+    s.private_dirs = private_scratch;
+    const char* home = std::getenv("HOME");
+    const std::string home_dir = home != nullptr && home[0] == '/' ? home : "/home/kpool";
+    s.private_dirs.push_back(home_dir);
+    s.cwd = home_dir; // its own empty HOME until an acquire names a cwd
+    s.hidden = hidden;
+    plan.roots = pc.sandbox.roots;
+    plan.helper = find_sandbox_helper();
+    if (plan.helper.empty() && plan.problem.empty()) {
+        plan.problem = "kpool-sandbox is not installed beside kpoold (or in ../lib/kpool)";
+    }
+    return plan;
+}
+
+bool within_roots(const std::string& cwd, const std::vector<std::string>& roots) {
+    const std::string normal = fs::path(cwd).lexically_normal().string();
+    if (normal.empty() || normal.front() != '/') {
+        return false;
+    }
+    for (const std::string& root : roots) {
+        if (within(normal, root)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+nlohmann::json sandbox_plan::describe() const {
+    nlohmann::json namespaces = {"mount", "pid", "ipc"};
+    if (base.user_namespace) {
+        namespaces.push_back("user");
+    }
+    if (!base.network) {
+        namespaces.push_back("network");
+    }
+    nlohmann::json j{{"namespaces", namespaces},
+                     {"uid", base.uid},
+                     {"network", base.network ? "host" : "own loopback only"},
+                     {"capabilities", "none (no_new_privs, seccomp deny-list)"},
+                     {"readable", base.readable},
+                     {"writable", base.writable},
+                     {"private", base.private_dirs},
+                     {"roots", roots},
+                     {"helper", helper}};
+    if (!problem.empty()) {
+        j["problem"] = problem;
+    }
+    return j;
+}
+
+} // namespace kpool::daemon

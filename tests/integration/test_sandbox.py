@@ -1,0 +1,214 @@
+"""Sandboxed kernels (issue #48), as a request's code would attack them: the escape suite.
+
+Every attack in sandbox_attacks.py runs through `kpool exec` on an unsandboxed pool of the same
+daemon first (the control: the attempt works there, so the test can fail) and then on a
+sandboxed one, while another client holds a kernel of each pool (the victim). Run with kpoold as
+root (kernels become `nobody`, limits by cgroup) and as an unprivileged user (a user namespace
+per kernel, limits by rlimits), for a forked ipykernel pool and a spawned IRkernel pool."""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import textwrap
+import time
+import uuid
+
+import pytest
+
+from conftest import KPOOL, Daemon, alive, wait_until
+import sandbox_attacks
+
+NOBODY = 65534
+AS_NOBODY = ["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups", "--"]
+
+POOLS = """
+[pools.open]
+kernelspec = "python3"
+launcher = "fork"
+size = 2
+[pools.box]
+kernelspec = "python3"
+launcher = "fork"
+size = 2
+isolation = "sandbox"
+[pools.box.sandbox]
+roots = ["{roots}"]
+[pools.box.limits]
+memory_mb = 512
+processes = 100
+[pools.nonet]
+kernelspec = "python3"
+launcher = "fork"
+size = 1
+isolation = "sandbox"
+[pools.nonet.sandbox]
+network = false
+roots = ["{roots}"]
+[pools.ir-open]
+kernelspec = "ir"
+size = 1
+[pools.ir-box]
+kernelspec = "ir"
+size = 1
+isolation = "sandbox"
+[pools.ir-box.sandbox]
+roots = ["{roots}"]
+"""
+
+# Attacks whose control cannot succeed for an unprivileged kpoold (no sandbox needed to stop
+# them there): joining another process's namespaces needs CAP_SYS_ADMIN over them.
+ROOT_ONLY_CONTROLS = {"setns_into_another_kernel"}
+# What the sandbox keeps on purpose: the network (notebooks fetch data); `network = false`
+# takes it away (the nonet pool).
+KEPT_BY_DEFAULT = {"connect_to_host_loopback"}
+
+
+class Suite:
+    """One kpoold (as root or as nobody), its pools warm, a victim kernel held in each."""
+
+    def __init__(self, as_user):
+        self.as_user = as_user
+        self.wrapper = AS_NOBODY if as_user and os.geteuid() == 0 else []
+        self.work = tempfile.mkdtemp(prefix="kpool-sandbox-", dir="/tmp")
+        os.chmod(self.work, 0o755)
+        self.roots = os.path.join(self.work, "roots")
+        self.job = os.path.join(self.roots, "job")
+        os.makedirs(self.job)
+        for d in (self.roots, self.job):
+            os.chmod(d, 0o1777)
+        if self.wrapper:
+            os.chown(self.work, NOBODY, NOBODY)
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.daemon = Daemon(self.work, POOLS.replace("{roots}", self.roots), wrapper=self.wrapper,
+                             env={"HOME": os.path.join(self.work, "home")})
+        self.victims = {}
+        self.daemon.start()
+        try:
+            for pool, size in (("open", 2), ("box", 2), ("nonet", 1), ("ir-open", 1), ("ir-box", 1)):
+                self.daemon.wait_warm(pool, size, timeout=120)
+            self.victims = {pool: self.daemon.acquire(pool) for pool in ("open", "box", "ir-open", "ir-box")}
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self):
+        try:
+            for v in self.victims.values():
+                self.daemon.rpc(op="release", kernel_id=v["kernel_id"])
+            assert self.daemon.stop() == 0, self.daemon.log_text()
+            self.daemon.assert_no_leaks()
+        finally:
+            if self.daemon.proc.poll() is None:
+                self.daemon.proc.kill()
+            self.listener.close()
+            shutil.rmtree(self.work, ignore_errors=True)
+
+    def attack(self, pool, code, victim_pool, tag):
+        victim = self.victims[victim_pool]
+        for key, value in {"{victim_file}": victim["connection_file"], "{victim_pid}": str(victim["pid"]),
+                           "{daemon_pid}": str(self.daemon.proc.pid),
+                           "{marker}": os.path.join(self.work, "marker-" + tag),
+                           "{port}": str(self.listener.getsockname()[1]), "{tag}": tag}.items():
+            code = code.replace(key, value)
+        out = subprocess.run(self.wrapper + [KPOOL, "--endpoint", self.daemon.endpoint, "exec", "--pool", pool,
+                                             "--cwd", self.job, "--timeout", "60s", code],
+                             capture_output=True, text=True, timeout=120)
+        lines = [line for line in out.stdout.splitlines() if line.startswith('{"done"')]
+        assert lines, "pool %s: no verdict (exit %d)\n%s\n%s\nkpoold: %s" % (
+            pool, out.returncode, out.stdout, out.stderr, self.daemon.log_text()[-3000:])
+        return json.loads(lines[-1])
+
+    def wait_stopped(self, pool):
+        """Until the pool's released kernels are gone (what they started then dies or not)."""
+        wait_until(lambda: not [k for k in self.daemon.status()["kernels"]
+                                if k["pool"] == pool and k["state"] == "stopping"],
+                   timeout=30, what="pool %s's released kernels to exit" % pool)
+
+    def sleeps_left(self, tag):
+        found = subprocess.run(["pgrep", "-f", "^sleep %s$" % tag], capture_output=True, text=True).stdout.split()
+        return [int(pid) for pid in found if alive(int(pid))]
+
+
+def python_attack(suite, name, pool, victim_pool):
+    tag = str(900000 + uuid.uuid4().int % 99999)
+    code = sandbox_attacks.PRELUDE + textwrap.dedent(sandbox_attacks.PYTHON_ATTACKS[name][1])
+    if name == "read_what_the_last_request_left":  # the request before it left them
+        suite.attack(pool, sandbox_attacks.PRELUDE + sandbox_attacks.PYTHON_ATTACKS["write_for_the_next_request"][1],
+                     victim_pool, tag)
+    result = suite.attack(pool, code, victim_pool, tag)
+    if name == "leave_a_process_behind":
+        try:
+            suite.wait_stopped(pool)
+            left = suite.sleeps_left(tag)
+            result = {"done": bool(left), "detail": "left: %s" % left}
+        finally:
+            for pid in suite.sleeps_left(tag):
+                os.kill(pid, 9)
+    return result
+
+
+def run_escape_suite(as_user):
+    suite = Suite(as_user)
+    table = []
+    try:
+        for name in sandbox_attacks.PYTHON_ATTACKS:
+            if name == "write_for_the_next_request":
+                continue  # the first half of read_what_the_last_request_left
+            if as_user and name in ROOT_ONLY_CONTROLS:
+                continue
+            control = python_attack(suite, name, "open", "open")
+            sandboxed = python_attack(suite, name, "box", "box")
+            table.append((name, "open", control, "box", sandboxed))
+            if name in KEPT_BY_DEFAULT:
+                table.append((name, "open", control, "nonet", python_attack(suite, name, "nonet", "box")))
+        for name, code in sandbox_attacks.R_ATTACKS.items():
+            if name == "write_for_the_next_request":
+                continue
+            results = []
+            for pool in ("ir-open", "ir-box"):
+                tag = str(900000 + uuid.uuid4().int % 99999)
+                if name == "read_what_the_last_request_left":
+                    suite.attack(pool, sandbox_attacks.R_ATTACKS["write_for_the_next_request"], pool, tag)
+                r = suite.attack(pool, code, pool, tag)
+                if name == "leave_a_process_behind":
+                    suite.wait_stopped(pool)
+                    left = suite.sleeps_left(tag)
+                    for pid in left:
+                        os.kill(pid, 9)
+                    r = {"done": bool(left), "detail": "left: %s" % left}
+                results.append(r)
+            table.append(("R " + name, "ir-open", results[0], "ir-box", results[1]))
+        box_status = suite.daemon.pool("box")
+    finally:
+        suite.close()
+    report = "\n".join("%-36s %-8s %-5s %-8s %-5s %s" % (name, cp, c["done"], sp, s["done"], s["detail"][:80])
+                       for name, cp, c, sp, s in table)
+    print(report)
+    failures = []
+    for name, control_pool, control, sandbox_pool, sandboxed in table:
+        if not control["done"]:
+            failures.append("%s: the control on %s did not work (%s), so the test proves nothing"
+                            % (name, control_pool, control["detail"]))
+        expected = name in KEPT_BY_DEFAULT and sandbox_pool == "box"
+        if sandboxed["done"] != expected:
+            failures.append("%s on %s: %s (%s)" % (name, sandbox_pool, "got through" if sandboxed["done"] else
+                                                   "was stopped", sandboxed["detail"]))
+    assert not failures, "\n".join(failures) + "\n\n" + report
+    return box_status
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="kpoold as root: run the suite as root")
+def test_escape_suite_kpoold_as_root():
+    status = run_escape_suite(as_user=False)
+    assert status["isolation"] == "sandbox"
+    assert status["sandbox"]["uid"] == NOBODY and "user" not in status["sandbox"]["namespaces"]
+    assert "cgroup" in status["sandbox"]["limits"]["memory_by"]
+
+
+def test_escape_suite_kpoold_as_an_unprivileged_user():
+    status = run_escape_suite(as_user=True)
+    assert "user" in status["sandbox"]["namespaces"]
