@@ -194,6 +194,35 @@ std::string prefault_line(const json& p) {
            " sampled kernels' lives";
 }
 
+// One line of what a pool's isolation is: none, or the sandbox's namespaces, user and limits.
+std::string isolation_line(const json& p) {
+    const std::string name = text(p["name"]) + ": ";
+    const json& box = p.value("sandbox", json());
+    if (!box.is_object()) {
+        return p.contains("isolation") ? name + "none (kernels share the host with kpoold)" : "";
+    }
+    std::string namespaces;
+    for (const json& n : box.value("namespaces", json::array())) {
+        namespaces += (namespaces.empty() ? "" : ",") + text(n);
+    }
+    std::string line = name + "sandbox (" + namespaces + " namespaces; uid " + text(box.value("uid", json())) +
+                       "; no capabilities; network " + text(box.value("network", json())) + ")";
+    if (const json& limits = box.value("limits", json()); limits.is_object()) {
+        for (const char* kind : {"memory", "processes"}) {
+            const std::string by = limits.value(std::string(kind) + "_by", "");
+            if (!by.empty()) {
+                line += "; " + std::string(kind) + " " +
+                        text(limits.value(std::string(kind) == "memory" ? "memory_mb" : "processes", json())) +
+                        (std::string(kind) == "memory" ? " MiB" : "") + " by " + by;
+            }
+        }
+    }
+    if (box.contains("problem")) {
+        line += "; CANNOT START: " + text(box["problem"]);
+    }
+    return line;
+}
+
 row with(std::string first, row r) {
     r.insert(r.begin(), std::move(first));
     return r;
@@ -211,8 +240,12 @@ std::string format_status(const json& st) {
     std::vector<std::string> refills;
     std::vector<std::string> preloads;
     std::vector<std::string> prefaults;
+    std::vector<std::string> isolations;
     for (const json& p : st.value("pools", json::array())) {
         pools.push_back(pool_row(p, counters));
+        if (std::string line = isolation_line(p); !line.empty()) {
+            isolations.push_back(std::move(line));
+        }
         if (std::string line = preload_line(p); !line.empty()) {
             preloads.push_back(std::move(line));
         }
@@ -243,6 +276,9 @@ std::string format_status(const json& st) {
     }
     for (const auto& l : prefaults) {
         out << "  prefault " << l << '\n';
+    }
+    for (const auto& l : isolations) {
+        out << "  isolation " << l << '\n';
     }
     for (const auto& e : errors) {
         out << "  last error " << e << '\n';

@@ -8,8 +8,10 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace kpool::daemon::cpu_priority {
 namespace {
@@ -17,24 +19,40 @@ namespace {
 // RLIMIT_NICE of 20 lets a process return to nice 0 (ceiling 20 - limit) and so leave SCHED_IDLE.
 constexpr rlim_t nice_limit_for_normal = 20;
 
-// Applies `policy` to every thread of `pid`. A thread started while we walk inherits the policy
-// its creator had when it called clone(), which may be the old one: so the walk repeats until a
-// whole pass finds every thread already at `policy`.
-int set_policy(int pid, int policy) {
-    const sched_param none{};
-    bool any = false;
-    for (int round = 0; round < 8; ++round) {
+// Every thread of `pid` and of its descendants (/proc/PID/task/TID/children): a sandboxed
+// kernel is the grandchild of the process kpoold knows (daemon/sandbox/stages.hpp), and what a
+// kernel started goes with it.
+std::vector<int> tree_threads(int pid) {
+    std::vector<int> threads;
+    std::vector<int> processes = {pid};
+    for (std::size_t next = 0; next < processes.size() && next < 4096; ++next) {
         std::error_code ec;
-        std::filesystem::directory_iterator tasks("/proc/" + std::to_string(pid) + "/task", ec);
-        if (ec) {
-            return -ESRCH;
-        }
-        bool changed = false;
-        for (const auto& entry : tasks) {
+        const std::string base = "/proc/" + std::to_string(processes[next]) + "/task";
+        for (const auto& entry : std::filesystem::directory_iterator(base, ec)) {
             const int tid = std::atoi(entry.path().filename().c_str());
             if (tid <= 0) {
                 continue;
             }
+            threads.push_back(tid);
+            std::ifstream children(entry.path() / "children");
+            for (int child = 0; children >> child;) {
+                processes.push_back(child);
+            }
+        }
+    }
+    return threads;
+}
+
+// Applies `policy` to every thread of `pid` and its descendants. A thread started while we walk
+// inherits the policy its creator had when it called clone(), which may be the old one: so the
+// walk repeats until a whole pass finds every thread already at `policy`.
+int set_policy(int pid, int policy) {
+    const sched_param none{};
+    bool any = false;
+    for (int round = 0; round < 8; ++round) {
+        const std::vector<int> threads = tree_threads(pid);
+        bool changed = false;
+        for (const int tid : threads) {
             any = true;
             if (::sched_getscheduler(tid) == policy) {
                 continue;
@@ -44,7 +62,7 @@ int set_policy(int pid, int policy) {
                 return -errno; // a thread that exited meanwhile is no failure
             }
         }
-        if (!changed) {
+        if (threads.empty() || !changed) {
             break;
         }
     }

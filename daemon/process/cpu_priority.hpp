@@ -28,8 +28,8 @@ struct support {
 // thread that a thread can enter SCHED_IDLE and leave it again. Once, at start.
 support prepare();
 
-// Every thread of process `pid` to SCHED_IDLE / back to SCHED_OTHER. 0, or -errno of the first
-// failure (-ESRCH: the process is gone).
+// Every thread of process `pid` and of its descendants to SCHED_IDLE / back to SCHED_OTHER. 0,
+// or -errno of the first failure (-ESRCH: the process is gone).
 int make_idle(int pid);
 int make_normal(int pid);
 

@@ -515,8 +515,12 @@ def become_kernel(request, refused, report, zygote_pid, libc, prebuilt, env_set_
                 print("kpool-sandbox: %s" % e, file=sys.stderr, flush=True)
                 os._exit(125)
             if prebuilt.app is not None:  # its IPython profile is under the zygote's HOME, not this empty one
-                os.makedirs(prebuilt.app.profile_dir.location, mode=0o700, exist_ok=True)
-                prebuilt.app.profile_dir.check_dirs()
+                try:
+                    os.makedirs(prebuilt.app.profile_dir.location, mode=0o700, exist_ok=True)
+                    prebuilt.app.profile_dir.check_dirs()
+                except OSError as e:
+                    print("kpool-sandbox: the IPython profile directory: %s" % e, file=sys.stderr, flush=True)
+                    os._exit(125)
         for resource_id, value in request.get("limits", []):
             import resource
             resource.setrlimit(resource_id, (value, value))

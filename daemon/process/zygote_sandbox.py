@@ -3,19 +3,21 @@ becomes the kernel. daemon/sandbox/stages.hpp describes the three processes; thi
 part of them that runs in Python, because the kernel is the zygote's memory and must not exec:
 
   the zygote's child (outer)  joins the kernel's cgroups, unshares the namespaces (writes the
-                              user namespace's maps), forks init and the kernel, then execs
-                              `kpool-sandbox outer` (nothing of the zygote's memory stays)
-  init (pid 1 inside)         execs `kpool-sandbox init` at once (with the two capabilities it
+                              user namespace's maps), starts init and forks the kernel, then
+                              waits for the kernel as stages.cpp's outer does (wait_as_outer)
+  init (pid 1 inside)         `kpool-sandbox init`, posix_spawn'd (with the two capabilities it
                               needs kept across exec): it builds the filesystem and sends back
                               the seccomp program
   the kernel (pid 2 inside)   waits for init, enters its working directory, gives up every
                               privilege (as daemon/sandbox/identity.cpp does for a spawned one),
                               installs the filter, and returns to become the kernel
 
-The helper is opened before the namespaces change and exec'd through its descriptor, since
-its path need not exist inside. Only the kernel's fork pre-faults the zygote's hot pages
-(AfterFork's list): the outer process and init exec at once, so copying pages for them would
-be work thrown away.
+The outer process does not exec the helper: init pivots the mount namespace the outer process
+shares into the kernel's root (where the helper and its libraries need not be) at a moment the
+outer process cannot know, and an exec (with the teardown of the zygote's copy it ends) cost
+more at refill than the little memory the waiting copy keeps (bench/sandbox.py). Only the
+kernel's fork pre-faults the zygote's hot pages (AfterFork's list); init is spawned without a
+fork of our memory at all.
 """
 import ctypes
 import json
@@ -177,40 +179,70 @@ def become_sandboxed_kernel(spec, libc, ready_r, life_r):
 def enter(spec, helper, libc, after_fork, prefault):
     """In the zygote's child, single-threaded. Returns in the kernel's process, inside its
     sandbox; the outer process and init never return (see the module docstring)."""
-    helper_fd = os.open(helper, os.O_PATH | os.O_CLOEXEC)
     enter_namespaces(spec, libc)
     ready_r, ready_w = os.pipe()
     life_r, life_w = os.pipe()
-    after_fork.prefault = []
-    init_pid = os.fork()
-    if init_pid == 0:
-        try:
-            os.close(ready_r)
-            os.close(life_w)
-            os.set_inheritable(ready_w, True)
-            os.set_inheritable(life_r, True)
-            if spec.get("user_namespace"):
-                keep_capabilities_across_exec(libc, (CAP_SETPCAP, CAP_SYS_ADMIN))
-            os.execve(helper_fd, ["kpool-sandbox", "init", json.dumps(spec), str(ready_w), str(life_r)], {})
-        finally:
-            os._exit(125)
+    go_r, go_w = os.pipe()  # stages.hpp's run_init: init waits until the kernel's process exists
+    for fd in (go_r, ready_w, life_r):
+        os.set_inheritable(fd, True)
+    if spec.get("user_namespace"):
+        keep_capabilities_across_exec(libc, (CAP_SETPCAP, CAP_SYS_ADMIN))
+    try:
+        # posix_spawn (vfork: no copy of our page tables, none to tear down) while the host's
+        # root is still ours; the first child since unshare: pid 1 of the new pid namespace.
+        init_pid = os.posix_spawn(helper, ["kpool-sandbox", "init", json.dumps(spec), str(go_r), str(ready_w),
+                                           str(life_r)], {})
+    finally:
+        prctl(libc, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
+    os.close(go_r)
+    os.set_inheritable(ready_w, False)
+    os.set_inheritable(life_r, False)
     after_fork.prefault = prefault
     try:
         kernel_pid = os.fork()
     except OSError as e:
-        os.kill(init_pid, signal.SIGKILL)
+        os.kill(init_pid, signal.SIGKILL)  # waiting for its go, which never comes
         raise SandboxError("fork: %s" % e)
     if kernel_pid == 0:
         os.close(ready_w)
         os.close(life_w)
-        os.close(helper_fd)
+        os.close(go_w)
         become_sandboxed_kernel(spec, libc, ready_r, life_r)
         return
     os.close(ready_r)
     os.close(ready_w)
     os.close(life_r)
-    os.set_inheritable(life_w, True)  # held open by the outer process until it exits
+    os.write(go_w, b"g")  # the kernel's process exists: init may build its root
+    os.close(go_w)
+    wait_as_outer(kernel_pid, init_pid)  # life_w stays open until we exit
+
+
+def wait_as_outer(kernel_pid, init_pid):
+    """stages.cpp's run_outer, without an exec: once init has pivoted our shared mount namespace
+    into the kernel's root, no path of the host's (not even the dynamic loader's) may be needed,
+    and nothing here opens a file. Touches as little of the zygote's memory as it can (every
+    object written is a page copied)."""
+    import gc
+    gc.disable()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(sig, signal.SIG_IGN)  # the kernel's group gets them; we only wait
+    while True:
+        try:
+            _, status = os.waitpid(kernel_pid, 0)
+            break
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            status = 125 << 8
+            break
+    os.kill(init_pid, signal.SIGKILL)  # init's death ends whatever the kernel left inside
     try:
-        os.execve(helper_fd, ["kpool-sandbox", "outer", str(kernel_pid), str(init_pid)], {})
-    finally:
-        os._exit(125)
+        os.waitpid(init_pid, 0)
+    except ChildProcessError:
+        pass
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+        os.kill(os.getpid(), sig)
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 125)

@@ -1,8 +1,7 @@
 // kpool-sandbox: puts one kernel in a sandbox of its own (daemon/sandbox/stages.hpp).
 //
 //   kpool-sandbox spawn SPEC_JSON -- ARGV...   a spawned kernel, all three stages
-//   kpool-sandbox init SPEC_JSON READY_FD LIFE_FD   a forked kernel's init (exec'd by the zygote's child)
-//   kpool-sandbox outer KERNEL_PID INIT_PID         a forked kernel's outer process
+//   kpool-sandbox init SPEC_JSON GO_FD READY_FD LIFE_FD   a forked kernel's init (spawned by the zygote's child)
 //
 // Exit status 125 when the sandbox could not be made (the reason on stderr, which is the
 // kernel's log); otherwise the kernel's own.
@@ -17,9 +16,7 @@
 namespace {
 
 int usage() {
-    std::fputs("usage: kpool-sandbox spawn SPEC_JSON -- ARGV... | init SPEC_JSON READY_FD LIFE_FD | "
-               "outer KERNEL_PID INIT_PID\n",
-               stderr);
+    std::fputs("usage: kpool-sandbox spawn SPEC_JSON -- ARGV... | init SPEC_JSON GO_FD READY_FD LIFE_FD\n", stderr);
     return 2;
 }
 
@@ -41,11 +38,8 @@ int main(int argc, char** argv) {
     if (mode == "spawn" && argc > 4 && std::string_view(argv[3]) == "--") {
         kpool::sandbox::run_spawn(spec_or_exit(argv[2]), std::vector<std::string>(argv + 4, argv + argc));
     }
-    if (mode == "init" && argc == 5) {
-        kpool::sandbox::run_init(spec_or_exit(argv[2]), number(argv[3]), number(argv[4]));
-    }
-    if (mode == "outer" && argc == 4) {
-        kpool::sandbox::run_outer(number(argv[2]), number(argv[3]));
+    if (mode == "init" && argc == 6) {
+        kpool::sandbox::run_init(spec_or_exit(argv[2]), number(argv[3]), number(argv[4]), number(argv[5]));
     }
     return usage();
 }

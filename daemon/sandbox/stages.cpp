@@ -98,8 +98,15 @@ void become_kernel(const protocol::sandbox_spec& spec, int ready_fd, int life_fd
 
 } // namespace
 
-void run_init(const protocol::sandbox_spec& spec, int ready_fd, int life_fd) {
+void run_init(const protocol::sandbox_spec& spec, int go_fd, int ready_fd, int life_fd) {
     die_with_outer(life_fd);
+    char go = 0;
+    while (::read(go_fd, &go, 1) < 0 && errno == EINTR) {
+    }
+    ::close(go_fd);
+    if (go != 'g') {
+        fail("the outer process ended before the kernel's process existed");
+    }
     sigset_t child;
     sigemptyset(&child);
     sigaddset(&child, SIGCHLD);
@@ -165,7 +172,8 @@ void run_spawn(const protocol::sandbox_spec& spec, const std::vector<std::string
     }
     int ready[2];
     int life[2];
-    if (::pipe2(ready, O_CLOEXEC) != 0 || ::pipe2(life, O_CLOEXEC) != 0) {
+    int go[2];
+    if (::pipe2(ready, O_CLOEXEC) != 0 || ::pipe2(life, O_CLOEXEC) != 0 || ::pipe2(go, O_CLOEXEC) != 0) {
         fail(std::string("pipe: ") + std::strerror(errno));
     }
     const pid_t init_pid = ::fork();
@@ -175,7 +183,8 @@ void run_spawn(const protocol::sandbox_spec& spec, const std::vector<std::string
     if (init_pid == 0) {
         ::close(ready[0]);
         ::close(life[1]);
-        run_init(spec, ready[1], life[0]);
+        ::close(go[1]);
+        run_init(spec, go[0], ready[1], life[0]);
     }
     const pid_t kernel_pid = ::fork();
     if (kernel_pid < 0) {
@@ -185,6 +194,8 @@ void run_spawn(const protocol::sandbox_spec& spec, const std::vector<std::string
     if (kernel_pid == 0) {
         ::close(ready[1]);
         ::close(life[1]);
+        ::close(go[0]);
+        ::close(go[1]);
         become_kernel(spec, ready[0], life[0]);
         std::vector<char*> args;
         for (const std::string& a : argv) {
@@ -197,6 +208,9 @@ void run_spawn(const protocol::sandbox_spec& spec, const std::vector<std::string
     ::close(ready[0]);
     ::close(ready[1]);
     ::close(life[0]);
+    ::close(go[0]);
+    write_all(go[1], "g", 1); // the kernel's process exists: init may build its root
+    ::close(go[1]);
     run_outer(kernel_pid, init_pid); // life[1] stays open until we exit
 }
 

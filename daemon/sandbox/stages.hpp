@@ -9,8 +9,8 @@
 //                                 privileges, installs the filter, runs the kernel
 //
 // A spawned kernel's three are this helper (`kpool-sandbox spawn SPEC -- ARGV`); a forked
-// kernel's are the zygote's child and its two forks (daemon/process/zygote_sandbox.py), whose
-// outer and init exec this helper (`outer`, `init`) so that neither keeps the zygote's memory.
+// kernel's are the zygote's child, init spawned from it as this helper (`init`), and the
+// kernel forked from it (daemon/process/zygote_sandbox.py, which is outer and kernel in Python).
 // Both init and the kernel die with the outer process (a parent-death signal, checked against a
 // pipe only the outer process holds open, so that a death before the signal was armed counts).
 #pragma once
@@ -22,11 +22,14 @@
 
 namespace kpool::sandbox {
 
-// init: never returns. `ready_fd` gets "ok N\n" and N bytes of seccomp program, or "error
-// TEXT\n"; `life_fd` is the read end of the outer process's pipe.
-[[noreturn]] void run_init(const protocol::sandbox_spec& spec, int ready_fd, int life_fd);
+// init: never returns. `go_fd` gives one byte once the kernel's process exists (a fork that
+// runs while init pivots the shared mount namespace may keep the host's root: the kernel of Linux
+// moves only the processes it sees at that moment); `ready_fd` then gets "ok N\n" and N bytes
+// of seccomp program, or "error TEXT\n"; `life_fd` is the read end of the outer process's pipe.
+[[noreturn]] void run_init(const protocol::sandbox_spec& spec, int go_fd, int ready_fd, int life_fd);
 
-// outer, once init and the kernel exist: never returns.
+// outer, once init and the kernel exist: never returns (zygote_sandbox.py's wait_as_outer is the
+// same for forked kernels).
 [[noreturn]] void run_outer(int kernel_pid, int init_pid);
 
 // A whole spawned kernel: never returns (exits 125 when the sandbox cannot be made).
