@@ -57,20 +57,10 @@ def tree_pids(pid):
     return out
 
 
-def smaps_kib(pid, field):
+def field_kib(pid, name, field):
+    """A "Field: N kB" line of /proc/PID/NAME (smaps_rollup, status); 0 if the process is gone."""
     try:
-        with open("/proc/%d/smaps_rollup" % pid) as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def status_kib(pid, field):
-    try:
-        with open("/proc/%d/status" % pid) as f:
+        with open("/proc/%d/%s" % (pid, name)) as f:
             for line in f:
                 if line.startswith(field + ":"):
                     return int(line.split()[1])
@@ -85,9 +75,9 @@ def tree_memory(pid):
     a waiting copy of the zygote) is charged more of the same pages: private memory and page
     tables are what a kernel adds to the host."""
     pids = tree_pids(pid)
-    pss = sum(smaps_kib(p, "Pss") for p in pids) / 1024
+    pss = sum(field_kib(p, "smaps_rollup", "Pss") for p in pids) / 1024
     private = sum(private_mib(p) for p in pids if os.path.exists("/proc/%d" % p))
-    tables = sum(status_kib(p, "VmPTE") for p in pids) / 1024
+    tables = sum(field_kib(p, "status", "VmPTE") for p in pids) / 1024
     return pss, private, tables
 
 

@@ -104,6 +104,7 @@ result<std::vector<pool_summary>> read_status_pools(const json& reply) {
         s.drained = field_or(p, "drained", false);
         s.removed = field_or(p, "removed", false);
         s.language = field_or<std::string>(p, "language", "");
+        s.sandboxed = field_or<std::string>(p, "isolation", "none") == "sandbox";
         const json recent = field_or(p, "recent", json::object());
         if (recent.is_object() && recent.contains("time_to_warm_s_p50") && recent["time_to_warm_s_p50"].is_number()) {
             s.time_to_warm_s_p50 = recent["time_to_warm_s_p50"].get<double>();

@@ -26,6 +26,7 @@ struct pool_summary {
     bool removed = false;
     std::string language{}; // its kernelspec's, when the daemon knows it
     std::optional<double> time_to_warm_s_p50{}; // recent; none before a kernel got warm
+    bool sandboxed{}; // isolation = "sandbox" (docs/security.md)
 };
 
 // The pool `wanted` names among `pools` (those that can serve: not removed), if any.

@@ -58,6 +58,12 @@ int run_server(const serve_options& given, std::FILE* log) {
                          options.cert_file.empty() ? "http" : "https", options.host.c_str(), s->port(), options.endpoints.size(),
                          options.endpoints.size() == 1 ? "" : "s", access.c_str());
             std::fflush(log);
+            if (!is_loopback(options.host)) {
+                s->warn_of_unsandboxed_pools([log](const std::string& line) {
+                    std::fprintf(log, "kpool serve: %s\n", line.c_str());
+                    std::fflush(log);
+                });
+            }
             uv_run(&loop, UV_RUN_DEFAULT);
             s.reset();
         }

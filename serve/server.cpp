@@ -187,14 +187,20 @@ void server::health(exchange_ptr ex) {
             body["daemon"] = m_daemons[daemon]->endpoint();
             json pools = json::object();
             bool serving = false;
+            bool open_pool = false;
             for (const protocol::pool_summary& p : *listed) {
                 if (p.removed || p.drained) {
                     continue;
                 }
                 serving = serving || p.warm > 0 || !p.failing;
-                pools[p.name] = {{"warm", p.warm}, {"starting", p.starting}, {"failing", p.failing}};
+                open_pool = open_pool || !p.sandboxed;
+                pools[p.name] = {{"warm", p.warm}, {"starting", p.starting}, {"failing", p.failing},
+                                 {"isolation", p.sandboxed ? "sandbox" : "none"}};
             }
             body["pools"] = pools;
+            // Whether code sent here could reach kpoold, other requests or the next one: "none"
+            // while any pool a request may name runs kernels without a sandbox.
+            body["isolation"] = open_pool ? "none" : "sandbox";
             if (serving) {
                 body["status"] = "ok";
                 code = 200;
@@ -207,6 +213,26 @@ void server::health(exchange_ptr ex) {
         m_metrics.answered("/v1/health", code,
                            std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
         ex->respond(json_response(code, body));
+    });
+}
+
+void server::warn_of_unsandboxed_pools(std::function<void(const std::string&)> warn) {
+    control(protocol::requests::status(), 10000ms, [warn = std::move(warn)](result<json> reply, std::size_t) {
+        auto listed = reply ? protocol::read_status_pools(*reply) : result<std::vector<protocol::pool_summary>>(reply.err());
+        if (!listed) {
+            return;
+        }
+        std::string open;
+        for (const protocol::pool_summary& p : *listed) {
+            if (!p.removed && !p.sandboxed) {
+                open += (open.empty() ? "" : ", ") + p.name;
+            }
+        }
+        if (!open.empty()) {
+            warn("warning: /v1 runs code on pools without a sandbox (" + open +
+                 "): a request's code can reach kpoold, other requests' kernels and the next request; "
+                 "set isolation = \"sandbox\" on pools that run code you did not write (docs/security.md)");
+        }
     });
 }
 

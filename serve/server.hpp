@@ -46,6 +46,9 @@ public:
     void shut_down(std::chrono::milliseconds grace, std::function<void()> done);
     // What the grace's end does, now: code still running is interrupted, its request answered 503.
     void stop_running_code();
+    // Asks kpoold's status once and calls `warn` with a line if a pool /v1 may run code on has
+    // no sandbox (run_server does, when it listens beyond loopback).
+    void warn_of_unsandboxed_pools(std::function<void(const std::string&)> warn);
 
     // request_services, for the requests' flows.
     const serve_options& options() const override { return m_options; }

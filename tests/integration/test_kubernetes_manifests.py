@@ -23,11 +23,12 @@ SCHEMA = {
 API = {"Namespace": "v1", "ConfigMap": "v1", "Secret": "v1", "Service": "v1", "DaemonSet": "apps/v1",
        "Deployment": "apps/v1"}
 POD_SPEC = {"terminationGracePeriodSeconds", "enableServiceLinks", "automountServiceAccountToken",
-            "securityContext", "initContainers", "containers", "volumes"}
+            "securityContext", "initContainers", "containers", "volumes", "hostUsers"}
 CONTAINER = {"name", "image", "command", "env", "ports", "readinessProbe", "livenessProbe",
              "resources", "securityContext", "volumeMounts"}
 POD_SECURITY = {"runAsNonRoot", "runAsUser", "runAsGroup", "fsGroup", "seccompProfile"}
-CONTAINER_SECURITY = {"allowPrivilegeEscalation", "readOnlyRootFilesystem", "capabilities"}
+CONTAINER_SECURITY = {"allowPrivilegeEscalation", "readOnlyRootFilesystem", "capabilities", "procMount",
+                      "seccompProfile", "appArmorProfile"}
 PROBE = {"exec", "httpGet", "initialDelaySeconds", "periodSeconds", "timeoutSeconds", "failureThreshold"}
 
 
@@ -148,3 +149,20 @@ def test_the_configmap_config_is_valid_for_kpoold(tmp_path):
     bad = subprocess.run([KPOOLD, "--check-config", str(path)], env=env, capture_output=True, text=True)
     assert bad.returncode == 2
     assert "POD_IP" in bad.stderr and "kpool.toml:" in bad.stderr
+
+
+def test_a_sandboxed_pool_gets_the_pod_settings_it_needs():
+    """A sandbox makes user, pid and mount namespaces and mounts a /proc of its own, which the
+    runtime's default seccomp and AppArmor profiles and a masked /proc refuse
+    (../shared/notes/sandbox-facts.md, pitfall 8): the DaemonSet that runs sandboxed pools says so."""
+    import tomllib
+    config = tomllib.loads(objects()["ConfigMap"]["data"]["kpool.toml"])
+    assert any(p.get("isolation") == "sandbox" for p in config["pools"].values())
+    pod = objects()["DaemonSet"]["spec"]["template"]["spec"]
+    assert pod["hostUsers"] is False
+    kpoold = next(c for c in pod["containers"] if c["name"] == "kpoold")
+    security = kpoold["securityContext"]
+    assert security["procMount"] == "Unmasked"
+    assert security["seccompProfile"] == {"type": "Unconfined"}
+    assert security["appArmorProfile"] == {"type": "Unconfined"}
+    assert security["allowPrivilegeEscalation"] is False and security["capabilities"] == {"drop": ["ALL"]}

@@ -7,6 +7,7 @@ root (kernels become `nobody`, limits by cgroup) and as an unprivileged user (a 
 per kernel, limits by rlimits), for a forked ipykernel pool and a spawned IRkernel pool."""
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -16,6 +17,7 @@ import time
 import uuid
 
 import pytest
+import requests
 
 from conftest import KPOOL, Daemon, alive, wait_until
 import sandbox_attacks
@@ -212,3 +214,42 @@ def test_escape_suite_kpoold_as_root():
 def test_escape_suite_kpoold_as_an_unprivileged_user():
     status = run_escape_suite(as_user=True)
     assert "user" in status["sandbox"]["namespaces"]
+
+
+SERVE_POOLS = """
+[pools.open]
+kernelspec = "fake"
+size = 0
+[pools.box]
+kernelspec = "fake"
+size = 0
+isolation = "sandbox"
+"""
+
+
+def test_kpool_serve_says_when_it_runs_code_without_a_sandbox(kpoold, tmp_path):
+    d = kpoold(SERVE_POOLS)
+    serve = subprocess.Popen([KPOOL, "--endpoint", d.endpoint, "serve", "--no-token", "--listen", "127.0.0.1:0"],
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        url = "http://" + re.search(r"listening on http://(127\.0\.0\.1:\d+)/", serve.stderr.readline()).group(1)
+        health = requests.get(url + "/v1/health", timeout=30).json()
+        assert health["isolation"] == "none"
+        assert health["pools"]["open"]["isolation"] == "none" and health["pools"]["box"]["isolation"] == "sandbox"
+    finally:
+        serve.terminate()
+        serve.wait(30)
+    # Beyond loopback (in a network namespace of the test's own, which has nothing but its
+    # loopback: no address of the host is ever listened on), a warning at start.
+    token = tmp_path / "token"
+    token.write_text("t0ken-for-the-test\n")
+    unshare = ["unshare", "--net"] if os.geteuid() == 0 else ["unshare", "--map-root-user", "--net"]
+    serve = subprocess.Popen(unshare + [KPOOL, "--endpoint", d.endpoint, "serve", "--token-file", str(token),
+                                        "--listen", "0.0.0.0:0"], stderr=subprocess.PIPE, text=True)
+    try:
+        assert "listening on http://0.0.0.0:" in serve.stderr.readline()
+        warning = serve.stderr.readline()
+        assert "warning: /v1 runs code on pools without a sandbox (open)" in warning, warning
+    finally:
+        serve.terminate()
+        serve.wait(30)

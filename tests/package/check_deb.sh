@@ -49,5 +49,27 @@ test "$(stat -c %U:%a "$file")" = "kpool:600"
 kill -TERM "$daemon_pid"
 wait "$daemon_pid"
 daemon_pid=
+
+# A sandboxed pool with the installed helper (/usr/lib/kpool/kpool-sandbox), kpoold as the
+# service's user: the kernel is pid 2 of its own pid namespace and sees no kpoold.
+test -x /usr/lib/kpool/kpool-sandbox
+sandboxed=/tmp/kpool-package-sandbox.toml
+printf '[daemon]\ncontrol = "%s"\nruntime_dir = "/run/kpool"\n[pools.box]\nkernelspec = "python3"\nsize = 1\nisolation = "sandbox"\n' \
+  "$endpoint" >"$sandboxed"
+chmod 644 "$sandboxed"
+setpriv --reuid=kpool --regid=kpool --init-groups env HOME=/var/lib/kpool \
+  /usr/bin/kpoold --config "$sandboxed" >/tmp/kpool-package-sandbox.log 2>&1 &
+daemon_pid=$!
+for _ in $(seq 100); do
+  /usr/bin/kpool --endpoint "$endpoint" ping >/dev/null 2>&1 && break
+  sleep 0.1
+done
+seen=$(/usr/bin/kpool --endpoint "$endpoint" exec --pool box --timeout 60s \
+  'import os; print(os.getpid(), any(p.isdigit() and int(p) > 2 and open("/proc/%s/comm" % p).read().startswith("kpoold") for p in os.listdir("/proc")))')
+test "$seen" = "2 False" || { echo "sandboxed kernel saw: $seen" >&2; cat /tmp/kpool-package-sandbox.log >&2; exit 1; }
+kill -TERM "$daemon_pid"
+wait "$daemon_pid"
+daemon_pid=
+rm -f "$sandboxed"
 rm -rf /run/kpool
-echo "package check passed: $deb (acquired kernel $id as user kpool)"
+echo "package check passed: $deb (acquired kernel $id as user kpool; a sandboxed kernel too)"
