@@ -253,3 +253,86 @@ def test_kpool_serve_says_when_it_runs_code_without_a_sandbox(kpoold, tmp_path):
     finally:
         serve.terminate()
         serve.wait(30)
+
+
+FEATURE_POOLS = """
+[pools.open]
+kernelspec = "python3"
+launcher = "fork"
+size = 2
+[pools.box]
+kernelspec = "python3"
+launcher = "fork"
+size = 2
+isolation = "sandbox"
+[pools.box.sandbox]
+roots = ["{roots}"]
+"""
+
+REPORT = [
+    "import os, pandas as pd, matplotlib\nmatplotlib.use('agg')\nimport matplotlib.pyplot as plt",
+    "df = pd.read_csv('sales.csv')\ndf.groupby('region').sum()",
+    "fig, ax = plt.subplots()\ndf.plot(ax=ax)\nfig.savefig('plot.png')\nprint(os.path.getsize('plot.png') > 0)",
+    "df.to_csv('out.csv')\nprint(open('out.csv').read().splitlines()[0], os.environ.get('KPOOL_TEST_VAR'))",
+]
+
+
+def test_a_sandboxed_kernel_still_does_what_a_kernel_does(kpoold, tmp_path):
+    """cwd and env, a notebook that reads and writes its folder (kpool run, same output as on an
+    unsandboxed pool, which test_papermill_parity.py holds to papermill's), pandas and
+    matplotlib, input(), an interrupt, the debugger, history in memory."""
+    import nbformat
+    from jupyter_client import BlockingKernelClient
+    from nbformat.v4 import new_code_cell, new_notebook
+    roots = tmp_path / "roots"
+    d = kpoold(FEATURE_POOLS.replace("{roots}", str(roots)))
+    outputs = {}
+    for pool in ("open", "box"):
+        job = roots / pool
+        job.mkdir(parents=True)
+        os.chmod(roots, 0o1777)
+        os.chmod(job, 0o1777)
+        (job / "sales.csv").write_text("region,sales\nnorth,3\nsouth,5\nnorth,4\n")
+        nb = new_notebook(cells=[new_code_cell(c) for c in REPORT])
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nbformat.write(nb, str(job / "report.ipynb"))
+        d.wait_warm(pool, 2, timeout=120)
+        r = subprocess.run([KPOOL, "--endpoint", d.endpoint, "run", "report.ipynb", "out.ipynb", "-k", pool],
+                           cwd=str(job), capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, KPOOL_TEST_VAR="reached"))
+        assert r.returncode == 0, r.stderr
+        assert (job / "out.csv").exists() and (job / "plot.png").stat().st_size > 0
+        executed = nbformat.read(str(job / "out.ipynb"), as_version=4)
+        outputs[pool] = [[{k: v for k, v in o.items() if k != "execution_count"} for o in c.outputs]
+                         for c in executed.cells]
+    assert outputs["box"] == outputs["open"]
+    assert "reached" in json.dumps(outputs["box"])
+    # A kernel held by a client: input(), an interrupt, the debugger, history kept in memory.
+    k = d.acquire("box", cwd=str(roots / "box"), history="memory")
+    kc = BlockingKernelClient()
+    kc.load_connection_file(k["connection_file"])
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=30)
+        got = []
+        reply = kc.execute_interactive("print('you said', input('say: '))", allow_stdin=True, timeout=30,
+                                       stdin_hook=lambda msg: kc.input("hello"),
+                                       output_hook=lambda msg: got.append(msg["content"].get("text", "")))
+        assert reply["content"]["status"] == "ok" and "you said hello" in "".join(got)
+        debug = kc.session.msg("debug_request", {"type": "request", "seq": 1, "command": "initialize",
+                                                 "arguments": {"adapterID": "kpool-test", "clientID": "test"}})
+        kc.control_channel.send(debug)
+        answer = kc.get_control_msg(timeout=30)
+        assert answer["content"].get("success") is True, answer["content"]
+        reply = kc.execute_interactive("import os; print(os.getcwd(), get_ipython().history_manager.hist_file)",
+                                       timeout=30, output_hook=lambda msg: got.append(msg["content"].get("text", "")))
+        assert reply["content"]["status"] == "ok", reply["content"]
+        assert "%s :memory:" % (roots / "box") in "".join(got)
+        msg_id = kc.execute("import time; time.sleep(60)")
+        time.sleep(1.0)
+        assert d.rpc(op="signal", kernel_id=k["kernel_id"], signum=2)["ok"]  # SIGINT, to the group through the outer process
+        reply = kc.get_shell_msg(timeout=30)
+        assert reply["parent_header"]["msg_id"] == msg_id and reply["content"]["ename"] == "KeyboardInterrupt"
+    finally:
+        kc.stop_channels()
+        d.rpc(op="release", kernel_id=k["kernel_id"])
