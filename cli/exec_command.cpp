@@ -82,7 +82,9 @@ int exec_command(client::daemon_set& daemons, const exec_options& options) {
         write_all(stdout, protocol::to_json_text(file_form, 1) + "\n");
     }
     if (done.kernel_died) {
-        std::fprintf(stderr, "kpool: kernel %s died while running the code\n", kernel.id().c_str());
+        const std::string why = kernel.death_reason();
+        std::fprintf(stderr, "kpool: kernel %s died while running the code%s\n", kernel.id().c_str(),
+                     why.empty() ? "" : (": " + why).c_str());
         return exit_status::kernel_died;
     }
     if (done.cancelled) {

@@ -71,6 +71,9 @@ bool leased_kernel::alive() {
         return true;
     }
     auto polled = protocol::read_poll_reply(*reply);
+    if (polled && !polled->alive) {
+        m_death_reason = polled->reason;
+    }
     return !polled || polled->alive;
 }
 

@@ -53,8 +53,11 @@ public:
     // Hooks for jupyter::execute using the two above; `cancelled` says when the caller gives up
     // (the kernel is then interrupted).
     jupyter::execute_hooks hooks(std::function<bool()> cancelled) override;
+    // kpoold's word on why it exited, from the poll that found it gone.
+    std::string death_reason() const override { return m_death_reason; }
 
 private:
+    std::string m_death_reason;
     leased_kernel(daemon_set& daemons, std::string id, const protocol::connection_info& info);
     // A request about this kernel, to the daemon that handed it out.
     result<nlohmann::json> request(const nlohmann::json& req);

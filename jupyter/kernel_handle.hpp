@@ -21,6 +21,8 @@ public:
     virtual const std::string& id() const = 0;
     // Hooks for execute(): alive, interrupt, and `cancelled` (the caller gives up).
     virtual execute_hooks hooks(std::function<bool()> cancelled) = 0;
+    // Why the kernel died, when it did and someone said ("out of memory (limit 512 MiB)").
+    virtual std::string death_reason() const { return {}; }
 };
 
 } // namespace kpool::jupyter

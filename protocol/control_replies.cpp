@@ -77,6 +77,7 @@ result<kernel_poll> read_poll_reply(const json& reply) {
     if (!p.alive && reply.contains("exit_code") && reply["exit_code"].is_number_integer()) {
         p.exit_code = reply["exit_code"].get<int>();
     }
+    p.reason = field_or<std::string>(reply, "reason", "");
     return p;
 }
 

@@ -39,6 +39,7 @@ result<acquired_kernel> read_acquire_reply(const nlohmann::json& reply);
 struct kernel_poll {
     bool alive = true;
     std::optional<int> exit_code; // once it has exited, when the daemon knows it
+    std::string reason;           // what killed it, when known: "out of memory (limit 512 MiB)"
 };
 result<kernel_poll> read_poll_reply(const nlohmann::json& reply);
 

@@ -389,7 +389,10 @@ run_result run_notebook(client::daemon_set& daemons, const run_options& options,
         notebook_start(nb, start);
         save();
         cell_executor cells(nb, options, log, kernel, files);
-        const stop_reason stop = cells.run_all(save);
+        stop_reason stop = cells.run_all(save);
+        if (stop.outcome == run_outcome::kernel_died && !kernel.death_reason().empty()) {
+            stop.message += ": " + kernel.death_reason(); // kpoold knows why: "out of memory (...)"
+        }
         notebook_engine& engine = cells.engine();
         // As papermill: the kernel's language_info once the cells have run (an error cell
         // included); a run cut off by a timeout, a dead kernel or Ctrl-C keeps the input's.

@@ -37,7 +37,7 @@ private:
             outputs.push_back(notebook::output_for_file(out));
         }
         if (done.kernel_died) {
-            return finish(error_response(502, "kernel_died", "the kernel died while running the code",
+            return finish(error_response(502, "kernel_died", with_death_reason("the kernel died while running the code"),
                                          {{"outputs", outputs}}));
         }
         if (done.timed_out) {

@@ -2,6 +2,7 @@
 #include "serve/kernel_call.hpp"
 
 #include "loop/logging.hpp"
+#include "protocol/control_replies.hpp"
 #include "serve/deadlines.hpp"
 #include "serve/http_response.hpp"
 #include "serve/request_services.hpp"
@@ -179,6 +180,11 @@ void kernel_call::poll() {
     }
     m_owner.leases().poll(m_lease, [self = shared_from_this()](result<json> reply) {
         if (kernel_leases::gone_after(self->m_watch, reply) && self->m_session) {
+            if (reply) {
+                if (auto polled = protocol::read_poll_reply(*reply)) {
+                    self->m_death_reason = polled->reason;
+                }
+            }
             self->m_session->kernel_died();
         }
     });

@@ -56,6 +56,10 @@ protected:
     http_response cancelled_response() const;
     request_services& owner() { return m_owner; }
     const exchange_ptr& exchange() const { return m_exchange; }
+    // A dead kernel's message, with kpoold's word on why when it gave one ("out of memory ...").
+    std::string with_death_reason(std::string message) const {
+        return m_death_reason.empty() ? message : message + ": " + m_death_reason;
+    }
 
 private:
     void acquire();
@@ -82,6 +86,7 @@ private:
     bool m_renews = false;
     lease_watch m_watch;
     std::unique_ptr<kernel_session> m_session;
+    std::string m_death_reason; // from the poll that found the kernel gone
     loop::uv_timer m_poll;
     bool m_finished = false;
     bool m_stopped = false;

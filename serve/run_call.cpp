@@ -130,7 +130,7 @@ private:
                                              failure["ename"].get<std::string>(),
                                          failure));
         case runner::run_outcome::kernel_died:
-            return finish(error_response(502, "kernel_died", stop.message));
+            return finish(error_response(502, "kernel_died", with_death_reason(stop.message)));
         case runner::run_outcome::interrupted:
             return finish(cancelled_response());
         default:

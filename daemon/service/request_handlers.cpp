@@ -396,7 +396,11 @@ std::string daemon::op_poll(const envelope&, const protocol::control_request& re
     if (auto st = m_kernels.exit_of(args->kernel_id)) {
         // Like Popen.returncode: the exit code, or minus the signal that killed it.
         const std::int64_t code = st->term_signal != 0 ? -st->term_signal : st->code;
-        return protocol::make_ok_reply({{"alive", false}, {"exit_code", code}}, req.req_id);
+        json reply = {{"alive", false}, {"exit_code", code}};
+        if (!st->reason.empty()) {
+            reply["reason"] = st->reason; // "out of memory (limit 512 MiB)"
+        }
+        return protocol::make_ok_reply(reply, req.req_id);
     }
     return protocol::make_error_reply(
         {errc::unknown_kernel,

@@ -25,7 +25,8 @@ import sandbox_attacks
 NOBODY = 65534
 AS_NOBODY = ["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups", "--"]
 
-POOLS = """
+# The two pools every test here compares: the same kernelspec and launcher, one sandboxed.
+OPEN_AND_BOX = """
 [pools.open]
 kernelspec = "python3"
 launcher = "fork"
@@ -37,6 +38,8 @@ size = 2
 isolation = "sandbox"
 [pools.box.sandbox]
 roots = ["{roots}"]
+"""
+POOLS = OPEN_AND_BOX + """
 [pools.box.limits]
 memory_mb = 512
 processes = 100
@@ -185,6 +188,10 @@ def run_escape_suite(as_user):
                 results.append(r)
             table.append(("R " + name, "ir-open", results[0], "ir-box", results[1]))
         box_status = suite.daemon.pool("box")
+        # The kernel itself over its memory limit: killed, and said so (not "kernel died").
+        hog = subprocess.run(suite.wrapper + [KPOOL, "--endpoint", suite.daemon.endpoint, "exec", "--pool", "box",
+                                              "x = bytearray(900 << 20)"], capture_output=True, text=True, timeout=120)
+        box_status["hog"] = {"exit": hog.returncode, "stderr": hog.stderr}
     finally:
         suite.close()
     report = "\n".join("%-36s %-8s %-5s %-8s %-5s %s" % (name, cp, c["done"], sp, s["done"], s["detail"][:80])
@@ -209,11 +216,16 @@ def test_escape_suite_kpoold_as_root():
     assert status["isolation"] == "sandbox"
     assert status["sandbox"]["uid"] == NOBODY and "user" not in status["sandbox"]["namespaces"]
     assert "cgroup" in status["sandbox"]["limits"]["memory_by"]
+    assert status["hog"]["exit"] == 138, status["hog"]
+    assert "died while running the code: out of memory (limit 512 MiB)" in status["hog"]["stderr"], status["hog"]
 
 
 def test_escape_suite_kpoold_as_an_unprivileged_user():
     status = run_escape_suite(as_user=True)
     assert "user" in status["sandbox"]["namespaces"]
+    # No cgroup of its own: the kernel's RLIMIT_AS stops the allocation instead.
+    assert "RLIMIT_AS" in status["sandbox"]["limits"]["memory_by"]
+    assert status["hog"]["exit"] == 1 and "MemoryError" in status["hog"]["stderr"], status["hog"]
 
 
 SERVE_POOLS = """
@@ -255,20 +267,6 @@ def test_kpool_serve_says_when_it_runs_code_without_a_sandbox(kpoold, tmp_path):
         serve.wait(30)
 
 
-FEATURE_POOLS = """
-[pools.open]
-kernelspec = "python3"
-launcher = "fork"
-size = 2
-[pools.box]
-kernelspec = "python3"
-launcher = "fork"
-size = 2
-isolation = "sandbox"
-[pools.box.sandbox]
-roots = ["{roots}"]
-"""
-
 REPORT = [
     "import os, pandas as pd, matplotlib\nmatplotlib.use('agg')\nimport matplotlib.pyplot as plt",
     "df = pd.read_csv('sales.csv')\ndf.groupby('region').sum()",
@@ -285,7 +283,7 @@ def test_a_sandboxed_kernel_still_does_what_a_kernel_does(kpoold, tmp_path):
     from jupyter_client import BlockingKernelClient
     from nbformat.v4 import new_code_cell, new_notebook
     roots = tmp_path / "roots"
-    d = kpoold(FEATURE_POOLS.replace("{roots}", str(roots)))
+    d = kpoold(OPEN_AND_BOX.replace("{roots}", str(roots)))
     outputs = {}
     for pool in ("open", "box"):
         job = roots / pool
