@@ -44,14 +44,14 @@ LEARN_FROM = 12
 
 def tree_pids(pid):
     """pid and every descendant (/proc/PID/task/TID/children)."""
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
+    out, pending = [], [pid]
+    while pending:
+        p = pending.pop()
         out.append(p)
         try:
             for tid in os.listdir("/proc/%d/task" % p):
                 with open("/proc/%d/task/%s/children" % (p, tid)) as f:
-                    todo.extend(int(c) for c in f.read().split())
+                    pending.extend(int(c) for c in f.read().split())
         except OSError:
             pass
     return out
