@@ -125,7 +125,15 @@ TEST_SUITE("sandbox") {
         if (::geteuid() == 0) {
             CHECK(plan.base.uid != 0); // nobody, never root
         }
-        CHECK(plan.describe()["roots"] == nlohmann::json::array({"/srv/jobs"}));
+        CHECK(plan.describe({}, "")["roots"] == nlohmann::json::array({"/srv/jobs"}));
+        CHECK_FALSE(plan.describe({}, "").contains("limits"));
+        config::kernel_limits limits;
+        limits.memory_mb = 512;
+        limits.processes = 64;
+        const auto by_cgroup = plan.describe(limits, "cgroup v1 (memory, pids)")["limits"];
+        CHECK(by_cgroup["memory_by"] == "cgroup v1 (memory, pids), the kernel and what it starts together");
+        CHECK(plan.describe(limits, "")["limits"]["memory_by"] ==
+              "RLIMIT_AS, each process alone (kpoold can write no cgroup)");
         const auto no_user = parsed("[pools.a]\nisolation = \"sandbox\"\n[pools.a.sandbox]\nuser = \"no-such-user-here\"\n");
         if (::geteuid() == 0) {
             CHECK(daemon::plan_sandbox(no_user.pools[0], spec, {}).problem.find("no-such-user-here") != std::string::npos);

@@ -81,42 +81,50 @@ bool kernel_cgroup::oom_killed() const {
 kernel_cgroups::kernel_cgroups(std::string run) {
     const std::string name = "/kpool-" + run;
     if (is_cgroup2(v2_root) && writable_dir(v2_root)) {
-        // The root's subtree_control usually has them already (systemd); ours must.
-        write_text(std::string(v2_root) + "/cgroup.subtree_control", "+memory +pids");
-        const std::string parent = v2_root + name;
-        if ((::mkdir(parent.c_str(), 0755) == 0 || errno == EEXIST) &&
-            write_text(parent + "/cgroup.subtree_control", "+memory +pids")) {
-            m_how = "cgroup v2";
-            m_v2 = true;
-            m_parents = {parent};
-            return;
-        }
-        ::rmdir(parent.c_str());
-    }
-    if (!is_cgroup2(v2_root) && writable_dir(v1_memory) && writable_dir(v1_pids)) {
-        const std::string memory = v1_memory + name;
-        const std::string pids = v1_pids + name;
-        if ((::mkdir(memory.c_str(), 0755) == 0 || errno == EEXIST) &&
-            (::mkdir(pids.c_str(), 0755) == 0 || errno == EEXIST)) {
-            m_how = "cgroup v1 (memory, pids)";
-            m_parents = {memory, pids};
-            return;
-        }
-        ::rmdir(memory.c_str());
-        ::rmdir(pids.c_str());
+        m_how = "cgroup v2";
+        m_v2 = true;
+        m_parents = {v2_root + name};
+    } else if (!is_cgroup2(v2_root) && writable_dir(v1_memory) && writable_dir(v1_pids)) {
+        m_how = "cgroup v1 (memory, pids)";
+        m_parents = {v1_memory + name, v1_pids + name};
     }
 }
 
 kernel_cgroups::~kernel_cgroups() {
-    for (const std::string& parent : m_parents) {
-        ::rmdir(parent.c_str());
+    if (m_made) {
+        for (const std::string& parent : m_parents) {
+            ::rmdir(parent.c_str());
+        }
     }
+}
+
+status kernel_cgroups::make_parents() {
+    if (m_made) {
+        return ok_status();
+    }
+    if (m_v2) {
+        // The root's subtree_control usually has them already (systemd); ours must.
+        write_text(std::string(v2_root) + "/cgroup.subtree_control", "+memory +pids");
+    }
+    for (const std::string& parent : m_parents) {
+        if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) {
+            return error{errc::internal, "mkdir " + parent + ": " + std::strerror(errno)};
+        }
+    }
+    if (m_v2 && !write_text(m_parents.front() + "/cgroup.subtree_control", "+memory +pids")) {
+        return error{errc::internal, "cannot enable the memory and pids controllers in " + m_parents.front()};
+    }
+    m_made = true;
+    return ok_status();
 }
 
 result<std::unique_ptr<kernel_cgroup>> kernel_cgroups::create(const std::string& kernel, int memory_mb,
                                                              int processes) {
     if (m_parents.empty()) {
         return error{errc::internal, "no cgroup kpoold can write"};
+    }
+    if (auto st = make_parents(); !st) {
+        return st.err();
     }
     std::vector<std::string> dirs;
     for (const std::string& parent : m_parents) {

@@ -38,7 +38,8 @@ private:
 
 class kernel_cgroups {
 public:
-    // `run`: this daemon run's id, the name of the parent group of its kernels' groups.
+    // `run`: this daemon run's id, the name of the parent group of its kernels' groups. Only
+    // looks at what kpoold may write; the parent groups are made for the first kernel's.
     explicit kernel_cgroups(std::string run);
     ~kernel_cgroups(); // removes the parent groups (empty by then)
     kernel_cgroups(const kernel_cgroups&) = delete;
@@ -50,9 +51,13 @@ public:
     result<std::unique_ptr<kernel_cgroup>> create(const std::string& kernel, int memory_mb, int processes);
 
 private:
+    // Makes the parent groups (v2: with the memory and pids controllers for their children).
+    status make_parents();
+
     std::string m_how;
     bool m_v2 = false;
     std::vector<std::string> m_parents; // v2: one; v1: memory's, then pids'
+    bool m_made = false;
 };
 
 } // namespace kpool::daemon

@@ -4,13 +4,13 @@
 #include "daemon/process/cpu_priority.hpp"
 #include "daemon/process/instance_dir.hpp"
 #include "daemon/process/runtime_files.hpp"
+#include "daemon/process/sandbox_plan.hpp"
 #include "languages/python.hpp"
 #include "loop/logging.hpp"
 #include "protocol/control.hpp"
 #include "protocol/hmac.hpp"
 #include "protocol/wire.hpp"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -160,17 +160,12 @@ status kernel_process::start() {
         // jupyter_client's convention: `ip` is the path prefix, channel N is PREFIX-N.
         m_info.ip = m_setup.ipc_prefix;
         if (m_setup.sandbox) {
-            // A directory of its own, the only one of the socket directory its sandbox sees
-            // (and the sandbox's user may write, when kpoold is root).
-            const std::string own = m_setup.ipc_prefix + ".d";
-            if (::mkdir(own.c_str(), 0700) != 0 ||
-                (!m_setup.sandbox->user_namespace && ::chown(own.c_str(), m_setup.sandbox->uid, m_setup.sandbox->gid) != 0)) {
-                const int err = errno;
-                ::rmdir(own.c_str());
+            auto own = make_private_ipc_dir(m_setup.ipc_prefix, *m_setup.sandbox);
+            if (!own) {
                 m_phase = phase::exited;
-                return error{errc::internal, "cannot make " + own + ": " + std::strerror(err)};
+                return own.err();
             }
-            m_info.ip = own + "/k";
+            m_info.ip = std::move(*own);
         }
         m_info.shell_port = 1;
         m_info.iopub_port = 2;
@@ -237,7 +232,7 @@ status kernel_process::launch() {
     if (!process) {
         remove_kernel_files(m_connection_file, m_info);
         if (m_setup.sandbox && m_info.transport == "ipc") {
-            ::rmdir(m_info.ip.substr(0, m_info.ip.rfind('/')).c_str());
+            remove_private_ipc_dir(m_info.ip);
         }
         return process.err();
     }
@@ -632,7 +627,7 @@ void kernel_process::on_exit(exit_status status) {
     m_control.close();
     remove_kernel_files(m_connection_file, m_info);
     if (m_setup.sandbox && m_info.transport == "ipc") {
-        ::rmdir(m_info.ip.substr(0, m_info.ip.rfind('/')).c_str());
+        remove_private_ipc_dir(m_info.ip);
     }
     m_ports = port_reservation(); // the kernel is gone: its ports may go to another
     auto log = loop::logger("kernel");

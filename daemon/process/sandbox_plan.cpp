@@ -2,9 +2,13 @@
 #include "daemon/process/sandbox_plan.hpp"
 
 #include <pwd.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 namespace kpool::daemon {
@@ -96,7 +100,32 @@ bool within_roots(const std::string& cwd, const std::vector<std::string>& roots)
     return false;
 }
 
-nlohmann::json sandbox_plan::describe() const {
+void limits_without_cgroup(const config::kernel_limits& limits, protocol::sandbox_spec& spec,
+                           std::vector<resource_limit>& rlimits) {
+    if (limits.memory_mb > 0) {
+        rlimits.push_back({RLIMIT_AS, static_cast<std::uint64_t>(limits.memory_mb) << 20});
+    }
+    if (limits.processes > 0 && spec.user_namespace) {
+        spec.processes = static_cast<std::uint64_t>(limits.processes) + 1; // + its init
+    }
+}
+
+result<std::string> make_private_ipc_dir(const std::string& prefix, const protocol::sandbox_spec& spec) {
+    const std::string own = prefix + ".d";
+    if (::mkdir(own.c_str(), 0700) != 0 ||
+        (!spec.user_namespace && ::chown(own.c_str(), spec.uid, spec.gid) != 0)) {
+        const int err = errno;
+        ::rmdir(own.c_str());
+        return error{errc::internal, "cannot make " + own + ": " + std::strerror(err)};
+    }
+    return own + "/k";
+}
+
+void remove_private_ipc_dir(const std::string& private_prefix) {
+    ::rmdir(private_prefix.substr(0, private_prefix.rfind('/')).c_str());
+}
+
+nlohmann::json sandbox_plan::describe(const config::kernel_limits& limits, const std::string& cgroups) const {
     nlohmann::json namespaces = {"mount", "pid", "ipc"};
     if (base.user_namespace) {
         namespaces.push_back("user");
@@ -115,6 +144,19 @@ nlohmann::json sandbox_plan::describe() const {
                      {"helper", helper}};
     if (!problem.empty()) {
         j["problem"] = problem;
+    }
+    if (limits.memory_mb > 0 || limits.processes > 0) {
+        const std::string together = cgroups + ", the kernel and what it starts together";
+        j["limits"] = {{"memory_mb", limits.memory_mb},
+                       {"processes", limits.processes},
+                       {"memory_by", limits.memory_mb == 0 ? ""
+                                     : !cgroups.empty()   ? together
+                                                          : "RLIMIT_AS, each process alone (kpoold can write no cgroup)"},
+                       {"processes_by", limits.processes == 0 ? ""
+                                        : !cgroups.empty()    ? together
+                                        : base.user_namespace ? "RLIMIT_NPROC in the kernel's own user namespace "
+                                                                "(kpoold can write no cgroup)"
+                                                              : "not enforced: kpoold can write no cgroup"}};
     }
     return j;
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "config/config.hpp"
+#include "daemon/process/launcher.hpp"
 #include "jupyter/kernelspec.hpp"
 #include "protocol/sandbox_spec.hpp"
 
@@ -30,8 +31,9 @@ struct sandbox_plan {
     // kernel (never one without its sandbox); status and the log say why.
     std::string problem;
 
-    // Status: namespaces, who kernels run as, network, filesystem.
-    nlohmann::json describe() const;
+    // Status: namespaces, who kernels run as, network, filesystem, and how `limits` hold
+    // (`cgroups`: kernel_cgroups::how(), empty where kpoold can make none).
+    nlohmann::json describe(const config::kernel_limits& limits, const std::string& cgroups) const;
 };
 
 // Whether an acquire's cwd lies within a sandboxed pool's roots (the path normalised first).
@@ -40,6 +42,18 @@ bool within_roots(const std::string& cwd, const std::vector<std::string>& roots)
 // `hidden`: kpool's own directories and key files, never visible inside.
 sandbox_plan plan_sandbox(const config::pool_config& pc, const jupyter::resolved_kernelspec& spec,
                           const std::vector<std::string>& hidden);
+
+// What holds of `limits` for a kernel without a cgroup of its own (per process, not per tree;
+// sandbox_plan::describe says the same): RLIMIT_AS for memory, RLIMIT_NPROC in the kernel's own
+// user namespace for processes (as root, with no user namespace, none).
+void limits_without_cgroup(const config::kernel_limits& limits, protocol::sandbox_spec& spec,
+                           std::vector<resource_limit>& rlimits);
+
+// A sandboxed kernel's ipc sockets go in a directory of its own (the only one of the socket
+// directory its sandbox sees), which the kernel's user may write when kpoold is root: made
+// beside `prefix`, its new prefix returned; removed with remove_private_ipc_dir(that prefix).
+result<std::string> make_private_ipc_dir(const std::string& prefix, const protocol::sandbox_spec& spec);
+void remove_private_ipc_dir(const std::string& private_prefix);
 
 // Where kpool-sandbox is: beside the running program (a build tree), else in ../lib/kpool
 // (an installed one). Empty if neither exists.

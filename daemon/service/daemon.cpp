@@ -193,6 +193,7 @@ int daemon::run() {
     m_instance.emplace(std::move(instance).value());
     m_ipc_dirs.emplace(m_instance->path(), m_cfg.daemon.runtime_dir,
                        m_kernels_dir + "/" + m_instance->id() + ".ipc");
+    m_cgroups.emplace(m_instance->id());
     resolve_kernelspecs(m_cfg);
     // Before any process is started: kernels and zygotes inherit the RLIMIT_NICE it raises.
     m_priority = cpu_priority::prepare();
@@ -320,24 +321,20 @@ status daemon::start_kernel(pool& owner, const std::string& id, bool awaited) {
                        .sandbox_helper = {},
                        .cgroup = {}};
     if (pc.isolation == config::isolation_kind::sandbox) {
-        sandbox_plan plan = plan_sandbox_for(pc, *spec);
-        if (!plan.problem.empty()) {
-            return error{errc::unavailable, "cannot sandbox the kernel: " + plan.problem};
+        const sandbox_plan* plan = sandbox_of(pc.name);
+        if (plan == nullptr || !plan->problem.empty()) {
+            return error{errc::unavailable,
+                         "cannot sandbox the kernel: " + (plan ? plan->problem : std::string("no plan"))};
         }
         auto cgroup = cgroup_for(pc, id);
         if (!cgroup) {
             return cgroup.err();
         }
-        setup.sandbox = std::move(plan.base);
-        setup.sandbox_helper = std::move(plan.helper);
+        setup.sandbox = plan->base;
+        setup.sandbox_helper = plan->helper;
         setup.cgroup = std::move(*cgroup);
-        if (!setup.cgroup) { // what holds without a cgroup: per process, not per tree
-            if (pc.limits.memory_mb > 0) {
-                setup.limits.push_back({RLIMIT_AS, static_cast<std::uint64_t>(pc.limits.memory_mb) << 20});
-            }
-            if (pc.limits.processes > 0 && setup.sandbox->user_namespace) {
-                setup.sandbox->processes = static_cast<std::uint64_t>(pc.limits.processes) + 1; // + its init
-            }
+        if (!setup.cgroup) {
+            limits_without_cgroup(pc.limits, *setup.sandbox, setup.limits);
         }
     }
     if (pc.transport == "ipc") {
@@ -358,25 +355,13 @@ status daemon::start_kernel(pool& owner, const std::string& id, bool awaited) {
     return ok_status();
 }
 
-sandbox_plan daemon::plan_sandbox_for(const config::pool_config& pc, const resolved_kernelspec& spec) const {
-    std::vector<std::string> hidden = {m_cfg.daemon.runtime_dir, m_cfg.daemon.state_dir};
-    if (!m_config_path.empty()) {
-        hidden.push_back(std::filesystem::absolute(m_config_path).parent_path().string());
-    }
-    if (!m_cfg.daemon.curve_secret_key_file.empty()) {
-        hidden.push_back(m_cfg.daemon.curve_secret_key_file);
-    }
-    return plan_sandbox(pc, spec, hidden);
+const sandbox_plan* daemon::sandbox_of(const std::string& pool) const {
+    auto it = m_sandboxes.find(pool);
+    return it == m_sandboxes.end() ? nullptr : &it->second;
 }
 
 result<std::shared_ptr<kernel_cgroup>> daemon::cgroup_for(const config::pool_config& pc, const std::string& id) {
-    if (pc.limits.memory_mb == 0 && pc.limits.processes == 0) {
-        return std::shared_ptr<kernel_cgroup>();
-    }
-    if (!m_cgroups) {
-        m_cgroups.emplace(m_instance->id());
-    }
-    if (m_cgroups->how().empty()) {
+    if ((pc.limits.memory_mb == 0 && pc.limits.processes == 0) || m_cgroups->how().empty()) {
         return std::shared_ptr<kernel_cgroup>();
     }
     auto group = m_cgroups->create(id, pc.limits.memory_mb, pc.limits.processes);

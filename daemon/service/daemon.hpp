@@ -180,11 +180,10 @@ private:
     std::optional<instance_dir> m_instance; // this run's
     std::optional<ipc_socket_dirs> m_ipc_dirs; // inside or beside m_instance
     std::optional<kernel_cgroups> m_cgroups;   // sandboxed kernels' limits, once this run has an id
-    // A sandboxed pool's plan for its next kernel (sandbox_plan.hpp), and kpool's own paths
-    // that no kernel sees.
-    sandbox_plan plan_sandbox_for(const config::pool_config& pc, const resolved_kernelspec& spec) const;
-    // Status: the plan, and how the pool's limits hold.
-    nlohmann::json sandbox_status(const config::pool_config& pc, const resolved_kernelspec& spec);
+    // Sandboxed pools' plans (sandbox_plan.hpp), made with their kernelspecs at start and on
+    // reload (pool_kernelspecs.cpp), by pool.
+    std::map<std::string, sandbox_plan> m_sandboxes;
+    const sandbox_plan* sandbox_of(const std::string& pool) const;
     // A sandboxed kernel's cgroup (null: no limit asks for one, or kpoold can make none).
     result<std::shared_ptr<kernel_cgroup>> cgroup_for(const config::pool_config& pc, const std::string& id);
     port_registry m_ports; // tcp ports of live kernels

@@ -11,8 +11,6 @@
 #include "protocol/control.hpp"
 #include "protocol/control_ops.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 
@@ -481,28 +479,6 @@ std::string daemon::op_context(const envelope& env, const protocol::control_requ
     return {};
 }
 
-json daemon::sandbox_status(const config::pool_config& pc, const resolved_kernelspec& spec) {
-    json out = plan_sandbox_for(pc, spec).describe();
-    const config::kernel_limits& l = pc.limits;
-    if (l.memory_mb > 0 || l.processes > 0) {
-        if (!m_cgroups && m_instance) {
-            m_cgroups.emplace(m_instance->id());
-        }
-        const std::string how = m_cgroups ? m_cgroups->how() : "";
-        const bool own_userns = ::geteuid() != 0;
-        out["limits"] = {
-            {"memory_mb", l.memory_mb},
-            {"processes", l.processes},
-            {"memory_by", l.memory_mb == 0 ? "" : !how.empty() ? how + ", the kernel and what it starts together"
-                                                 : "RLIMIT_AS, each process alone (kpoold can write no cgroup)"},
-            {"processes_by", l.processes == 0 ? ""
-                             : !how.empty() ? how + ", the kernel and what it starts together"
-                             : own_userns  ? "RLIMIT_NPROC in the kernel's own user namespace (kpoold can write no cgroup)"
-                                           : "not enforced: kpoold can write no cgroup"}};
-    }
-    return out;
-}
-
 std::string daemon::op_status(const envelope&, const protocol::control_request& req) {
     if (auto st = protocol::parse_no_args(req.body); !st) {
         return protocol::make_error_reply(st.err(), req.req_id);
@@ -526,10 +502,8 @@ std::string daemon::op_status(const envelope&, const protocol::control_request& 
         ps["program"] = spec ? json(spec->program) : json(nullptr);
         ps["kernelspec_error"] = spec ? json(nullptr) : json(spec.err().message);
         ps["isolation"] = config::to_string(p.config().isolation);
-        ps["sandbox"] = json(nullptr);
-        if (p.config().isolation == config::isolation_kind::sandbox && spec) {
-            ps["sandbox"] = sandbox_status(p.config(), *spec);
-        }
+        const sandbox_plan* box = sandbox_of(p.config().name);
+        ps["sandbox"] = box ? box->describe(p.config().limits, m_cgroups ? m_cgroups->how() : "") : json(nullptr);
         for (auto& k : ps["kernels"]) {
             kernels.push_back(std::move(k));
         }
