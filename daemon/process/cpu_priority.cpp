@@ -19,10 +19,10 @@ namespace {
 // RLIMIT_NICE of 20 lets a process return to nice 0 (ceiling 20 - limit) and so leave SCHED_IDLE.
 constexpr rlim_t nice_limit_for_normal = 20;
 
-// Every thread of `pid` and of its descendants (/proc/PID/task/TID/children): a sandboxed
-// kernel is the grandchild of the process kpoold knows (daemon/sandbox/stages.hpp), and what a
-// kernel started goes with it.
-std::vector<int> tree_threads(int pid) {
+// Every thread of `pid`, and for reach::tree of its descendants (/proc/PID/task/TID/children):
+// a sandboxed kernel is the grandchild of the process kpoold knows (daemon/sandbox/stages.hpp),
+// and what a kernel started goes with it.
+std::vector<int> threads_of(int pid, reach scope) {
     std::vector<int> threads;
     std::vector<int> processes = {pid};
     for (std::size_t next = 0; next < processes.size() && next < 4096; ++next) {
@@ -34,6 +34,9 @@ std::vector<int> tree_threads(int pid) {
                 continue;
             }
             threads.push_back(tid);
+            if (scope == reach::process) {
+                continue;
+            }
             std::ifstream children(entry.path() / "children");
             for (int child = 0; children >> child;) {
                 processes.push_back(child);
@@ -43,14 +46,14 @@ std::vector<int> tree_threads(int pid) {
     return threads;
 }
 
-// Applies `policy` to every thread of `pid` and its descendants. A thread started while we walk
+// Applies `policy` to every thread `scope` reaches. A thread started while we walk
 // inherits the policy its creator had when it called clone(), which may be the old one: so the
 // walk repeats until a whole pass finds every thread already at `policy`.
-int set_policy(int pid, int policy) {
+int set_policy(int pid, int policy, reach scope) {
     const sched_param none{};
     bool any = false;
     for (int round = 0; round < 8; ++round) {
-        const std::vector<int> threads = tree_threads(pid);
+        const std::vector<int> threads = threads_of(pid, scope);
         bool changed = false;
         for (const int tid : threads) {
             any = true;
@@ -103,9 +106,9 @@ support prepare() {
                        "), 20 is needed; set LimitNICE=20 in the service"};
 }
 
-int make_idle(int pid) { return set_policy(pid, SCHED_IDLE); }
+int make_idle(int pid, reach scope) { return set_policy(pid, SCHED_IDLE, scope); }
 
-int make_normal(int pid) { return set_policy(pid, SCHED_OTHER); }
+int make_normal(int pid, reach scope) { return set_policy(pid, SCHED_OTHER, scope); }
 
 int policy_of(int tid) {
     const int policy = ::sched_getscheduler(tid);

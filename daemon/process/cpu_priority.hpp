@@ -28,10 +28,12 @@ struct support {
 // thread that a thread can enter SCHED_IDLE and leave it again. Once, at start.
 support prepare();
 
-// Every thread of process `pid` and of its descendants to SCHED_IDLE / back to SCHED_OTHER. 0,
-// or -errno of the first failure (-ESRCH: the process is gone).
-int make_idle(int pid);
-int make_normal(int pid);
+// Every thread of process `pid` (and, for `tree`, of its descendants: a kernel's, whose sandbox
+// makes it the grandchild of the pid kpoold knows) to SCHED_IDLE / back to SCHED_OTHER. 0, or
+// -errno of the first failure (-ESRCH: the process is gone).
+enum class reach { process, tree };
+int make_idle(int pid, reach scope = reach::process);
+int make_normal(int pid, reach scope = reach::process);
 
 // The policy of thread `tid` (SCHED_OTHER, SCHED_IDLE, ...), or -errno. For tests and status.
 int policy_of(int tid);

@@ -126,7 +126,7 @@ int kernel_process::restore_priority() {
         return 0;
     }
     m_launched_idle = false;
-    return cpu_priority::make_normal(pid());
+    return cpu_priority::make_normal(pid(), priority_reach());
 }
 
 void kernel_process::on_background_limit() {
@@ -500,7 +500,7 @@ void kernel_process::stop(urgency how) {
         if (pid() > 0) {
             m_launched_idle = false;
             m_teardown_idle = false;
-            cpu_priority::make_normal(pid());
+            cpu_priority::make_normal(pid(), priority_reach());
         } else if (m_process) {
             m_process->hurry(); // a fork still in progress at SCHED_IDLE
         }
@@ -521,7 +521,7 @@ void kernel_process::stop(urgency how) {
     // Its teardown (atexit, interpreter finalisation) is background work too, unless awaited.
     if (m_setup.background_priority && how == urgency::background && pid() > 0) {
         m_launched_idle = false;
-        m_teardown_idle = cpu_priority::make_idle(pid()) == 0;
+        m_teardown_idle = cpu_priority::make_idle(pid(), priority_reach()) == 0;
     }
     m_stopping.begin(channels_known);
 }
@@ -536,7 +536,7 @@ bool kernel_process::hurry_teardown() {
     loop::logger("kernel")->info("kernel {} pool={} pid={}: still shutting down after {:.1f} s at idle "
                            "CPU priority; normal priority and {:.1f} s more before SIGTERM",
                            m_setup.id, m_setup.pool, pid(), grace, grace);
-    cpu_priority::make_normal(pid());
+    cpu_priority::make_normal(pid(), priority_reach());
     return true;
 }
 

@@ -327,7 +327,10 @@ def test_a_sandboxed_kernel_still_does_what_a_kernel_does(kpoold, tmp_path):
         assert reply["content"]["status"] == "ok", reply["content"]
         assert "%s :memory:" % (roots / "box") in "".join(got)
         msg_id = kc.execute("import time; time.sleep(60)")
-        time.sleep(1.0)
+        while True:  # the cell is running once the kernel has published its input
+            msg = kc.get_iopub_msg(timeout=30)
+            if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "execute_input":
+                break
         assert d.rpc(op="signal", kernel_id=k["kernel_id"], signum=2)["ok"]  # SIGINT, to the group through the outer process
         reply = kc.get_shell_msg(timeout=30)
         assert reply["parent_header"]["msg_id"] == msg_id and reply["content"]["ename"] == "KeyboardInterrupt"
