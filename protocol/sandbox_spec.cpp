@@ -16,6 +16,7 @@ template <class F> void each_field(sandbox_spec& s, F&& f) {
     f("network", s.network);
     f("readable", s.readable);
     f("writable", s.writable);
+    f("roots", s.roots);
     f("files", s.files);
     f("private_dirs", s.private_dirs);
     f("hidden", s.hidden);

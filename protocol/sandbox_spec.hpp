@@ -26,6 +26,11 @@ struct sandbox_spec {
     // a symbolic link is copied as a link (Debian's /lib -> usr/lib).
     std::vector<std::string> readable;
     std::vector<std::string> writable;
+    // Where each kernel's working directory may lie. None of it is visible at first: a root's
+    // path is an empty directory, and the acquire's cwd under it is bound there writable, alone
+    // (`kpool-sandbox workdir`, daemon/sandbox/workdir.hpp). Each root is kept for that at
+    // staging_dir/INDEX, a directory nothing but a privileged process may enter.
+    std::vector<std::string> roots;
     // Single files bound writable at their own paths: the kernel's connection file (ipykernel
     // writes it back when its view of the connection differs from the file's).
     std::vector<std::string> files;
@@ -42,6 +47,12 @@ struct sandbox_spec {
     // RLIMIT_NPROC inside the kernel's own user namespace (0: none): its tasks, threads included.
     std::uint64_t processes = 0;
 };
+
+// Where the sandbox keeps its roots (see `roots`): mode 0000 on a read-only root.
+inline constexpr const char* staging_dir = "/.kpool-roots";
+// `kpool-sandbox workdir`'s exit status when the cwd cannot be a working directory (outside the
+// roots, missing, a link on the way): the client's mistake, not the sandbox's. 125: the sandbox's.
+inline constexpr int unusable_workdir_exit = 3;
 
 std::string format(const sandbox_spec& spec); // JSON, no newline
 result<sandbox_spec> parse_sandbox_spec(std::string_view json_text);

@@ -514,8 +514,11 @@ void gateway::poll() {
                                    return;
                                }
                                // As Kernel Gateway's restarter: "restarting", then a kernel again.
-                               loop::logger("gateway")->warn("kernel {} died: replacing it with a warm one", id);
-                               k.kernel->announce("restarting");
+                               auto polled = reply ? protocol::read_poll_reply(*reply) : result<protocol::kernel_poll>(reply.err());
+                               const std::string reason = polled ? polled->reason : "";
+                               loop::logger("gateway")->warn("kernel {} died{}{}: replacing it with a warm one", id,
+                                                             reason.empty() ? "" : " of ", reason);
+                               k.kernel->announce("restarting", reason);
                                replace(id, "died", [this, id](http_response r) {
                                    auto at = m_kernels.find(id);
                                    if (r.status != 200 && at != m_kernels.end()) {

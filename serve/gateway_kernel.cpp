@@ -80,19 +80,27 @@ std::size_t gateway_kernel::connections() const {
 }
 
 json gateway_kernel::model() const {
-    return {{"id", m_id},
-            {"name", m_name},
-            {"last_activity", protocol::iso8601_utc(m_last_activity)},
-            {"execution_state", m_execution_state},
-            {"connections", connections()}};
+    json model = {{"id", m_id},
+                  {"name", m_name},
+                  {"last_activity", protocol::iso8601_utc(m_last_activity)},
+                  {"execution_state", m_execution_state},
+                  {"connections", connections()}};
+    if (!m_last_exit.empty()) {
+        model["last_exit"] = m_last_exit;
+    }
+    return model;
 }
 
-void gateway_kernel::announce(const std::string& execution_state) {
+void gateway_kernel::announce(const std::string& execution_state, const std::string& reason) {
     m_execution_state = execution_state;
+    json content = {{"execution_state", execution_state}};
+    if (!reason.empty()) {
+        m_last_exit = reason;
+        content["reason"] = reason;
+    }
     const json header = {{"msg_id", protocol::random_uuid()}, {"msg_type", "status"}, {"username", "kpool"},
                          {"session", m_id},        {"date", protocol::iso8601_now()}, {"version", protocol::wire_protocol_version}};
-    channel_message m{"iopub",
-                      {header.dump(), "{}", "{}", json{{"execution_state", execution_state}}.dump()}};
+    channel_message m{"iopub", {header.dump(), "{}", "{}", content.dump()}};
     deliver(m, std::nullopt);
 }
 

@@ -47,9 +47,12 @@ public:
     void disconnect_all();
 
     // Sends a status message of our own on iopub (restarting, dead), as jupyter_server does.
-    void announce(const std::string& execution_state);
+    // `reason`: why the kernel went, when kpoold knows ("out of memory (limit 512 MiB)"), in the
+    // message's content and in the model from now on.
+    void announce(const std::string& execution_state, const std::string& reason = {});
 
-    // {id, name, last_activity, execution_state, connections}, jupyter_server's kernel model.
+    // {id, name, last_activity, execution_state, connections}, jupyter_server's kernel model;
+    // with "last_exit" (announce's reason) once a kernel under this id died of something known.
     nlohmann::json model() const;
     std::size_t connections() const;
     const std::string& execution_state() const { return m_execution_state; }
@@ -83,6 +86,7 @@ private:
     std::map<std::string, std::uint64_t> m_origin;
     std::deque<std::string> m_origin_order;
     std::string m_execution_state = "idle";
+    std::string m_last_exit;
     std::chrono::system_clock::time_point m_last_activity = std::chrono::system_clock::now();
 };
 

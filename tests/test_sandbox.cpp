@@ -8,7 +8,11 @@
 
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cstdio>
 
 #include <algorithm>
 
@@ -106,7 +110,7 @@ TEST_SUITE("sandbox") {
         CHECK_FALSE(protocol::parse_sandbox_spec("{").ok());
     }
 
-    TEST_CASE("a pool's plan: the system read-only, roots writable, private scratch, kpool's own hidden") {
+    TEST_CASE("a pool's plan: the system read-only, roots kept for working directories, private scratch, kpool's own hidden") {
         const auto cfg = parsed("[pools.a]\nisolation = \"sandbox\"\n[pools.a.sandbox]\nroots = [\"/srv/jobs\"]\n"
                                 "readable = [\"/srv/models\"]\n");
         jupyter::resolved_kernelspec spec;
@@ -116,7 +120,8 @@ TEST_SUITE("sandbox") {
         for (const char* path : {"/usr", "/etc", "/lib", "/srv/models", "/usr/share/jupyter/kernels/python3"}) {
             CHECK_MESSAGE(has(plan.base.readable, path), path);
         }
-        CHECK(has(plan.base.writable, "/srv/jobs"));
+        CHECK(has(plan.base.roots, "/srv/jobs"));
+        CHECK_FALSE(has(plan.base.writable, "/srv/jobs")); // only an acquire's cwd under it, at acquire
         for (const char* path : {"/tmp", "/var/tmp", "/dev/shm"}) {
             CHECK(has(plan.base.private_dirs, path));
         }
@@ -150,6 +155,26 @@ TEST_SUITE("sandbox") {
         CHECK_FALSE(daemon::within_roots("/srv", roots));
         CHECK_FALSE(daemon::within_roots("jobs", roots));
         CHECK_FALSE(daemon::within_roots("/srv/jobs", {}));
+    }
+
+    TEST_CASE("a cwd under the roots must be a directory there, with no link below its root") {
+        std::string root = "/tmp/kpool-workdir-XXXXXX";
+        REQUIRE(::mkdtemp(root.data()) != nullptr);
+        REQUIRE(::mkdir((root + "/a").c_str(), 0755) == 0);
+        REQUIRE(::symlink("/etc", (root + "/link").c_str()) == 0);
+        REQUIRE(::close(::creat((root + "/file").c_str(), 0644)) == 0);
+        const std::vector<std::string> roots = {root};
+        CHECK(daemon::workdir_problem(root, roots).empty());
+        CHECK(daemon::workdir_problem(root + "/a/", roots).empty());
+        CHECK(daemon::workdir_problem(root + "/link", roots) == "a symbolic link on the way (not followed)");
+        CHECK(daemon::workdir_problem(root + "/link/ssl", roots) == "a symbolic link on the way (not followed)");
+        CHECK(daemon::workdir_problem(root + "/missing", roots) == "No such file or directory");
+        CHECK(daemon::workdir_problem(root + "/file", roots) == "Not a directory");
+        CHECK(daemon::workdir_problem("/etc", roots) == "not within the roots");
+        for (const char* name : {"/a", "/link", "/file"}) {
+            ::remove((root + name).c_str());
+        }
+        ::rmdir(root.c_str());
     }
 
     TEST_CASE("the seccomp program is whole BPF instructions") {

@@ -95,6 +95,7 @@ struct kernel_setup {
     std::optional<protocol::sandbox_spec> sandbox;
     std::string sandbox_helper;
     std::shared_ptr<kernel_cgroup> cgroup;
+    launcher* helper_launcher = nullptr; // runs `kpool-sandbox workdir` (a spawn launcher)
 };
 
 class kernel_process {
@@ -144,6 +145,14 @@ public:
     // instead of 11.5 (fork pool of 4, 2 cores).
     void apply_context(const languages::kernel_context& context, const std::string& code, std::chrono::milliseconds timeout,
                        code_done done);
+
+    // A sandboxed kernel's working directory: `cwd` (under its pool's roots) bound into its
+    // sandbox by `kpool-sandbox workdir` (daemon/sandbox/workdir.hpp), before the kernel changes
+    // into it; `done` as run_code's (bad_request: a cwd the helper refused, or a second one).
+    // Done at once for a kernel without a sandbox or a cwd, or with that cwd already. One per
+    // kernel: a request's folder is all of the roots it sees, and code that ran in the kernel
+    // never gets another.
+    void open_workdir(const std::optional<std::string>& cwd, code_done done);
 
     // The kernel is a client's now: its control channel opens (once connected, a context, an
     // interrupt or the shutdown at release goes out without a connection's handshake first:
@@ -226,6 +235,10 @@ private:
     std::string m_session; // our wire-protocol session id with this kernel
     std::string m_output_tail;
     code_done m_code_done;      // run_code's caller, while its code runs
+    std::string m_workdir;      // open_workdir's cwd, once bound
+    std::unique_ptr<launched_process> m_workdir_helper; // while it runs
+    std::string m_workdir_output;
+    code_done m_workdir_done;   // open_workdir's caller, while the helper runs
     std::chrono::steady_clock::time_point m_started_at;
 
     std::unique_ptr<launched_process> m_process;

@@ -77,6 +77,8 @@ public:
     void retire(const std::string& pool);
 
     launcher& launcher_for(const std::string& pool);
+    // vfork+exec for short helper programs (kpool-sandbox workdir), whatever a pool's launcher.
+    launcher& spawner() { return *m_spawn; }
     // The status fields of the pool's launcher.
     void describe(const config::pool_config& pc, nlohmann::json& status) const;
 

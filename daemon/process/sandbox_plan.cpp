@@ -1,7 +1,12 @@
 // sandbox_plan: a sandboxed pool's kernels' namespaces, filesystem and identity (sandbox_plan.hpp).
 #include "daemon/process/sandbox_plan.hpp"
 
+#include "loop/unique_fd.hpp"
+
+#include <fcntl.h>
+#include <linux/openat2.h>
 #include <pwd.h>
+#include <sys/syscall.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,14 +25,20 @@ bool within(const std::string& path, const std::string& root) {
     return path == root || root == "/" || path.starts_with(root + "/");
 }
 
-// A program's installation outside /usr (a venv, conda, pyenv): PREFIX of PREFIX/bin/NAME.
-std::string prefix_of(const std::string& program) {
+// A program's installations outside /usr: PREFIX of PREFIX/bin/NAME, as named (a venv, whose
+// python is a link to the system's and whose packages are beside it) and with links resolved
+// (conda, pyenv, a build of its own).
+std::vector<std::string> prefixes_of(const std::string& program) {
+    std::vector<std::string> found;
     std::error_code ec;
     const fs::path real = fs::canonical(program, ec);
-    if (ec || within(real.string(), "/usr")) {
-        return "";
+    for (const fs::path& path : {fs::path(program).lexically_normal(), ec ? fs::path() : real}) {
+        const std::string prefix = path.parent_path().parent_path().string();
+        if (path.is_absolute() && !within(path.string(), "/usr") && prefix != "/" && !prefix.empty()) {
+            found.push_back(prefix);
+        }
     }
-    return real.parent_path().parent_path().string();
+    return found;
 }
 
 } // namespace
@@ -66,20 +77,19 @@ sandbox_plan plan_sandbox(const config::pool_config& pc, const jupyter::resolved
     s.readable = system_readable;
     s.readable.push_back(spec.spec.resource_dir); // kernel.json, logos, a kernel's own files
     for (const std::string& program : {spec.program, pc.python}) {
-        if (const std::string prefix = prefix_of(program); !prefix.empty()) {
+        for (const std::string& prefix : prefixes_of(program)) {
             s.readable.push_back(prefix);
         }
     }
     s.readable.insert(s.readable.end(), pc.sandbox.readable.begin(), pc.sandbox.readable.end());
     s.writable = pc.sandbox.writable;
-    s.writable.insert(s.writable.end(), pc.sandbox.roots.begin(), pc.sandbox.roots.end());
+    s.roots = pc.sandbox.roots; // none visible until an acquire's cwd is bound (sandbox/workdir.hpp)
     s.private_dirs = private_scratch;
     const char* home = std::getenv("HOME");
     const std::string home_dir = home != nullptr && home[0] == '/' ? home : "/home/kpool";
     s.private_dirs.push_back(home_dir);
     s.cwd = home_dir; // its own empty HOME until an acquire names a cwd
     s.hidden = hidden;
-    plan.roots = pc.sandbox.roots;
     plan.helper = find_sandbox_helper();
     if (plan.helper.empty() && plan.problem.empty()) {
         plan.problem = "kpool-sandbox is not installed beside kpoold (or in ../lib/kpool)";
@@ -98,6 +108,35 @@ bool within_roots(const std::string& cwd, const std::vector<std::string>& roots)
         }
     }
     return false;
+}
+
+std::string workdir_problem(const std::string& cwd, const std::vector<std::string>& roots) {
+    std::string normal = fs::path(cwd).lexically_normal().string();
+    if (normal.size() > 1 && normal.ends_with('/')) {
+        normal.pop_back();
+    }
+    for (const std::string& root : roots) {
+        if (!within(normal, root)) {
+            continue;
+        }
+        const std::string rel = normal.size() > root.size() ? normal.substr(root.size() + (root == "/" ? 0 : 1)) : "";
+        const loop::unique_fd root_fd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+        if (!root_fd) {
+            return "root " + root + ": " + std::strerror(errno);
+        }
+        if (rel.empty()) {
+            return "";
+        }
+        open_how how{};
+        how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+        how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+        const loop::unique_fd dir(static_cast<int>(::syscall(SYS_openat2, root_fd.get(), rel.c_str(), &how, sizeof how)));
+        if (!dir) {
+            return errno == ELOOP ? "a symbolic link on the way (not followed)" : std::strerror(errno);
+        }
+        return "";
+    }
+    return "not within the roots";
 }
 
 void limits_without_cgroup(const config::kernel_limits& limits, protocol::sandbox_spec& spec,
@@ -140,7 +179,8 @@ nlohmann::json sandbox_plan::describe(const config::kernel_limits& limits, const
                      {"readable", base.readable},
                      {"writable", base.writable},
                      {"private", base.private_dirs},
-                     {"roots", roots},
+                     {"roots", base.roots},
+                     {"workdir", "the acquire's cwd under a root, bound writable alone (the rest of the roots unseen)"},
                      {"helper", helper}};
     if (!problem.empty()) {
         j["problem"] = problem;

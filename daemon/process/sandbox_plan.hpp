@@ -26,7 +26,6 @@ inline const std::vector<std::string> private_scratch = {"/tmp", "/var/tmp", "/d
 struct sandbox_plan {
     protocol::sandbox_spec base; // every kernel's, before its own parts
     std::string helper;          // the kpool-sandbox program
-    std::vector<std::string> roots;
     // Why this host cannot sandbox the pool's kernels (empty: it can). Such a pool starts no
     // kernel (never one without its sandbox); status and the log say why.
     std::string problem;
@@ -38,6 +37,11 @@ struct sandbox_plan {
 
 // Whether an acquire's cwd lies within a sandboxed pool's roots (the path normalised first).
 bool within_roots(const std::string& cwd, const std::vector<std::string>& roots);
+
+// Why a cwd within the roots cannot be a kernel's working directory (empty: it can): missing, not
+// a directory, or a symbolic link on the way below its root. Checked before a kernel is taken,
+// so that such a request costs the pool nothing; `kpool-sandbox workdir` checks again as it binds.
+std::string workdir_problem(const std::string& cwd, const std::vector<std::string>& roots);
 
 // `hidden`: kpool's own directories and key files, never visible inside.
 sandbox_plan plan_sandbox(const config::pool_config& pc, const jupyter::resolved_kernelspec& spec,

@@ -2,10 +2,12 @@
 //
 //   kpool-sandbox spawn SPEC_JSON -- ARGV...   a spawned kernel, all three stages
 //   kpool-sandbox init SPEC_JSON GO_FD READY_FD LIFE_FD   a forked kernel's init (spawned by the zygote's child)
+//   kpool-sandbox workdir PID SPEC_JSON CWD   CWD made the working directory of a warm kernel (workdir.hpp)
 //
 // Exit status 125 when the sandbox could not be made (the reason on stderr, which is the
 // kernel's log); otherwise the kernel's own.
 #include "daemon/sandbox/stages.hpp"
+#include "daemon/sandbox/workdir.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -16,7 +18,7 @@
 namespace {
 
 int usage() {
-    std::fputs("usage: kpool-sandbox spawn SPEC_JSON -- ARGV... | init SPEC_JSON GO_FD READY_FD LIFE_FD\n", stderr);
+    std::fputs("usage: kpool-sandbox spawn SPEC_JSON -- ARGV... | init SPEC_JSON GO_FD READY_FD LIFE_FD | workdir PID SPEC_JSON CWD\n", stderr);
     return 2;
 }
 
@@ -40,6 +42,9 @@ int main(int argc, char** argv) {
     }
     if (mode == "init" && argc == 6) {
         kpool::sandbox::run_init(spec_or_exit(argv[2]), number(argv[3]), number(argv[4]), number(argv[5]));
+    }
+    if (mode == "workdir" && argc == 5) {
+        return kpool::sandbox::run_workdir(number(argv[2]), spec_or_exit(argv[3]), argv[4]);
     }
     return usage();
 }

@@ -119,10 +119,11 @@ status remount(const std::string& point, bool read_only) {
     return check(::mount(nullptr, point.c_str(), nullptr, flags, nullptr), "remount " + point);
 }
 
-// A host path at the same path inside: a directory or a file bound (recursively), a link copied.
-status bind(const std::string& path, bool read_only) {
+// A host path at `inside` (its own path by default): a directory or a file bound (recursively),
+// a link copied.
+status bind(const std::string& path, bool read_only, const std::string& inside = {}) {
     const std::string from = old_root + path;
-    const std::string to = new_root + path;
+    const std::string to = new_root + (inside.empty() ? path : inside);
     struct stat st {};
     if (::lstat(from.c_str(), &st) != 0) {
         return ok_status(); // an allowed path this host does not have
@@ -192,6 +193,29 @@ status hide(const std::string& path, const protocol::sandbox_spec& spec) {
     return remount(to, true);
 }
 
+// Each root kept whole at staging_dir/INDEX (for `kpool-sandbox workdir` to bind a part of it
+// later), and an empty directory at its own path where that part will go. staging_dir ends as
+// mode 0000 on the read-only root: the kernel, with no capability, can neither enter nor change it.
+status stage_roots(const protocol::sandbox_spec& spec) {
+    const std::string staging = new_root + std::string(protocol::staging_dir);
+    if (::mkdir(staging.c_str(), 0700) != 0) {
+        return sys_error("mkdir " + staging);
+    }
+    for (std::size_t i = 0; i < spec.roots.size(); ++i) {
+        const std::string& root = spec.roots[i];
+        if (!root.starts_with('/')) {
+            continue;
+        }
+        if (auto st = bind(resolve_parents(root), false, std::string(protocol::staging_dir) + "/" + std::to_string(i)); !st) {
+            return st;
+        }
+        if (auto made = make_dirs(new_root + root); !made) {
+            return made;
+        }
+    }
+    return check(::chmod(staging.c_str(), 0), "chmod " + staging);
+}
+
 status minimal_dev() {
     const std::string dev = std::string(new_root) + "/dev";
     if (auto made = make_dirs(dev); !made) {
@@ -215,7 +239,15 @@ status minimal_dev() {
             return sys_error("bind /dev/" + std::string(name));
         }
     }
+    // Pseudo-terminals of its own (a new devpts instance): octave_kernel, pexpect, `script`
+    // need them; another kernel's terminals are not in it.
+    const std::string pts = dev + "/pts";
+    if (::mkdir(pts.c_str(), 0755) != 0 ||
+        ::mount("devpts", pts.c_str(), "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620") != 0) {
+        return sys_error("devpts on /dev/pts");
+    }
     const std::pair<const char*, const char*> links[] = {
+        {"ptmx", "pts/ptmx"},
         {"fd", "/proc/self/fd"},
         {"stdin", "/proc/self/fd/0"},
         {"stdout", "/proc/self/fd/1"},
@@ -309,6 +341,9 @@ status build_root(const protocol::sandbox_spec& spec) {
         if (!st) {
             return st;
         }
+    }
+    if (auto st = stage_roots(spec); !st) {
+        return st;
     }
     if (!spec.cwd.empty()) {
         if (auto made = make_dirs(new_root + spec.cwd); !made) {

@@ -1,9 +1,11 @@
 // The filesystem a sandboxed kernel sees: an allow-list, not a block-list. Built by the
 // sandbox's first process inside the new mount (and pid) namespace, before the kernel runs a line
 // of its own: an empty tmpfs as the root, the spec's readable paths bound read-only (with every
-// mount beneath them), its writable ones read-write, private empty tmpfs directories (/tmp,
-// HOME, ...), a minimal /dev, a /proc of the new pid namespace, the kernel's connection file,
-// kpool's own directories hidden, and the host's root detached: nothing else is reachable.
+// mount beneath them), its writable ones read-write, its roots kept out of sight for the working
+// directory an acquire names (workdir.hpp), private empty tmpfs directories (/tmp, HOME, ...), a
+// minimal /dev (with pseudo-terminals of its own), a /proc of the new pid namespace, the kernel's
+// connection file, kpool's own directories hidden, and the host's root detached: nothing else
+// is reachable.
 #pragma once
 
 #include "protocol/result.hpp"

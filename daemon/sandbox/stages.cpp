@@ -3,6 +3,7 @@
 
 #include "daemon/sandbox/identity.hpp"
 #include "daemon/sandbox/root_fs.hpp"
+#include "daemon/sandbox/sys_status.hpp"
 #include "daemon/sandbox/syscall_filter.hpp"
 
 #include <fcntl.h>
@@ -19,9 +20,6 @@
 
 namespace kpool::sandbox {
 namespace {
-
-// Exit status when the sandbox could not be made (as env(1) and chroot(1) use 125).
-constexpr int sandbox_failed = 125;
 
 [[noreturn]] void fail(const std::string& what) {
     std::fprintf(stderr, "kpool-sandbox: %s\n", what.c_str());

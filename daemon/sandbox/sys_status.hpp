@@ -9,6 +9,9 @@
 
 namespace kpool::sandbox {
 
+// Exit status when the sandbox could not be made or changed (as env(1) and chroot(1) use 125).
+inline constexpr int sandbox_failed = 125;
+
 inline error sys_error(const std::string& what, int err = errno) {
     return error{errc::internal, what + ": " + std::strerror(err)};
 }

@@ -332,6 +332,7 @@ status daemon::start_kernel(pool& owner, const std::string& id, bool awaited) {
         }
         setup.sandbox = plan->base;
         setup.sandbox_helper = plan->helper;
+        setup.helper_launcher = &m_launchers->spawner();
         setup.cgroup = std::move(*cgroup);
         if (!setup.cgroup) {
             limits_without_cgroup(pc.limits, *setup.sandbox, setup.limits);

@@ -74,6 +74,7 @@ private:
         // The cwd/env themselves, when setup_code is kpool's built-in snippet (not a pool's
         // context_snippet): a kernel that takes them as a message gets them so.
         std::optional<languages::kernel_context> context;
+        std::optional<std::string> cwd; // the client's, whichever way it is applied
     };
 
     // kernel_driver
@@ -112,6 +113,11 @@ private:
     // Gives a leased kernel to the client: applies cwd/env first if asked, then replies.
     // False if the client could not be reached and the kernel was untouched (back to warm).
     bool hand_over(pending_acquire pending, const kernel_entry& kernel);
+    // A client's cwd/env into a kernel it holds: a sandboxed kernel's working directory first
+    // (kernel_process::open_workdir), then `context` as a message or `code` run; `done` once.
+    void set_up_kernel(kernel_process& k, const std::optional<std::string>& cwd,
+                       const std::optional<languages::kernel_context>& context, const std::string& code,
+                       kernel_process::code_done done);
     bool send_acquire_reply(const pending_acquire& pending, const kernel_entry& kernel);
     // The environment a pool's zygote and kernels start with ("NAME=value"), for import learning.
     std::vector<std::string> pool_environment(const config::pool_config& pc) const;

@@ -160,7 +160,7 @@ std::string daemon::op_acquire(const envelope& env, const protocol::control_requ
         args->timeout_ms ? std::chrono::milliseconds(*args->timeout_ms) : protocol::default_acquire_timeout;
     const waiter_id waiter = m_next_waiter++;
     const auto now = clock::now();
-    pending_acquire pending{env, req.req_id, pool_name, now, std::move(setup_code), std::move(context)};
+    pending_acquire pending{env, req.req_id, pool_name, now, std::move(setup_code), std::move(context), wanted.cwd};
     // Registered before asking the pool, which may answer through granted() right away.
     m_pending.emplace(waiter, pending);
     auto outcome = p.acquire(waiter, timeout, args->lease_s, now);
@@ -226,12 +226,17 @@ languages::kernel_context daemon::wanted_context(const config::pool_config& pc, 
 
 result<std::string> daemon::context_code_for(const config::pool_config& pc,
                                              const languages::kernel_context& context) const {
-    if (pc.isolation == config::isolation_kind::sandbox && context.cwd && !within_roots(*context.cwd, pc.sandbox.roots)) {
-        return error{errc::bad_request,
-                     "cwd '" + protocol::echo_safe(*context.cwd) + "' is outside pool '" + pc.name +
-                         "''s sandbox roots" +
-                         (pc.sandbox.roots.empty() ? std::string(" (it has none: set [pools.") + pc.name + ".sandbox] roots)"
-                                                   : "")};
+    if (pc.isolation == config::isolation_kind::sandbox && context.cwd) {
+        if (!within_roots(*context.cwd, pc.sandbox.roots)) {
+            return error{errc::bad_request,
+                         "cwd '" + protocol::echo_safe(*context.cwd) + "' is outside pool '" + pc.name +
+                             "''s sandbox roots" +
+                             (pc.sandbox.roots.empty() ? std::string(" (it has none: set [pools.") + pc.name + ".sandbox] roots)"
+                                                       : "")};
+        }
+        if (const std::string problem = workdir_problem(*context.cwd, pc.sandbox.roots); !problem.empty()) {
+            return error{errc::bad_request, "cwd '" + protocol::echo_safe(*context.cwd) + "': " + problem};
+        }
     }
     if (!pc.context_snippet.empty()) {
         return languages::render_context_snippet(pc.context_snippet, context);
@@ -302,12 +307,26 @@ bool daemon::hand_over(pending_acquire pending, const kernel_entry& kernel) {
         refill_after_acquire(pending.pool);
         reschedule();
     };
-    if (pending.context) {
-        kernel_proc.apply_context(*pending.context, pending.setup_code, context_timeout, std::move(applied));
-    } else {
-        kernel_proc.run_code(pending.setup_code, context_timeout, std::move(applied));
-    }
+    set_up_kernel(kernel_proc, pending.cwd, pending.context, pending.setup_code, std::move(applied));
     return true;
+}
+
+void daemon::set_up_kernel(kernel_process& k, const std::optional<std::string>& cwd,
+                           const std::optional<languages::kernel_context>& context, const std::string& code,
+                           kernel_process::code_done done) {
+    // A sandboxed kernel's cwd must be in its sandbox before the kernel changes into it.
+    k.open_workdir(cwd, [this, id = k.id(), context, code, done = std::move(done)](const status& bound) mutable {
+        kernel_process* now = m_kernels.process(id);
+        if (!bound || now == nullptr) {
+            done(bound ? status(error{errc::internal, "the kernel went away"}) : bound);
+            return;
+        }
+        if (context) {
+            now->apply_context(*context, code, context_timeout, std::move(done));
+        } else {
+            now->run_code(code, context_timeout, std::move(done));
+        }
+    });
 }
 
 pool* daemon::active_pool(const std::string& name) {
@@ -471,11 +490,9 @@ std::string daemon::op_context(const envelope& env, const protocol::control_requ
         loop::logger("pool")->info("context applied id={} context={}", id, as_message ? "message" : "code");
         send_reply(env, protocol::make_ok_reply(json::object(), req_id));
     };
-    if (p->config().context_snippet.empty()) {
-        k->apply_context(context, *code, context_timeout, std::move(applied));
-    } else {
-        k->run_code(*code, context_timeout, std::move(applied));
-    }
+    set_up_kernel(*k, context.cwd,
+                  p->config().context_snippet.empty() ? std::optional<languages::kernel_context>(context) : std::nullopt,
+                  *code, std::move(applied));
     return {};
 }
 

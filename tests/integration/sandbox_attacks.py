@@ -4,8 +4,9 @@ attack is code run in a kernel through `kpool exec`, which prints one JSON line,
 runs each on an unsandboxed pool first (the control: proof that the attempt works there) and
 then on a sandboxed one, where it must not.
 
-{victim_file}, {victim_pid}, {daemon_pid}, {marker}, {port}, {tag} are replaced per run (plain
-text replacement: the code's own braces stay as they are)."""
+{victim_file}, {victim_pid}, {daemon_pid}, {marker}, {port}, {tag}, {sibling} (another request's
+folder beside the attacker's working directory, under the same root, with a file `secret`) are
+replaced per run (plain text replacement: the code's own braces stay as they are)."""
 
 PRELUDE = r'''
 import ctypes, json, os, signal, socket, subprocess, sys, time
@@ -90,6 +91,21 @@ except OSError as e:
 finally:
     if os.path.lexists(link):
         os.unlink(link)
+'''),
+    "reach_another_requests_folder": ("read and write another request's folder beside its own", r'''
+tried = []
+for path in ["{sibling}/secret"] + ["/.kpool-roots/%d/%s/secret" % (i, os.path.basename("{sibling}")) for i in range(3)]:
+    try:
+        if path.startswith("/.kpool-roots"):  # where the sandbox keeps its roots: unlock it first
+            os.chmod("/.kpool-roots", 0o755)
+        secret = open(path).read()
+        open(os.path.join(os.path.dirname(path), "planted-{tag}"), "w").write("x")
+        verdict(True, "read %r at %s and wrote beside it" % (secret, path))
+        break
+    except OSError as e:
+        tried.append(str(e))
+else:
+    verdict(False, "; ".join(tried))
 '''),
     "leave_a_process_behind": ("leave a process running after its kernel is released", r'''
 subprocess.Popen(["sleep", "{tag}"], start_new_session=True, stdin=subprocess.DEVNULL,
@@ -198,6 +214,11 @@ cat(sprintf('{"done": %s, "detail": "%d pids"}\n', tolower(file.exists("/proc/{d
 ''',
     "read_other_connection_file": r'''
 ok <- tryCatch(any(grepl("key", readLines("{victim_file}", warn = FALSE))), error = function(e) FALSE,
+               warning = function(w) FALSE)
+cat(sprintf('{"done": %s, "detail": ""}\n', tolower(ok)))
+''',
+    "reach_another_requests_folder": r'''
+ok <- tryCatch(any(grepl("secret", readLines("{sibling}/secret", warn = FALSE))), error = function(e) FALSE,
                warning = function(w) FALSE)
 cat(sprintf('{"done": %s, "detail": ""}\n', tolower(ok)))
 ''',

@@ -34,6 +34,7 @@ VENV_MODULES = {
 def venv(tmp_path_factory):
     """A python whose site-packages (an installed package's place) holds VENV_MODULES."""
     root = tmp_path_factory.mktemp("learn-venv")
+    os.chmod(root, 0o755)  # a sandboxed kernel of a root kpoold reads it as nobody
     subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", "--without-pip", str(root)], check=True)
     site = subprocess.run([str(root / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           check=True, capture_output=True, text=True).stdout.strip()
@@ -88,6 +89,18 @@ def ready(d):
         d.wait_warm("py", 1, timeout=60)
 
 
+def with_learned_modules(d, cell):
+    """A warm kernel's first cell finds kpool_learn_a and kpool_learn_b imported; `cell`'s
+    output, run after it (the kernel is released)."""
+    d.wait_warm("py", 1, timeout=60)
+    k = d.acquire("py")
+    first, second = run_cells(k["connection_file"], [
+        "import sys; print('kpool_learn_a' in sys.modules, 'kpool_learn_b' in sys.modules)", cell])
+    assert first == "True True\n"
+    assert d.rpc(op="release", kernel_id=k["kernel_id"])["ok"]
+    return second
+
+
 def test_a_pool_learns_its_kernels_imports_and_later_kernels_have_them(kpoold, venv):
     d = kpoold(pool_toml(venv))
     ready(d)
@@ -103,18 +116,33 @@ def test_a_pool_learns_its_kernels_imports_and_later_kernels_have_them(kpoold, v
     rebuilds = preload(d)["rebuilds"]
     time.sleep(6)
     assert preload(d)["rebuilds"] == rebuilds
-    d.wait_warm("py", 1, timeout=60)
-    k = d.acquire("py")
     # Pre-imported before the user's first cell, and the kernel is still a fresh one.
-    first, second = run_cells(k["connection_file"], [
-        "import sys; print('kpool_learn_a' in sys.modules, 'kpool_learn_b' in sys.modules)",
-        "print(get_ipython().execution_count, len(In), sorted(k for k in Out), 'kpool_learn_a' in dir())"])
-    assert first == "True True\n"
-    assert second == "2 3 [] False\n"
-    assert d.rpc(op="release", kernel_id=k["kernel_id"])["ok"]
+    assert with_learned_modules(
+        d, "print(get_ipython().execution_count, len(In), sorted(k for k in Out), 'kpool_learn_a' in dir())") == \
+        "2 3 [] False\n"
     text = subprocess.run([KPOOL, "--endpoint", d.endpoint, "status"],
                           capture_output=True, text=True, timeout=30).stdout
     assert "preload py: learned " in text and "kpool_learn_a, kpool_learn_b" in text, text
+
+
+def test_a_sandboxed_pool_learns_too_and_its_kernels_prefault_the_hot_pages(kpoold, venv):
+    """Issue #48: a sandboxed kernel (forked, then put in its sandbox) still reports what it
+    imported and the pages it wrote, and later kernels (sandboxed too) have the learned modules
+    pre-imported, from the venv the sandbox lets them read."""
+    d = kpoold(pool_toml(venv, 'isolation = "sandbox"'))
+    ready(d)
+    assert d.pool("py")["isolation"] == "sandbox"
+    use(d, "import kpool_learn_a\nfrom kpool_learn_b import WHO")
+    wait_until(lambda: ours(preloaded(d)) == ["kpool_learn_a", "kpool_learn_b"], timeout=120,
+               what="a zygote with the learned modules")
+    for _ in range(2):  # in its sandbox: its own few processes
+        assert with_learned_modules(d, "import os; print(len([p for p in os.listdir('/proc') if p.isdigit()]) < 10)") == \
+            "True\n"
+    # The rebuilt zygote's hot pages: from its first kernel's start, and the lives of the
+    # sandboxed kernels it forked, reported as they ended.
+    zygote = wait_until(lambda: (lambda z: z if z["hot_pages_kernels"] else None)(d.pool("py")["zygote"]),
+                        timeout=60, what="a sandboxed kernel's life reported")
+    assert zygote["hot_pages"] > 1000, zygote
 
 
 def test_modules_that_leave_a_thread_a_file_or_read_request_env_are_refused_with_why(kpoold, venv, tmp_path):

@@ -24,9 +24,22 @@ size = 2
 """
 
 
-@pytest.fixture(scope="module")
-def daemon(tmp_path_factory, kernelspec_path):
-    yield from module_daemon(tmp_path_factory, kernelspec_path, POOLS, "jupyterlab-daemon")
+# Every scenario on a plain pool and on a sandboxed one (issue #48): a notebook's folder under
+# --root (the tests' temporary directories) is then the kernel's working directory, bound into
+# its sandbox.
+SANDBOXED = """
+isolation = "sandbox"
+[pools.python3.sandbox]
+roots = ["%s"]
+"""
+
+
+@pytest.fixture(scope="module", params=["none", "sandbox"])
+def daemon(request, tmp_path_factory, kernelspec_path):
+    pools = POOLS + (SANDBOXED % tmp_path_factory.getbasetemp() if request.param == "sandbox" else "")
+    for d in module_daemon(tmp_path_factory, kernelspec_path, pools, "jupyterlab-daemon"):
+        assert d.pool("python3")["isolation"] == request.param
+        yield d
 
 
 @pytest.fixture

@@ -76,10 +76,13 @@ def run(connection_file, code, timeout=30):
         kc.stop_channels()
 
 
-@pytest.mark.parametrize("transport", ["tcp", "ipc"])
-@pytest.mark.parametrize("spec", sorted(LANGUAGES))
+# Each language over tcp and ipc, and in a sandbox (issue #48: the spawn path wraps the
+# kernelspec's argv; its cwd is bound into the sandbox at acquire).
+@pytest.mark.parametrize("spec,transport,isolation",
+                         [(spec, transport, "none") for spec in sorted(LANGUAGES) for transport in ("tcp", "ipc")] +
+                         [(spec, "tcp", "sandbox") for spec in sorted(LANGUAGES)])
 def test_a_pool_of_any_language_fills_and_applies_cwd_env_and_startup_code(kpoold, tmp_path, spec,
-                                                                          transport):
+                                                                          transport, isolation):
     lang = LANGUAGES[spec]
     d = kpoold("""
         [pools.k]
@@ -87,9 +90,13 @@ def test_a_pool_of_any_language_fills_and_applies_cwd_env_and_startup_code(kpool
         transport = "%s"
         size = 1
         startup_code = '%s'
-    """ % (spec, transport, lang["startup"]))
+        isolation = "%s"
+        [pools.k.sandbox]
+        roots = ["%s"]
+    """ % (spec, transport, lang["startup"], isolation, tmp_path))
     d.wait_warm("k", 1, timeout=90)
     pool = d.pool("k")
+    assert pool["isolation"] == isolation
     assert pool["language"] == lang["language"] and pool["kernelspec_error"] is None
     assert pool["counters"]["spawn_failures"] == 0
     workdir = tmp_path / "work dir"

@@ -19,7 +19,7 @@ import uuid
 import pytest
 import requests
 
-from conftest import KPOOL, Daemon, alive, wait_until
+from conftest import KPOOL, KPOOLD, Daemon, alive, wait_until
 import sandbox_attacks
 
 NOBODY = 65534
@@ -80,8 +80,12 @@ class Suite:
         os.chmod(self.work, 0o755)
         self.roots = os.path.join(self.work, "roots")
         self.job = os.path.join(self.roots, "job")
+        self.sibling = os.path.join(self.roots, "other-job")  # another request's folder
         os.makedirs(self.job)
-        for d in (self.roots, self.job):
+        os.makedirs(self.sibling)
+        with open(os.path.join(self.sibling, "secret"), "w") as f:
+            f.write("secret of another request\n")
+        for d in (self.roots, self.job, self.sibling):
             os.chmod(d, 0o1777)
         if self.wrapper:
             os.chown(self.work, NOBODY, NOBODY)
@@ -117,7 +121,8 @@ class Suite:
         for key, value in {"{victim_file}": victim["connection_file"], "{victim_pid}": str(victim["pid"]),
                            "{daemon_pid}": str(self.daemon.proc.pid),
                            "{marker}": os.path.join(self.work, "marker-" + tag),
-                           "{port}": str(self.listener.getsockname()[1]), "{tag}": tag}.items():
+                           "{port}": str(self.listener.getsockname()[1]), "{tag}": tag,
+                           "{sibling}": self.sibling}.items():
             code = code.replace(key, value)
         out = subprocess.run(self.wrapper + [KPOOL, "--endpoint", self.daemon.endpoint, "exec", "--pool", pool,
                                              "--cwd", self.job, "--timeout", "60s", code],
@@ -336,4 +341,79 @@ def test_a_sandboxed_kernel_still_does_what_a_kernel_does(kpoold, tmp_path):
         assert reply["parent_header"]["msg_id"] == msg_id and reply["content"]["ename"] == "KeyboardInterrupt"
     finally:
         kc.stop_channels()
+        d.rpc(op="release", kernel_id=k["kernel_id"])
+
+
+FOLDER_PROBE = """import errno, json, os
+r = {"cwd": os.getcwd(), "roots": sorted(os.listdir("ROOTS"))}
+open("mine.txt", "w").write("written by the request")
+try:
+    r["other"] = open("ROOTS/other/secret").read()
+except OSError as e:
+    r["other"] = errno.errorcode[e.errno]
+try:
+    open("ROOTS/planted", "w").close()
+    r["root_write"] = "written"
+except OSError as e:
+    r["root_write"] = errno.errorcode[e.errno]
+print(json.dumps(r))
+"""
+
+
+def test_a_request_sees_and_writes_its_own_folder_alone(kpoold, tmp_path):
+    """A sandboxed pool's roots are unseen until an acquire's cwd under them is bound into the
+    kernel, writable, alone: another request's folder beside it stays out of reach (the open
+    pool, the control, reaches it). A link on the way, a missing folder or one outside the roots
+    is bad_request; a kernel's working directory is chosen once."""
+    roots = tmp_path / "roots"
+    mine = roots / "mine" / "deep"
+    mine.mkdir(parents=True)
+    (roots / "other").mkdir()
+    (roots / "other" / "secret").write_text("secret of another request")
+    os.symlink("/etc", roots / "mine" / "etc")
+    for d in (roots, roots / "mine", mine, roots / "other"):
+        os.chmod(d, 0o1777)  # kpoold as root: kernels write as nobody
+    d = kpoold(OPEN_AND_BOX.replace("{roots}", str(roots)))
+    seen = {}
+    for pool in ("open", "box"):
+        d.wait_warm(pool, 2, timeout=120)
+        r = subprocess.run([KPOOL, "--endpoint", d.endpoint, "exec", "--pool", pool, "--cwd", str(mine),
+                            FOLDER_PROBE.replace("ROOTS", str(roots))], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        seen[pool] = json.loads(r.stdout.strip().splitlines()[-1])
+        assert (mine / "mine.txt").read_text() == "written by the request"
+        (mine / "mine.txt").unlink()
+    assert seen["open"]["other"] == "secret of another request" and seen["open"]["root_write"] == "written"
+    assert seen["box"] == {"cwd": str(mine), "roots": ["mine"], "other": "ENOENT", "root_write": "EROFS"}, seen
+    assert sorted(os.listdir(mine.parent)) == ["deep", "etc"]
+
+    d.wait_warm("box", 2, timeout=120)
+    acquired = d.pool("box")["counters"]["acquired"]
+    for cwd, why in ((roots / "mine" / "etc", "a symbolic link on the way"),
+                     (roots / "missing", "No such file or directory"),
+                     (tmp_path / "elsewhere", "outside pool 'box''s sandbox roots")):
+        reply = d.rpc(op="acquire", pool="box", cwd=str(cwd))
+        assert not reply["ok"] and reply["error"]["code"] == "bad_request", reply
+        assert why in reply["error"]["message"], reply
+    assert d.pool("box")["counters"]["acquired"] == acquired  # refused before a kernel was taken
+    # The helper checks again as it binds (a link made after kpoold's check): run it by hand.
+    k = d.acquire("box")
+    spec = json.dumps({"roots": [str(roots)], "user_namespace": os.geteuid() != 0})
+    helper = os.path.join(os.path.dirname(KPOOLD), "kpool-sandbox")
+    for cwd, code, why in ((roots / "mine" / "etc", 3, "a symbolic link on the way"),
+                           (roots / ".." / "elsewhere", 3, "not within the sandbox's roots"),
+                           ("/etc", 3, "not within the sandbox's roots")):
+        r = subprocess.run([helper, "workdir", str(k["pid"]), spec, str(cwd)], capture_output=True, text=True,
+                           timeout=30)
+        assert r.returncode == code and why in r.stderr, (cwd, r.returncode, r.stderr)
+    d.rpc(op="release", kernel_id=k["kernel_id"])
+    # Chosen once: the same folder again is fine, another is refused, and the kernel goes on.
+    k = d.acquire("box", cwd=str(mine))
+    try:
+        assert d.rpc(op="context", kernel_id=k["kernel_id"], cwd=str(mine) + "/")["ok"]
+        refused = d.rpc(op="context", kernel_id=k["kernel_id"], cwd=str(roots / "other"))
+        assert not refused["ok"] and refused["error"]["code"] == "bad_request", refused
+        assert "chosen once" in refused["error"]["message"], refused
+        assert d.rpc(op="poll", kernel_id=k["kernel_id"])["alive"]
+    finally:
         d.rpc(op="release", kernel_id=k["kernel_id"])
