@@ -2,8 +2,10 @@
 plain one in one kpoold, every measurement interleaved pool by pool:
 
   - the report notebook of scenario 19 through kpool serve's /v1/run, once both pools have
-    learned its imports (target: sandboxed p50 <= 1.1x plain), and `kpool exec 'pass'` end to end (<= 1.1x): the sandbox is made at refill, so
-    nothing of it should be on the request's path;
+    learned its imports (target: sandboxed p50 <= 1.1x plain), and `kpool exec 'pass'` end to
+    end (<= 1.1x): the sandbox is made at refill, so nothing of it should be on the request's
+    path but the working directory an acquire names (`kpool-sandbox workdir`, one short process:
+    measured apart with `kpool exec --cwd`);
   - refill throughput from an empty pool, 8 kernels (target: sandboxed >= 0.8x plain);
   - memory per warm kernel: the proportional set size of the kernel's whole process tree (the
     sandbox's outer process and init included) and its private memory.
@@ -108,6 +110,7 @@ def sandbox_bench(b):
     try:
         serve_ms = {p: [] for p in POOL_NAMES}
         exec_ms = {p: [] for p in POOL_NAMES}
+        exec_cwd_ms = {p: [] for p in POOL_NAMES}  # the sandbox's working directory bound at acquire
         floor_exec = []
         # Both pools learn what the notebook imports (scenario 19's learning, inside the sandbox
         # too), their zygotes are rebuilt, and the pages kernels write are learned again.
@@ -137,6 +140,9 @@ def sandbox_bench(b):
                 serve_ms[pool].append((time.perf_counter() - t) * 1000)
                 settle(pool)
                 exec_ms[pool].append(timed([cli, "--endpoint", d.endpoint, "exec", "--pool", pool, "pass"]))
+                settle(pool)
+                exec_cwd_ms[pool].append(timed([cli, "--endpoint", d.endpoint, "exec", "--pool", pool, "--cwd", root,
+                                                "pass"]))
             floor_exec.append(timed([cli, "--version"]))
         cells = prepared_cells(cli, nb, root)
         passes = {p: [] for p in POOL_NAMES}
@@ -158,8 +164,11 @@ def sandbox_bench(b):
             for pool in POOL_NAMES:
                 assert d.rpc(op="resize", pool=pool, size=0)["ok"]
                 end = time.monotonic() + 60
-                while time.monotonic() < end and any(k["pool"] == pool for k in d.rpc(op="status")["kernels"]):
-                    time.sleep(0.1)  # every kernel gone, stopping ones too: a quiet machine
+                # Every kernel gone, stopping ones too: a quiet machine (kpool serve's spare stays
+                # leased: not one to wait for).
+                while time.monotonic() < end and any(k["pool"] == pool and k["state"] != "leased"
+                                                     for k in d.rpc(op="status")["kernels"]):
+                    time.sleep(0.1)
                 time.sleep(0.5)
                 t = time.perf_counter()
                 assert d.rpc(op="resize", pool=pool, size=8)["ok"]
@@ -179,6 +188,8 @@ def sandbox_bench(b):
          "| | plain | sandboxed | sandboxed / plain |", "| --- | --- | --- | --- |")
     rows = [("report notebook /v1/run p50 ms", p50(serve_ms["plain"]), p50(serve_ms["box"])),
             ("`kpool exec 'pass'` p50 ms", p50(exec_ms["plain"]), p50(exec_ms["box"])),
+            ("`kpool exec --cwd DIR 'pass'` p50 ms (the sandbox: DIR bound at acquire)", p50(exec_cwd_ms["plain"]),
+             p50(exec_cwd_ms["box"])),
             ("the cells on a fresh kernel (kernel's own time) p50 ms",
              p50([p[0] for p in passes["plain"]]), p50([p[0] for p in passes["box"]])),
             ("the cells again on that kernel (the floor) p50 ms",
@@ -196,5 +207,6 @@ def sandbox_bench(b):
          "their imports first (%d requests each); the same modules: %s." % (
              p50(floor_exec), LEARN_FROM, "yes" if learned["plain"] == learned["box"] else
              "no (plain %s, sandboxed %s)" % (learned["plain"], learned["box"])), "")
-    b.results["sandbox"] = {"serve_ms": serve_ms, "exec_ms": exec_ms, "passes": passes, "memory": memory,
+    b.results["sandbox"] = {"serve_ms": serve_ms, "exec_ms": exec_ms, "exec_cwd_ms": exec_cwd_ms,
+                            "passes": passes, "memory": memory,
                             "refill_per_s": refill, "floor_exec_ms": floor_exec}

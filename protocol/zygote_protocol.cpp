@@ -14,6 +14,14 @@ using json = nlohmann::json;
 
 error bad(std::string what) { return error{errc::bad_request, "zygote message: " + std::move(what)}; }
 
+json plan_json(const preload_plan& plan) {
+    return {{"modules", plan.modules},
+            {"max_mb", plan.max_mb},
+            {"request_env", plan.request_env},
+            {"prefault", plan.prefault},
+            {"imports_every_s", plan.imports_every_s}};
+}
+
 // A field that must be there with the right type: unsigned, int, string or bool.
 template <class T> bool read(const json& j, const char* key, T& out) {
     auto it = j.find(key);
@@ -125,12 +133,19 @@ std::string format(const fork_request& r) {
     return dump_json(j) + "\n";
 }
 
-std::string format(const preload_plan& plan) {
-    return dump_json(json{{"modules", plan.modules},
-                          {"max_mb", plan.max_mb},
-                          {"request_env", plan.request_env},
-                          {"prefault", plan.prefault},
-                          {"imports_every_s", plan.imports_every_s}});
+std::string format(const preload_plan& plan) { return dump_json(plan_json(plan)); }
+
+std::string format(const settings& s) {
+    json helpers = json::object();
+    for (const auto& [name, source] : s.helpers) {
+        helpers[name] = source;
+    }
+    return dump_json(json{{"socket", s.socket},
+                          {"startup_code", s.startup_code},
+                          {"args", s.args ? json(*s.args) : json(nullptr)},
+                          {"prime", s.prime},
+                          {"preload", plan_json(s.preload)},
+                          {"helpers", std::move(helpers)}});
 }
 
 result<message> parse(std::string_view line) {

@@ -33,7 +33,7 @@ struct fork_request {
 };
 std::string format(const fork_request& request); // one line, '\n' included
 
-// kpoold -> zygote, on its command line: what to pre-import (most used first), the most the
+// kpoold -> zygote, in its settings: what to pre-import (most used first), the most the
 // zygote may grow by it, and the environment variables acquires set (a module that reads one
 // at import is refused); which pages kernels pre-fault ("learn", "start" or "off": the pool's
 // `prefault`); how often a running kernel reports the modules it uses (0: only as it ends).
@@ -45,6 +45,19 @@ struct preload_plan {
     int imports_every_s = 60;
 };
 std::string format(const preload_plan& plan); // JSON, no newline
+
+// kpoold -> zygote: everything it starts with, as one JSON object, its only argument.
+struct settings {
+    std::string socket;       // where kpoold listens for it
+    std::string startup_code; // the pool's: its import statements run in the zygote
+    // The kernelspec's arguments after `-m ipykernel_launcher`, {connection_file} unexpanded
+    // (none: the zygote pre-builds nothing).
+    std::optional<std::vector<std::string>> args;
+    bool prime = true; // the pool's `prime`: the priming cell run once through the pre-built shell
+    preload_plan preload;
+    std::vector<std::pair<std::string, std::string>> helpers; // its other files: name, source
+};
+std::string format(const settings& s); // JSON, no newline
 
 // zygote -> kpoold.
 struct preloaded_module {      // a module the zygote pre-imported

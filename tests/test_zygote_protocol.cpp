@@ -30,11 +30,30 @@ TEST_SUITE("zygote protocol") {
         CHECK(j["idle"] == true);
     }
 
-    TEST_CASE("a preload plan is the zygote's JSON argument, the pool's prefault with it") {
+    TEST_CASE("a preload plan is JSON, the pool's prefault with it") {
         const preload_plan plan{.modules = {"pandas"}, .max_mb = 256, .request_env = {"TZ"}, .prefault = "start"};
         CHECK(nlohmann::json::parse(format(plan)) ==
               nlohmann::json::parse(R"({"modules": ["pandas"], "max_mb": 256, "request_env": ["TZ"], "prefault": "start",
                                         "imports_every_s": 60})"));
+    }
+
+    TEST_CASE("the zygote's settings are one JSON object, its only argument") {
+        settings s{.socket = "/run/kpool/z1",
+                   .startup_code = "import json",
+                   .args = std::vector<std::string>{"-f", "{connection_file}"},
+                   .prime = false,
+                   .preload = preload_plan{.modules = {"numpy"}, .max_mb = 512, .request_env = {}, .prefault = "learn",
+                                           .imports_every_s = 60},
+                   .helpers = {{"zygote_kernel.py", "x = 1\n"}}};
+        const auto j = nlohmann::json::parse(format(s));
+        CHECK(j["socket"] == "/run/kpool/z1");
+        CHECK(j["startup_code"] == "import json");
+        CHECK(j["args"] == nlohmann::json::array({"-f", "{connection_file}"}));
+        CHECK(j["prime"] == false);
+        CHECK(j["preload"] == nlohmann::json::parse(format(s.preload)));
+        CHECK(j["helpers"] == nlohmann::json{{"zygote_kernel.py", "x = 1\n"}});
+        s.args.reset(); // a kernelspec the zygote cannot pre-build for
+        CHECK(nlohmann::json::parse(format(s))["args"].is_null());
     }
 
     TEST_CASE("each message kind parses into its type") {

@@ -9,18 +9,6 @@
 #include "protocol/control.hpp"
 
 namespace kpool::daemon {
-namespace {
-
-// zygote.py's HELPERS_JSON: its other files, by name.
-const std::string& zygote_helpers() {
-    static const std::string helpers = protocol::dump_json(nlohmann::json{{"zygote_preload.py", zygote_preload_source},
-                                                                          {"zygote_pages.py", zygote_pages_source},
-                                                                          {"zygote_warm_ups.py", zygote_warm_ups_source},
-                                                                          {"zygote_sandbox.py", zygote_sandbox_source}});
-    return helpers;
-}
-
-} // namespace
 
 launcher_choice choose_launcher(const config::pool_config& pc,
                                 const result<resolved_kernelspec>& spec) {
@@ -102,11 +90,16 @@ std::unique_ptr<zygote_launcher> launcher_registry::make_zygote(const config::po
     launch_spec zygote;
     const std::string socket_path = m_run_dir + "/z" + std::to_string(++m_zygotes_started);
     // The kernelspec's arguments with {connection_file} unexpanded: the zygote parses them once.
-    const auto args = ipykernel_args(spec.spec.argv);
-    zygote.argv = {spec.program, "-c", zygote_source, socket_path, pc.startup_code,
-                   args ? protocol::dump_json(*args) : std::string("null"),
-                   pc.prime ? "prime" : "no-prime",
-                   protocol::zygote::format(plan), zygote_helpers()};
+    protocol::zygote::settings settings{.socket = socket_path,
+                                        .startup_code = pc.startup_code,
+                                        .args = ipykernel_args(spec.spec.argv),
+                                        .prime = pc.prime,
+                                        .preload = plan,
+                                        .helpers = {}};
+    for (const auto& [name, source] : zygote_helper_sources) {
+        settings.helpers.emplace_back(name, source);
+    }
+    zygote.argv = {spec.program, "-c", zygote_source, protocol::zygote::format(settings)};
     // The kernels' environment exactly, so that what the imports read is what each kernel would
     // have read (the zygote compares, per request).
     zygote.env = kernel_environment(spec.spec, m_instance);

@@ -2,19 +2,24 @@
 
 kpoold compiles this file in and starts it with the kernelspec's own interpreter:
 
-    PYTHON -c <this file> SOCKET_PATH STARTUP_CODE ARGS_TEMPLATE_JSON PRIME PRELOAD_JSON HELPERS_JSON
+    PYTHON -c <this file> SETTINGS_JSON
 
-HELPERS_JSON maps the zygote's other files to their sources, compiled into kpoold as this one
-is: zygote_preload.py (what it pre-imports, and what a kernel used), zygote_pages.py (the pages
-kernels write, pre-faulted), zygote_warm_ups.py (first-use set-up), zygote_sandbox.py (the
-sandbox a child makes before it becomes the kernel, for a request that carries one).
+SETTINGS_JSON is one object (protocol/zygote_protocol.hpp's zygote::settings): "socket" (where
+kpoold listens), "startup_code" (the pool's), "args" (the kernelspec's arguments with
+`{connection_file}` unexpanded, or null), "prime" (the pool's `prime`), "preload" (PRELOAD,
+below) and "helpers", which maps the zygote's other files to their sources, compiled into kpoold
+as this one is: zygote_kernel.py (the child's side of a fork: what a child does to become its
+kernel), zygote_preload.py (what it pre-imports, and what a kernel used), zygote_pages.py (the
+pages kernels write, pre-faulted), zygote_warm_ups.py (first-use set-up), zygote_sandbox.py (the
+sandbox a child makes before it becomes the kernel, for a request that carries one). This file
+is the zygote's side.
 
 It imports ipykernel and IPython (and the import statements of the pool's startup_code) once,
 then pre-builds what every kernel would build the same way and that holds no thread, socket,
 file descriptor or per-kernel identity: the IPKernelApp's configuration (parsed from the
 kernelspec's arguments, with `{connection_file}` left as a placeholder) and the
 ZMQInteractiveShell (magics, formatters, completer, ...; its history disabled while pre-built).
-With PRIME = "prime" (the pool's `prime`, on by default) a cell then runs through the pre-built
+With "prime" (the pool's `prime`, on by default) a cell then runs through the pre-built
 shell as kpoold's priming execute runs in each kernel (languages/python.cpp): silently,
 with its value formatted as a user expression, so that the display formatters, the input
 transformers and the compiler's caches are built here once; it leaves no trace (execution
@@ -22,7 +27,7 @@ count, In/Out, `_`, history are untouched, and the child builds its own history 
 gc.freeze() then keeps the inherited objects out of each kernel's collections, whose first full
 pass would otherwise touch (and copy) all of them.
 
-PRELOAD_JSON ({"modules": [...], "max_mb": N, "request_env": [...], "prefault": MODE,
+PRELOAD ({"modules": [...], "max_mb": N, "request_env": [...], "prefault": MODE,
 "imports_every_s": S}) names the modules the pool learned its kernels import (or the ones its
 `preload` lists), most used first, and the pool's `prefault` (which pages kernels pre-fault,
 below). zygote_preload.py's Preloader tries each first in a probe child forked from here: it
@@ -126,7 +131,7 @@ import atexit  # noqa: E402
 import ctypes  # noqa: E402
 import gc  # noqa: E402
 import json  # noqa: E402
-import random  # noqa: E402
+import random  # noqa: E402,F401  (its at-fork hook after ours; zygote_kernel.py reseeds it)
 import select  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
@@ -136,33 +141,33 @@ import traceback  # noqa: E402
 import types  # noqa: E402
 
 
-def helper(name):
+def helper(name, **given):
     """One of the zygote's other files, whose source kpoold passes as it passes this one's
     (compiled in): run in a namespace of its own, as a module would be, but not importable
-    (nothing of kpool's in a kernel's sys.modules)."""
-    if name not in HELPER_SOURCES:
-        sys.exit("zygote: HELPERS_JSON has no %s" % name)
+    (nothing of kpool's in a kernel's sys.modules). `given`: names it uses from here, set once
+    it has run (over its placeholders)."""
+    if name not in SETTINGS["helpers"]:
+        sys.exit("zygote: its settings have no helper %s" % name)
     namespace = {"__name__": "kpool_" + name.partition(".")[0]}
-    exec(compile(HELPER_SOURCES[name], "<%s>" % name, "exec"), namespace)
+    exec(compile(SETTINGS["helpers"][name], "<%s>" % name, "exec"), namespace)
+    namespace.update(given)
     return types.SimpleNamespace(**namespace)
 
 
-# HELPERS_JSON (the module docstring).
-HELPER_SOURCES = json.loads(sys.argv[6]) if len(sys.argv) > 6 and sys.argv[6] else {}
+# SETTINGS_JSON (the module docstring): kpoold's protocol::zygote::settings.
+SETTINGS = json.loads(sys.argv[1])
 preloading = helper("zygote_preload.py")
 pages = helper("zygote_pages.py")
 sandboxing = helper("zygote_sandbox.py")
-
-PR_SET_PDEATHSIG = 1
+child = helper("zygote_kernel.py", preloading=preloading, pages=pages, sandboxing=sandboxing, AFTER_FORK=AFTER_FORK)
+PREFAULT_MODES = ("learn", "start", "off")  # config.hpp's prefault_mode
 # Read by Python's start-up, by C libraries or lazily by IPython rather than through os.environ
 # during our imports: a request must agree on these too before taking the fast path.
 WATCHED_ENV = ("HOME", "IPYTHONDIR", "PATH", "LANG", "MPLBACKEND")
 WATCHED_ENV_PREFIXES = ("JUPYTER_", "XDG_", "PYTHON", "LC_")
 # Set by the zygote for itself only (silences debugpy's frozen-modules warning at import).
 ZYGOTE_ONLY_ENV = "PYDEVD_DISABLE_FILE_VALIDATION"
-IMPORTS_EVERY_S = 60  # a running kernel's imports report, at most this often (the plan's)
 BACKGROUND_LIMIT_S = 5  # a rebuild at SCHED_IDLE goes on at normal priority after this long
-PRELOADED = ()  # the modules the Preloader imported here: what a kernel's cwd may shadow
 
 
 def preload(startup_code):
@@ -280,122 +285,6 @@ def prime_shell(shell):
     return None
 
 
-def report_used_modules(imports_sock, base_modules, running):
-    """One datagram to the zygote (lost if it is gone): the modules this kernel used."""
-    used = preloading.used_modules(base_modules, set(PRELOADED))
-    imports_sock.send(json.dumps(dict(used, pid=os.getpid(), running=running)).encode())
-
-
-def sample_imports_while_running(shell, every_s, report):
-    """Every `every_s` seconds, if cells ran since the last time, `report()` what this kernel
-    uses so far: a kernel that lives for hours (a notebook server's) is learned from as it goes,
-    not only when it ends. On the kernel's own loop, so never in the middle of a cell."""
-    from tornado.ioloop import PeriodicCallback
-    seen = [shell.execution_count]
-
-    def sample():
-        if shell.execution_count != seen[0]:
-            seen[0] = shell.execution_count
-            try:
-                report()
-            except Exception:
-                traceback.print_exc()
-
-    PeriodicCallback(sample, every_s * 1000).start()
-
-
-def start_prebuilt_kernel(prebuilt, request, report, report_imports):
-    """In the child: the rest of IPKernelApp.initialize, around the pre-built shell."""
-    from IPython.core.history import HistoryManager
-    app, shell = prebuilt.app, prebuilt.shell
-    app.connection_file = request["connection_file"]
-    app.argv = list(request["args"])
-    app.init_pdb()
-    app.init_blackhole()
-    app.init_connection_file()
-    # No parent poller: PR_SET_PDEATHSIG ends us with the zygote, and the zygote with kpoold.
-    app.init_sockets()
-    app.init_heartbeat()
-    app.write_connection_file()
-    app.log_connection_info()
-    app.init_io()
-    try:
-        app.init_signal()
-    except Exception:
-        pass
-    app.init_kernel()  # IPythonKernel gets the pre-built shell from ZMQInteractiveShell.instance()
-    kernel = app.kernel
-    kernel.dispatch_control = context_dispatch(kernel, kernel.dispatch_control)  # before start()
-    shell.kernel = kernel
-    shell.parent = kernel
-    # This kernel's own history: sqlite connection, session number, _dh from its own cwd.
-    shell.configurables.remove(shell.history_manager)
-    shell.history_manager = HistoryManager(shell=shell, parent=shell)
-    shell.configurables.append(shell.history_manager)
-    shell.init_user_ns()
-    shell.init_environment()
-    app.init_path()
-    app.init_shell()
-    app.init_gui_pylab()
-    app.init_extensions()
-    app.init_code()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    if report is not None and report.first:
-        pages.report_hot_pages_after_first(
-            kernel, "execute_request" if prebuilt.prime else "kernel_info_request", report)
-    if IMPORTS_EVERY_S > 0:
-        sample_imports_while_running(shell, IMPORTS_EVERY_S, report_imports)
-    app.start()
-
-
-CONTEXT_REQUEST = b'"kpool_context_request"'
-
-
-def context_dispatch(kernel, dispatch_control):
-    """kpoold's kpool_context_request {cwd, env, python?}: a client's working directory and environment,
-    applied as kpool's built-in Python snippet applies them (bytes, so any path and value
-    works) but without running a cell through IPython's run_cell, which in a fresh fork made an
-    acquire with cwd/env take 11.5 ms instead of 8.0. Answered with a kpool_context_reply shaped
-    as an execute_reply.
-
-    Taken off the control stream before ipykernel's own dispatch, which queues each message for
-    its control loop, publishes busy and idle statuses, and flushes sys.stdout and sys.stderr,
-    each flush a round trip to the IOPub thread and back: for a message that prints nothing and
-    that no front end sees, that was half its cost (an acquire with a cwd, fork pool of 4, p50 of
-    32 each in one run: 7.3 ms through ipykernel's dispatch, 4.7 ms here; 0.9 without a cwd).
-    `dispatch_control` (ipykernel's) gets every other message, in order.
-    kernel.start() binds the control stream to kernel.dispatch_control, so this must be in
-    place before it."""
-    def dispatch(msg):
-        idents, parts = kernel.session.feed_identities(msg, copy=False)
-        header = parts[1].bytes if len(parts) > 1 else b""
-        if CONTEXT_REQUEST not in header:
-            return dispatch_control(msg)
-        try:
-            request = kernel.session.deserialize(parts, content=True, copy=False)  # checks the signature
-        except Exception:
-            kernel.log.error("Invalid kpool_context_request", exc_info=True)
-            return None
-        if request["header"].get("msg_type") != "kpool_context_request":
-            return dispatch_control(msg)
-        content = request.get("content") or {}
-        try:
-            if content.get("cwd") is not None:
-                os.chdir(content["cwd"].encode())
-                preloading.unshadow(PRELOADED, os.getcwd())
-            for name, value in (content.get("env") or {}).items():
-                os.environb[name.encode()] = value.encode()
-            if content.get("python"):  # kpoold's own setup code (in-memory history)
-                exec(content["python"], {})
-            reply = {"status": "ok"}
-        except Exception as e:
-            reply = {"status": "error", "ename": type(e).__name__, "evalue": str(e), "traceback": []}
-        kernel.session.send(kernel.control_stream, "kpool_context_reply", reply, request, idents)
-        return None
-    return dispatch
-
-
 class Channel:
     """The line protocol to kpoold over its unix socket, and the wake-up pipe that SIGCHLD
     writes to, so that one select() waits for both."""
@@ -481,102 +370,6 @@ class FastPathPolicy:
         return None
 
 
-def become_kernel(request, refused, report, zygote_pid, libc, prebuilt, env_set_by_imports, imports_sock,
-                  base_modules, prefault):
-    """The child's side of a fork: leave the zygote's plumbing (already closed by the caller)
-    behind, take the request's process group, log, sandbox (zygote_sandbox.py; `prefault` is
-    what its kernel pre-faults), limits, environment and cwd, and run the kernel, pre-built or
-    not. Never returns."""
-    code = 1
-    if report is not None:
-        report.zygote_ranges = pages.writable_private_ranges()  # as they were at fork: nothing added yet
-    try:
-        # A process group of its own (kpoold signals the group) in kpoold's session, so
-        # that the scheduler weighs it against kpoold's other kernels (SCHED_IDLE while it
-        # starts means something); a session of its own would be a scheduling group of its
-        # own where autogroup is on.
-        os.setpgid(0, 0)
-        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL) != 0 or os.getppid() != zygote_pid:
-            os._exit(1)  # the zygote (and so kpoold) is already gone
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_SETMASK, [])
-        # The log first: a sandbox's path to it is gone once the sandbox is made.
-        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(log, 1)
-        os.dup2(log, 2)
-        os.close(null)
-        os.close(log)
-        if request.get("sandbox") is not None:
-            try:  # returns in the kernel's process (pid 2 of its own pid namespace)
-                sandboxing.enter(request["sandbox"], request["sandbox_helper"], libc, AFTER_FORK, prefault)
-            except (sandboxing.SandboxError, OSError) as e:
-                print("kpool-sandbox: %s" % e, file=sys.stderr, flush=True)
-                os._exit(125)
-            if prebuilt.app is not None:  # its IPython profile is under the zygote's HOME, not this empty one
-                try:
-                    os.makedirs(prebuilt.app.profile_dir.location, mode=0o700, exist_ok=True)
-                    prebuilt.app.profile_dir.check_dirs()
-                except OSError as e:
-                    print("kpool-sandbox: the IPython profile directory: %s" % e, file=sys.stderr, flush=True)
-                    os._exit(125)
-        for resource_id, value in request.get("limits", []):
-            import resource
-            resource.setrlimit(resource_id, (value, value))
-        os.environ.clear()
-        os.environ.update(request["env"])
-        # What the imports set in the zygote (debugpy's PYDEVD_USE_FRAME_EVAL, ...), as a
-        # spawned kernel's imports would have set it.
-        for name, value in env_set_by_imports.items():
-            os.environ.setdefault(name, value)
-        if request.get("cwd"):
-            os.chdir(request["cwd"])
-        preloading.unshadow(PRELOADED, os.getcwd())
-        # Fresh random streams: a forked child would otherwise repeat its siblings'.
-        random.seed()
-        if "numpy" in sys.modules:
-            sys.modules["numpy"].random.seed()
-        sys.argv = [sys.executable, "-m", "ipykernel_launcher"] + request["args"]
-        if refused is None:
-            start_prebuilt_kernel(prebuilt, request, report,
-                                  lambda: report_used_modules(imports_sock, base_modules, running=True))
-        else:
-            if prebuilt.app is not None:
-                prebuilt.discard()
-            from ipykernel.kernelapp import IPKernelApp
-            IPKernelApp.launch_instance(argv=request["args"])
-        code = 0
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    except BaseException:
-        traceback.print_exc()
-    # What this kernel used, for the pool to learn from.
-    try:
-        report_used_modules(imports_sock, base_modules, running=False)
-    except Exception:
-        traceback.print_exc()
-    # A sample's whole life, if its user ran a cell (priming stores no history): what it wrote.
-    if report is not None:
-        try:
-            if prebuilt.shell is not None and prebuilt.shell.execution_count > 1:
-                pages.send_page_report(report, "life")
-        except Exception:
-            traceback.print_exc()
-        os.close(report.fd)
-    # As an interpreter that ends normally would: atexit functions (IPython's history
-    # end_session, ipykernel's connection file cleanup), then the final flush.
-    try:
-        atexit._run_exitfuncs()
-    except BaseException:
-        traceback.print_exc()
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    finally:
-        os._exit(code)
-
-
 def may_leave_sched_idle():
     """Whether this process may return from SCHED_IDLE to SCHED_OTHER (sched(7))."""
     import resource
@@ -587,19 +380,21 @@ class Zygote:
     """Serves fork requests: reads them from the channel, forks (the policy decides fast or
     slow path, the learner whether this child reports its hot pages), reaps and reports."""
 
-    def __init__(self, channel, policy, learner, after_fork, env_set_by_imports, preload_report):
+    def __init__(self, channel, policy, learner, after_fork, env_set_by_imports, preload_report, preloaded,
+                 imports_every_s):
         self.pid = os.getpid()
         self.preload_report = preload_report
         # Each kernel's datagram of the modules it used (used_modules), sent as it ends.
-        self.imports_r, self.imports_w = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.imports_r, imports_w = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.imports_r.setblocking(False)
-        self.base_modules = {n.partition(".")[0] for n in list(sys.modules)}
         self.libc = ctypes.CDLL(None, use_errno=True)
         self.channel = channel
         self.policy = policy
         self.learner = learner
         self.after_fork = after_fork
-        self.env_set_by_imports = env_set_by_imports
+        self.inheritance = child.Inheritance(
+            self.pid, self.libc, policy.prebuilt, env_set_by_imports, imports_w,
+            {n.partition(".")[0] for n in list(sys.modules)}, preloaded, imports_every_s)
         self.idle_forks = may_leave_sched_idle()
         madvise = self.libc.madvise
         madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
@@ -710,8 +505,7 @@ class Zygote:
                 self.imports_r.close()
             except BaseException:
                 os._exit(1)  # never back into the zygote's loop
-            become_kernel(request, refused, report, self.pid, self.libc, self.policy.prebuilt,
-                          self.env_set_by_imports, self.imports_w, self.base_modules, prefault)
+            child.become_kernel(request, refused, report, prefault, self.inheritance)
         if at_idle:
             self.back_to_normal_priority()
         if report is not None:
@@ -721,22 +515,15 @@ class Zygote:
 
 
 def main():
-    global PRELOADED, IMPORTS_EVERY_S
-    path, startup_code = sys.argv[1], sys.argv[2]
-    template = json.loads(sys.argv[3]) if len(sys.argv) > 3 else None
-    prime = len(sys.argv) > 4 and sys.argv[4] == "prime"
-    plan = json.loads(sys.argv[5]) if len(sys.argv) > 5 and sys.argv[5] else None
-    prefault = plan.get("prefault", "learn") if isinstance(plan, dict) else "learn"
-    if prefault not in ("learn", "start", "off"):
-        prefault = "learn"
-    if isinstance(plan, dict) and isinstance(plan.get("imports_every_s"), (int, float)):
-        IMPORTS_EVERY_S = max(0, plan["imports_every_s"])
+    startup_code, template, prime = SETTINGS["startup_code"], SETTINGS["args"], SETTINGS["prime"]
+    plan = SETTINGS["preload"]
+    if plan["prefault"] not in PREFAULT_MODES:  # kpoold's config checked it: a mismatch is a bug
+        sys.exit("zygote: prefault %r is none of %s" % (plan["prefault"], ", ".join(PREFAULT_MODES)))
     env_at_start = dict(os.environ)
     own = ZYGOTE_ONLY_ENV not in os.environ
     if own:
         os.environ[ZYGOTE_ONLY_ENV] = "1"
-    preloader = preloading.Preloader(plan if isinstance(plan, dict) else {},
-                                     HELPER_SOURCES.get("zygote_warm_ups.py", ""))
+    preloader = preloading.Preloader(plan, SETTINGS["helpers"].get("zygote_warm_ups.py", ""))
     limit = preloading.BackgroundLimit(BACKGROUND_LIMIT_S, may_leave_sched_idle())
     with preloading.EnvironmentReads() as reads:
         preload(startup_code)
@@ -751,7 +538,6 @@ def main():
             why_not = "pre-importing the learned modules started a thread"
         elif why_not is None and preloading.open_fds() - fds:
             why_not = "pre-importing the learned modules left file descriptor(s) open"
-    PRELOADED = tuple(preloader.names)
     if own:
         del os.environ[ZYGOTE_ONLY_ENV]
     if why_not is not None and prebuilt.app is not None:
@@ -759,9 +545,9 @@ def main():
     env_set_by_imports = {k: v for k, v in os.environ.items() if env_at_start.get(k) != v}
     gc.collect()
     gc.freeze()  # the first full collection in a kernel would touch (and copy) every object
-    Zygote(Channel(path), FastPathPolicy(prebuilt, why_not, reads.names, env_at_start),
-           pages.HotPageLearner(AFTER_FORK, prefault, nothing_to_learn=why_not is not None), AFTER_FORK,
-           env_set_by_imports, preloader.report).serve()
+    Zygote(Channel(SETTINGS["socket"]), FastPathPolicy(prebuilt, why_not, reads.names, env_at_start),
+           pages.HotPageLearner(AFTER_FORK, plan["prefault"], nothing_to_learn=why_not is not None), AFTER_FORK,
+           env_set_by_imports, preloader.report, tuple(preloader.names), max(0, plan["imports_every_s"])).serve()
 
 
 main()

@@ -13,7 +13,6 @@ import socket
 import subprocess
 import tempfile
 import textwrap
-import time
 import uuid
 
 import pytest

@@ -17,16 +17,21 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 ZYGOTE_DIR = os.path.join(REPO, "daemon", "process")
 
 
+# The preload plan kpoold sends when the pool has learned nothing (protocol::zygote::preload_plan).
+DEFAULT_PLAN = {"modules": [], "max_mb": 1024, "request_env": [], "prefault": "learn", "imports_every_s": 60}
+
+
 def zygote_argv(path, template, plan):
-    """zygote.py's command line as kpoold builds it (launcher_registry.cpp), its files' sources
-    read from the source tree."""
+    """zygote.py's command line as kpoold builds it (launcher_registry.cpp: its settings, one
+    JSON object), its files' sources read from the source tree."""
     def source(name):
         with open(os.path.join(ZYGOTE_DIR, name)) as f:
             return f.read()
     helpers = {name: source(name) for name in sorted(os.listdir(ZYGOTE_DIR))
                if name.startswith("zygote_") and name.endswith(".py")}
-    return [PYTHON, "-c", source("zygote.py"), path, "", json.dumps(template), "no-prime",
-            json.dumps(plan or {}), json.dumps(helpers)]
+    settings = {"socket": path, "startup_code": "", "args": template, "prime": False,
+                "preload": dict(DEFAULT_PLAN, **(plan or {})), "helpers": helpers}
+    return [PYTHON, "-c", source("zygote.py"), json.dumps(settings)]
 
 FORK_AND_SPAWN = """
 [pools.py]
