@@ -327,10 +327,11 @@ int run_many(const std::vector<std::string>& endpoints, const client::curve_keys
 } // namespace
 
 int run_command(const std::string& endpoint, const client::curve_keys& keys,
-                const std::vector<std::string>& args) {
+                const std::vector<std::string>& args, bool daemon_named) {
     parsed_run r;
     try {
         r = parse(args);
+        r.options.daemon_named = daemon_named;
         r.options.log_level = log_levels().at(r.log_level);
         if (r.help_notebook) {
             return runner::print_notebook_help(r.paths.empty() ? "-" : r.paths[0], r.options.kernel,
@@ -386,7 +387,7 @@ int run_command_line(const invocation& inv) {
             return exit_status::ok;
         }
     }
-    return run_command(inv.endpoint, inv.keys(), inv.raw);
+    return run_command(inv.endpoint, inv.keys(), inv.raw, inv.endpoint_given);
 }
 
 } // namespace kpool::cli

@@ -11,8 +11,9 @@
 namespace kpool::cli {
 
 // `args` are the words after "run"; the control endpoint and keys were parsed already.
+// `daemon_named`: the endpoint came from --endpoint or $KPOOL_ENDPOINT (no local fallback).
 int run_command(const std::string& endpoint, const client::curve_keys& keys,
-                const std::vector<std::string>& args);
+                const std::vector<std::string>& args, bool daemon_named = false);
 
 inline constexpr const char* run_usage = R"(usage: kpool run INPUT OUTPUT [options]      (INPUT or OUTPUT may be -; both may be left
                                               out when a notebook is piped in or out)
@@ -49,6 +50,9 @@ kpool's own:
   --env NAME=VALUE              environment variable in the kernel, on top of this process's
   --allow-errors                run on after a cell raises
   --output-dir DIR, -j N        many notebooks, N at a time, a summary line each
+With no pool for the notebook's kernelspec, or no kpoold at the default endpoint, the kernelspec
+is started here for the run (cold, as papermill would); a daemon named by --endpoint or
+$KPOOL_ENDPOINT that does not answer is exit 3 instead.
 Exit status: 0 ok, 1 a cell raised (OUTPUT still written), 2 bad input, 3 kpoold unreachable,
 1 and "Aborted!" on Ctrl-C (130 with --output-dir), 138 the kernel died.
 )";

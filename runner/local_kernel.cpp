@@ -105,6 +105,8 @@ result<std::unique_ptr<local_kernel>> local_kernel::start(const request& req) {
         env[name] = jupyter::expand_env_value(value, req.env);
     }
     env["JPY_PARENT_PID"] = std::to_string(::getpid()); // as jupyter_client sets it
+    // debugpy's "frozen modules" warning on every start, unless the caller wants the check.
+    env.emplace("PYDEVD_DISABLE_FILE_VALIDATION", "1");
     std::vector<std::string> env_entries;
     for (const auto& [name, value] : env) {
         env_entries.push_back(name + "=" + value);

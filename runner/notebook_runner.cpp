@@ -54,7 +54,7 @@ pool_choice choose_pool(client::daemon_set& daemons, const run_options& options,
         unreachable = answer.reply.err().message;
     }
     if (!status) {
-        if (!options.pool.empty() || wanted_kernel.empty()) {
+        if (!options.pool.empty() || wanted_kernel.empty() || options.daemon_named) {
             throw failure{run_outcome::unreachable, unreachable};
         }
         return {"", wanted_kernel, "", "no kpoold answered (" + unreachable + ")"};

@@ -23,6 +23,9 @@ struct run_options {
     std::string input;  // a path, or "-" for stdin
     std::string output; // a path, or "-" for stdout (written once, at the end)
     std::string pool;        // empty: chosen by kernel or by the notebook's kernelspec
+    // --endpoint or $KPOOL_ENDPOINT named the daemon: if it does not answer, the run fails
+    // (unreachable) rather than falling back to a local kernel, which is only for the default.
+    bool daemon_named = false;
     std::string kernel;      // -k: the pool whose kernelspec this is
     std::string language;    // -l: the parameters' language, whatever the notebook says
     // The kernel's working directory; relative to this process's. Default: this process's, as

@@ -329,17 +329,30 @@ def test_a_kernelspec_without_a_pool_runs_on_a_kernel_of_its_own(daemon, tmp_pat
                 and os.path.exists(os.path.join("/tmp", d, "kernel-%s.json" % d))]
 
 
-def test_without_any_daemon_the_notebook_still_runs(tmp_path):
+def test_without_any_daemon_the_notebook_still_runs_unless_one_was_named(tmp_path):
+    """No kpoold at the default endpoint: papermill's drop-in starts the kernel here, cold, and
+    says so (without debugpy's start-up warnings). A daemon named by --endpoint or
+    $KPOOL_ENDPOINT that does not answer is exit 3, nothing run on this host (issue #53)."""
     src = params_nb(tmp_path)
     out = tmp_path / "alone.ipynb"
-    r = subprocess.run([KPOOL, "--endpoint", "ipc://%s/nobody" % tmp_path, "run", src, out, "-p", "alpha", "4"],
-                       capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
-                       env=env_for(tmp_path))
+    (tmp_path / "xdg").mkdir(mode=0o700)
+    env = {k: v for k, v in env_for(tmp_path, {"XDG_RUNTIME_DIR": str(tmp_path / "xdg")}).items()
+           if k != "KPOOL_ENDPOINT"}
+    r = subprocess.run([KPOOL, "run", src, out, "-p", "alpha", "4"], capture_output=True, text=True, timeout=120,
+                       stdin=subprocess.DEVNULL, env=env)
     assert r.returncode == 0, r.stderr
     assert "no kpoold answered" in r.stderr and "(cold)" in r.stderr
+    assert "frozen modules" not in r.stderr, r.stderr
     p = papermill(tmp_path, src, tmp_path / "p.ipynb", "-p", "alpha", "4")
     assert p.returncode == 0
     assert normalized(json.loads(out.read_text())) == normalized(json.loads((tmp_path / "p.ipynb").read_text()))
+    named = tmp_path / "named.ipynb"
+    for how in (["--endpoint", "ipc://%s/nobody" % tmp_path], []):
+        r = subprocess.run([KPOOL] + how + ["run", src, named], capture_output=True, text=True, timeout=120,
+                           stdin=subprocess.DEVNULL,
+                           env=dict(env, **({} if how else {"KPOOL_ENDPOINT": "ipc://%s/nobody" % tmp_path})))
+        assert r.returncode == 3, (how, r.returncode, r.stderr)
+        assert "(cold)" not in r.stderr and not named.exists(), r.stderr
 
 
 def test_an_nbformat_3_notebook_is_upgraded_and_run(daemon, tmp_path):
