@@ -83,6 +83,15 @@ int call_for_kernel(const invocation& inv, const json& request,
     return print_answer(inv, daemons.request_for_kernel(id, request, quick).reply, on_ok);
 }
 
+// A kernel's id, or the connection file `kpool acquire` printed (.../kernel-ID.json).
+std::string kernel_id_of(const std::string& word) {
+    const std::string name = word.substr(word.rfind('/') + 1);
+    if (name.starts_with("kernel-") && name.ends_with(".json")) {
+        return name.substr(7, name.size() - 7 - 5);
+    }
+    return word;
+}
+
 } // namespace
 
 int ping_command(const invocation& inv) {
@@ -103,7 +112,7 @@ int status_command(const invocation& inv) {
     auto daemons = inv.daemons();
     if (daemons.endpoints().size() == 1) {
         return print_answer(inv, daemons.first().request(protocol::requests::status(), quick),
-                            [](const json& r) { std::fputs(format_status(r).c_str(), stdout); });
+                            [&inv](const json& r) { std::fputs(format_status(r, inv.wide).c_str(), stdout); });
     }
     std::vector<daemon_status> all;
     json as_json = json::array();
@@ -124,7 +133,7 @@ int status_command(const invocation& inv) {
     if (inv.as_json) {
         std::printf("%s\n", as_json.dump(2).c_str());
     } else {
-        std::fputs(format_statuses(all).c_str(), stdout);
+        std::fputs(format_statuses(all, inv.wide).c_str(), stdout);
     }
     return worst;
 }
@@ -175,15 +184,15 @@ int acquire_command(const invocation& inv) {
 }
 
 int release_command(const invocation& inv) {
-    return call_for_kernel(inv, protocol::requests::release(inv.words[0]));
+    return call_for_kernel(inv, protocol::requests::release(kernel_id_of(inv.words[0])));
 }
 
 int signal_command(const invocation& inv) {
-    return call_for_kernel(inv, protocol::requests::signal(inv.words[0], signal_number(inv.words[1])));
+    return call_for_kernel(inv, protocol::requests::signal(kernel_id_of(inv.words[0]), signal_number(inv.words[1])));
 }
 
 int poll_command(const invocation& inv) {
-    return call_for_kernel(inv, protocol::requests::poll(inv.words[0]), [](const json& r) {
+    return call_for_kernel(inv, protocol::requests::poll(kernel_id_of(inv.words[0])), [](const json& r) {
         const auto polled = protocol::read_poll_reply(r);
         if (!polled || polled->alive) {
             std::printf("running\n");

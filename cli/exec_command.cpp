@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 
 namespace kpool::cli {
 namespace {
@@ -40,6 +42,42 @@ void show(const json& output) {
     }
 }
 
+// Python's SystemExit, as `python -c` treats it: the code's own exit status, quietly. IPython
+// shows it as an error ("An exception has occurred, use %tb ...") followed by a warning on
+// stderr ("To exit: use 'exit', 'quit', or Ctrl-D."); neither is shown here.
+class python_exit {
+public:
+    // Whether `output` is part of the exit's noise (then not shown).
+    bool swallows(const json& output) {
+        const std::string type = output.value("output_type", "");
+        if (type == "error" && output.value("ename", "") == "SystemExit") {
+            m_code = code_of(output.value("evalue", ""));
+            return true;
+        }
+        return m_code && type == "stream" && output.value("name", "") == "stderr" &&
+               output.value("text", "").find("To exit: use 'exit', 'quit', or Ctrl-D.") != std::string::npos;
+    }
+    std::optional<int> code() const { return m_code; }
+
+private:
+    // sys.exit() and sys.exit(None): 0; sys.exit(N): N as the OS keeps it; sys.exit("text"):
+    // the text on stderr and 1.
+    static int code_of(const std::string& evalue) {
+        if (evalue.empty() || evalue == "None") {
+            return 0;
+        }
+        char* end = nullptr;
+        const long n = std::strtol(evalue.c_str(), &end, 10);
+        if (end != nullptr && *end == '\0') {
+            return static_cast<int>(n & 0xff);
+        }
+        write_all(stderr, evalue + "\n");
+        return 1;
+    }
+
+    std::optional<int> m_code;
+};
+
 } // namespace
 
 int exec_command(client::daemon_set& daemons, const exec_options& options) {
@@ -62,9 +100,10 @@ int exec_command(client::daemon_set& daemons, const exec_options& options) {
     json cells = json::array({{{"cell_type", "code"}, {"outputs", json::array()}}});
     notebook::output_builder outputs(cells);
     auto hooks = kernel.hooks(stop_requested);
+    python_exit exiting;
     hooks.on_iopub = [&](const protocol::wire_message& msg) {
         json out = outputs.apply(msg, 0);
-        if (!out.is_null() && !options.as_json) {
+        if (!out.is_null() && !options.as_json && !exiting.swallows(out)) {
             show(out);
         }
     };
@@ -96,7 +135,15 @@ int exec_command(client::daemon_set& daemons, const exec_options& options) {
                      *options.timeout_s);
         return exit_status::failed;
     }
-    return done.reply.value("status", "") == "ok" ? exit_status::ok : exit_status::failed;
+    if (done.reply.value("status", "") == "ok") {
+        return exit_status::ok;
+    }
+    if (options.as_json) { // the outputs were not looked at as they came
+        for (const json& out : cells[0]["outputs"]) {
+            exiting.swallows(out);
+        }
+    }
+    return exiting.code().value_or(exit_status::failed);
 }
 
 int exec_command_line(const invocation& inv) {

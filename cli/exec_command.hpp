@@ -4,7 +4,8 @@
 // their text/plain on stdout, an error's traceback on stderr (exit 1); --json prints the outputs
 // as nbformat output objects instead. The kernel is always released. Exit status: 0 ok, 1 the
 // code raised (or timed out), 2 bad usage, 3 kpoold unreachable, 130 interrupted (SIGINT or
-// SIGTERM: the kernel is interrupted too), 138 the kernel died.
+// SIGTERM: the kernel is interrupted too), 138 the kernel died; Python code that calls
+// sys.exit(N) exits N, quietly, as `python -c` does.
 #pragma once
 
 #include "client/daemon_set.hpp"

@@ -72,9 +72,50 @@ std::string pool_state(const json& p) {
 
 // The pool table's columns: the fixed ones, then every counter the daemon reports (status'
 // "counters": the daemon's one counter table, so a new counter needs nothing here), then the
-// recent medians and the state.
+// recent medians and the state. Without --wide only those named in `narrow_columns`.
 const row pool_fixed_columns = {"POOL", "KERNELSPEC", "LAUNCHER", "SIZE", "WARM", "STARTING", "LEASED", "WAITING"};
 const row pool_recent_columns = {"ACQUIRE_P50_MS", "ACQUIRE_P99_MS", "TO_WARM_P50_S", "STATE"};
+const row narrow_columns = {"HOST",    "POOL",     "KERNELSPEC", "SIZE",           "WARM", "STARTING",
+                            "LEASED", "WAITING", "ACQUIRED",   "ACQUIRE_P50_MS", "STATE"};
+
+// The table without the columns `keep` does not name (the header row says which is which).
+std::vector<row> only(const std::vector<row>& rows, const row& keep) {
+    std::vector<bool> kept;
+    for (const std::string& name : rows.front()) {
+        kept.push_back(std::find(keep.begin(), keep.end(), name) != keep.end());
+    }
+    std::vector<row> out;
+    for (const row& r : rows) {
+        row narrowed;
+        for (std::size_t i = 0; i < r.size() && i < kept.size(); ++i) {
+            if (kept[i]) {
+                narrowed.push_back(r[i]);
+            }
+        }
+        out.push_back(std::move(narrowed));
+    }
+    return out;
+}
+
+// `text` (one detail line: "  preload NAME: ...") broken at spaces into lines of at most
+// `width`, the later ones indented under the first's text.
+std::string wrapped(const std::string& text, std::size_t width) {
+    const std::string indent = "      ";
+    std::string out;
+    std::string line;
+    std::istringstream words(text.substr(2));
+    std::string word;
+    std::string lead = "  ";
+    while (words >> word) {
+        if (!line.empty() && lead.size() + line.size() + 1 + word.size() > width) {
+            out += lead + line + "\n";
+            lead = indent;
+            line.clear();
+        }
+        line += (line.empty() ? "" : " ") + word;
+    }
+    return out + lead + line + "\n";
+}
 const row kernel_header = {"KERNEL", "POOL", "PID", "STATE", "AGE_S", "LEASE_LEFT_S"};
 
 // The counter names of a status's first pool that has any (every pool reports the same ones).
@@ -230,7 +271,7 @@ row with(std::string first, row r) {
 
 } // namespace
 
-std::string format_status(const json& st) {
+std::string format_status(const json& st, bool wide) {
     std::ostringstream out;
     out << summary_line(st) << "\n\n";
     const auto counters = counter_names(st);
@@ -264,24 +305,15 @@ std::string format_status(const json& st) {
                               " s after an acquire, " + text(p["refill_delay_why"]));
         }
     }
-    out << table(pools);
-    for (const auto& l : launchers) {
-        out << "  launcher " << l << '\n';
-    }
-    for (const auto& r : refills) {
-        out << "  refill " << r << '\n';
-    }
-    for (const auto& l : preloads) {
-        out << "  preload " << l << '\n';
-    }
-    for (const auto& l : prefaults) {
-        out << "  prefault " << l << '\n';
-    }
-    for (const auto& l : isolations) {
-        out << "  isolation " << l << '\n';
-    }
-    for (const auto& e : errors) {
-        out << "  last error " << e << '\n';
+    out << table(wide ? pools : only(pools, narrow_columns));
+    const std::pair<const char*, const std::vector<std::string>*> details[] = {
+        {"launcher", &launchers}, {"refill", &refills},         {"preload", &preloads},
+        {"prefault", &prefaults}, {"isolation", &isolations}, {"last error", &errors}};
+    for (const auto& [what, lines] : details) {
+        for (const std::string& l : *lines) {
+            const std::string line = std::string("  ") + what + " " + l;
+            out << (wide ? line + "\n" : wrapped(line, status_width));
+        }
     }
     std::vector<row> kernels = {kernel_header};
     for (const json& k : st.value("kernels", json::array())) {
@@ -291,7 +323,7 @@ std::string format_status(const json& st) {
     return out.str();
 }
 
-std::string format_statuses(const std::vector<daemon_status>& daemons) {
+std::string format_statuses(const std::vector<daemon_status>& daemons, bool wide) {
     std::ostringstream out;
     std::vector<std::string> counters;
     for (const daemon_status& d : daemons) {
@@ -321,9 +353,10 @@ std::string format_statuses(const std::vector<daemon_status>& daemons) {
             kernels.push_back(with(host, kernel_row(k)));
         }
     }
-    out << '\n' << table(pools);
+    out << '\n' << table(wide ? pools : only(pools, narrow_columns));
     for (const auto& e : errors) {
-        out << "  last error " << e << '\n';
+        const std::string line = "  last error " + e;
+        out << (wide ? line + "\n" : wrapped(line, status_width));
     }
     out << '\n' << table(kernels);
     return out.str();

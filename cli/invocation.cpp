@@ -17,6 +17,7 @@ struct option_spec {
 constexpr option_spec command_options[] = {
     {"--json", opt_json, false},   {"--timeout", opt_timeout, true}, {"--lease", opt_lease, true},
     {"--cwd", opt_cwd, true},      {"--env", opt_env, true},         {"--pool", opt_pool, true},
+    {"--wide", opt_wide, false},
 };
 
 const option_spec* find_option(const std::string& word) {
@@ -37,6 +38,10 @@ invocation parse_command_line(int argc, char** argv) {
     std::vector<std::string> rest; // every word but the global options, in order
     for (int i = 1; i < argc; ++i) {
         const std::string word = argv[i];
+        if (word == "--") { // what follows is the command's own words, whatever they look like
+            rest.insert(rest.end(), argv + i, argv + argc);
+            break;
+        }
         std::string* global = word == "--endpoint"          ? &inv.endpoint
                               : word == "--server-key"      ? &inv.server_key
                               : word == "--client-key-file" ? &inv.client_key_file
@@ -79,6 +84,10 @@ void parse_command_options(invocation& inv, const command& cmd) {
     const std::vector<std::string>& words = inv.raw;
     for (std::size_t i = 0; i < words.size(); ++i) {
         const std::string& w = words[i];
+        if (w == "--") { // the rest are words, not options: `kpool exec -- -x`
+            inv.words.insert(inv.words.end(), words.begin() + static_cast<std::ptrdiff_t>(i) + 1, words.end());
+            break;
+        }
         const option_spec* o = find_option(w);
         if (o == nullptr) {
             if (w.size() > 1 && w.starts_with("-")) {
@@ -91,7 +100,7 @@ void parse_command_options(invocation& inv, const command& cmd) {
             throw usage_error{std::string("kpool ") + cmd.name + " does not take " + w};
         }
         if (!o->takes_value) {
-            inv.as_json = true;
+            (o->flag == opt_wide ? inv.wide : inv.as_json) = true;
             continue;
         }
         if (i + 1 >= words.size()) {

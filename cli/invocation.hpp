@@ -32,6 +32,7 @@ enum option : unsigned {
     opt_cwd = 1u << 3,
     opt_env = 1u << 4,
     opt_pool = 1u << 5,
+    opt_wide = 1u << 6,
 };
 
 struct invocation {
@@ -45,6 +46,7 @@ struct invocation {
     std::string command;
     std::vector<std::string> words; // after the command, options removed
     bool as_json = false;
+    bool wide = false; // --wide: every column, however long the lines
     std::map<std::string, std::string> values; // --timeout, --lease, --cwd, --pool
     std::map<std::string, std::string> env;    // --env NAME=VALUE
     // Every word after the command but the global options, for a command that parses its own

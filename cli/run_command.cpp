@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -278,8 +279,10 @@ params::parameters merge_parameters(const parsed_run& r, const std::string& inpu
 int run_many(const std::vector<std::string>& endpoints, const client::curve_keys& keys, const parsed_run& r) {
     std::error_code ec;
     fs::create_directories(r.output_dir, ec);
+    const auto started = std::chrono::steady_clock::now();
     std::atomic<std::size_t> next{0};
     std::atomic<int> failed{0};
+    std::atomic<std::size_t> finished{0};
     std::mutex print;
     auto worker = [&] {
         client::daemon_set daemons(endpoints, keys);
@@ -302,6 +305,7 @@ int run_many(const std::vector<std::string>& endpoints, const client::curve_keys
             if (status != exit_status::ok) {
                 ++failed;
             }
+            ++finished;
             std::lock_guard lock(print);
             std::printf("%s -> %s: %s\n", options.input.c_str(), options.output.c_str(),
                         status == exit_status::ok ? result.summary.c_str()
@@ -318,6 +322,13 @@ int run_many(const std::vector<std::string>& endpoints, const client::curve_keys
     for (auto& t : threads) {
         t.join();
     }
+    // The total, after the line of each notebook: what a batch's log ends with.
+    const std::size_t not_run = r.paths.size() - finished;
+    std::printf("%zu notebooks: %zu ok, %d failed%s in %.1f s\n", r.paths.size(),
+                finished - static_cast<std::size_t>(failed.load()), failed.load(),
+                not_run == 0 ? "" : (", " + std::to_string(not_run) + " not run (interrupted)").c_str(),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    std::fflush(stdout);
     if (stop_requested()) {
         return exit_status::interrupted;
     }

@@ -1,6 +1,6 @@
 // `kpool run`: papermill's command line over runner/notebook_runner. One notebook
 // (`kpool run INPUT OUTPUT [options]`) or many (`kpool run IN... --output-dir DIR -j N`, one
-// summary line each on stdout). Options may come before or after the paths.
+// summary line each on stdout, then the total). Options may come before or after the paths.
 #pragma once
 
 #include "client/daemon_set.hpp"
@@ -49,7 +49,7 @@ kpool's own:
   --pool P                      the pool to take the kernel from
   --env NAME=VALUE              environment variable in the kernel, on top of this process's
   --allow-errors                run on after a cell raises
-  --output-dir DIR, -j N        many notebooks, N at a time, a summary line each
+  --output-dir DIR, -j N        many notebooks, N at a time, a summary line each, then the total
 With no pool for the notebook's kernelspec, or no kpoold at the default endpoint, the kernelspec
 is started here for the run (cold, as papermill would); a daemon named by --endpoint or
 $KPOOL_ENDPOINT that does not answer is exit 3 instead.

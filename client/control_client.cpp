@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -63,6 +64,13 @@ result<curve_keys> load_curve_keys(std::string server_key, std::string client_ke
                                         "(--server-key / $KPOOL_SERVER_KEY) and a client key "
                                         "file (--client-key-file / $KPOOL_CLIENT_KEY_FILE)"};
     }
+    // As ssh refuses a private key others may read: a secret key is not one if it is shared.
+    if (struct stat st{}; ::stat(client_key_file.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+        char mode[8];
+        std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+        return error{errc::bad_request, "the client key file " + client_key_file + " may be read by others (mode " +
+                                            mode + "): chmod 600 it (kpool keygen writes it so)"};
+    }
     std::ifstream in(client_key_file);
     std::stringstream text;
     text << in.rdbuf();
@@ -95,6 +103,12 @@ control_client::control_client(std::string endpoint, curve_keys keys)
 result<nlohmann::json> control_client::request(const nlohmann::json& req,
                                                std::chrono::milliseconds timeout) {
     const std::string ipc_prefix = "ipc://";
+    if (m_endpoint.starts_with("tcp://") && m_keys.empty()) {
+        // kpoold takes tcp only with CURVE: without keys the handshake would just be dropped.
+        return error{errc::internal, "cannot reach kpoold at " + m_endpoint +
+                                         ": a tcp:// endpoint needs CURVE keys (--server-key or $KPOOL_SERVER_KEY, "
+                                         "and --client-key-file or $KPOOL_CLIENT_KEY_FILE)"};
+    }
     if (m_endpoint.starts_with(ipc_prefix)) {
         // ZeroMQ would wait quietly for a socket that may never appear: say so at once.
         struct stat st{};

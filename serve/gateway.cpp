@@ -167,6 +167,12 @@ void gateway::served_kernelspecs(std::function<void(result<served_specs>)> done)
                 by_name[s.value("name", "")] = s;
             }
             served_specs out;
+            // Two pools of one kernelspec would show one display name twice in a notebook's
+            // kernel menu: each then says its pool, "Python 3 (untrusted)".
+            std::map<std::string, int> pools_of_spec;
+            for (const protocol::pool_summary& p : pools) {
+                pools_of_spec[p.kernelspec] += p.removed ? 0 : 1;
+            }
             for (const protocol::pool_summary& p : pools) {
                 if (p.removed) {
                     continue;
@@ -180,7 +186,9 @@ void gateway::served_kernelspecs(std::function<void(result<served_specs>)> done)
                                     {"spec",
                                      {{"argv", spec.value("argv", json::array())},
                                       {"env", spec.value("env", json::object())},
-                                      {"display_name", spec.value("display_name", name)},
+                                      {"display_name", pools_of_spec[p.kernelspec] > 1 && name != p.kernelspec
+                                                           ? spec.value("display_name", name) + " (" + name + ")"
+                                                           : spec.value("display_name", name)},
                                       {"language", spec.value("language", "")},
                                       {"interrupt_mode", spec.value("interrupt_mode", "signal")},
                                       {"metadata", spec.value("metadata", json::object())}}},

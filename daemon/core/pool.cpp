@@ -197,7 +197,7 @@ status pool::release(const std::string& id, clock::time_point now) {
     if (it == m_kernels.end() || it->second.state != kernel_state::leased) {
         return error{errc::unknown_kernel, "no leased kernel '" + id + "' in pool '" + m_cfg.name + "'"};
     }
-    loop::logger("pool")->info("kernel released id={} pool={}", id, m_cfg.name);
+    loop::logger("pool")->debug("kernel released id={} pool={}", id, m_cfg.name);
     stop(it->second, now);
     return ok_status();
 }
@@ -243,7 +243,7 @@ void pool::on_warm(const std::string& id, const protocol::connection_info& info,
     }
     m_consecutive_failures = 0;
     m_backoff_until.reset();
-    loop::logger("pool")->info("kernel warm id={} pool={} pid={} startup_ms={:.0f}", id, m_cfg.name,
+    loop::logger("pool")->debug("kernel warm id={} pool={} pid={} startup_ms={:.0f}", id, m_cfg.name,
                          k.pid, seconds_between(k.created, now) * 1000);
     serve_waiters(now);
 }

@@ -243,7 +243,7 @@ status kernel_process::launch() {
 }
 
 void kernel_process::on_started(int pid) {
-    loop::logger("kernel")->info("kernel starting id={} pool={} pid={} spawn_ms={:.1f}", m_setup.id,
+    loop::logger("kernel")->debug("kernel starting id={} pool={} pid={} spawn_ms={:.1f}", m_setup.id,
                            m_setup.pool, pid, seconds_since(m_started_at) * 1000);
     if (m_launched_idle && m_setup.awaited) {
         restore_priority(); // hurried before it existed
@@ -539,7 +539,7 @@ void kernel_process::become_ready() {
         return;
     }
     m_phase = phase::ready;
-    loop::logger("kernel")->info("kernel warm id={} pool={} pid={} ms={:.0f}", m_setup.id, m_setup.pool,
+    loop::logger("kernel")->debug("kernel warm id={} pool={} pid={} ms={:.0f}", m_setup.id, m_setup.pool,
                            pid(), seconds_since(m_started_at) * 1000);
     m_events.kernel_warm(m_setup.id);
 }
@@ -579,7 +579,7 @@ void kernel_process::stop(urgency how) {
     m_poll_timer.stop();
     watch(false);
     close_shell();
-    loop::logger("kernel")->info("kernel stopping id={} pool={} pid={}", m_setup.id, m_setup.pool, pid());
+    loop::logger("kernel")->debug("kernel stopping id={} pool={} pid={}", m_setup.id, m_setup.pool, pid());
     // Its teardown (atexit, interpreter finalisation) is background work too, unless awaited.
     if (m_setup.background_priority && how == urgency::background && pid() > 0) {
         m_launched_idle = false;
@@ -698,7 +698,9 @@ void kernel_process::on_exit(exit_status status) {
     }
     m_ports = port_reservation(); // the kernel is gone: its ports may go to another
     auto log = loop::logger("kernel");
-    // A kernel leaving by itself with status 0 is usually a client's shutdown_request.
+    // A kernel leaving by itself with status 0 is usually a client's shutdown_request. Its one
+    // line at info (its start, warmth, lease, release and stop are at debug: a busy pool's log
+    // would otherwise be seven lines a kernel).
     const bool clean = status.code == 0 && status.term_signal == 0;
     log->log(expected || clean ? spdlog::level::info : spdlog::level::warn,
              "kernel exited id={} pool={} pid={} {} after {:.1f} s", m_setup.id, m_setup.pool,

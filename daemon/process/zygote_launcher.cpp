@@ -290,7 +290,7 @@ void zygote_launcher::on_learned(const zp::learned& m) {
     m_stats.hot_pages = m.pages;
     m_stats.hot_pages_why_not = m.why_not;
     m_stats.hot_pages_kernels = m.kernels;
-    loop::logger("kernel")->info("zygote {}: {} hot pages to pre-fault in each kernel, from {} kernels' lives{}",
+    loop::logger("kernel")->debug("zygote {}: {} hot pages to pre-fault in each kernel, from {} kernels' lives{}",
                                  m_name, m.pages, m.kernels, m.why_not.empty() ? "" : " (" + m.why_not + ")");
 }
 

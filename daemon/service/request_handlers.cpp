@@ -272,7 +272,7 @@ bool daemon::send_acquire_reply(const pending_acquire& pending, const kernel_ent
     const char* context = pending.setup_code.empty() ? "none"
                           : pending.context && proc != nullptr && proc->applies_context_message() ? "message"
                                                                                                   : "code";
-    loop::logger("pool")->info(
+    loop::logger("pool")->debug(
         "kernel leased id={} pool={} pid={} waited_ms={:.1f} context={}", kernel.id, kernel.pool, kernel.pid,
         std::chrono::duration<double, std::milli>(clock::now() - pending.since).count(), context);
     return true;
@@ -487,7 +487,7 @@ std::string daemon::op_context(const envelope& env, const protocol::control_requ
                                 req_id));
             return;
         }
-        loop::logger("pool")->info("context applied id={} context={}", id, as_message ? "message" : "code");
+        loop::logger("pool")->debug("context applied id={} context={}", id, as_message ? "message" : "code");
         send_reply(env, protocol::make_ok_reply(json::object(), req_id));
     };
     set_up_kernel(*k, context.cwd,

@@ -122,6 +122,10 @@ def _curve_keys(server_key: Optional[str], client_key_file: Optional[str]):
     if not server_key or not client_key_file:
         raise Error("usage", "CURVE needs both server_key ($KPOOL_SERVER_KEY) and "
                     "client_key_file ($KPOOL_CLIENT_KEY_FILE)")
+    mode = os.stat(client_key_file).st_mode & 0o7777
+    if mode & 0o077:  # as ssh refuses a private key others may read
+        raise Error("usage", "the client key file %s may be read by others (mode %04o): chmod 600 it"
+                    % (client_key_file, mode))
     with open(client_key_file, "rb") as f:
         secret = f.read().strip()
     return server_key.strip().encode(), zmq.curve_public(secret), secret

@@ -31,8 +31,16 @@ def test_ping_status_kernelspecs(kpoold):
     lines = r.stdout.splitlines()
     header = next(l for l in lines if l.startswith("POOL"))
     fake = next(l for l in lines if l.startswith("fake "))
-    assert header.split()[:5] == ["POOL", "KERNELSPEC", "LAUNCHER", "SIZE", "WARM"]
-    assert fake.split()[:5] == ["fake", "fake", "spawn", "1", "1"]
+    assert header.split() == ["POOL", "KERNELSPEC", "SIZE", "WARM", "STARTING", "LEASED", "WAITING", "ACQUIRED",
+                              "ACQUIRE_P50_MS", "STATE"]
+    assert fake.split()[:4] == ["fake", "fake", "1", "1"]
+    # Issue #53: it fits 100 columns (long detail lines wrapped); --wide has every column.
+    assert max(len(l) for l in lines) <= 100, max(lines, key=len)
+    wide = kpool(d, "status", "--wide").stdout.splitlines()
+    wide_header = next(l for l in wide if l.startswith("POOL")).split()
+    assert wide_header[:5] == ["POOL", "KERNELSPEC", "LAUNCHER", "SIZE", "WARM"]
+    assert {"DIED_WARM", "SPAWN_FAILURES", "ACQUIRE_P99_MS", "TO_WARM_P50_S"} <= set(wide_header)
+    assert next(l for l in wide if l.startswith("fake ")).split()[:5] == ["fake", "fake", "spawn", "1", "1"]
     # Which launcher and why, for every pool.
     assert "  launcher fake: spawn, auto: only kernelspecs that run PYTHON -m ipykernel_launcher " \
            "can be forked" in lines
@@ -145,3 +153,27 @@ def test_an_absent_daemon_is_reported_not_waited_for(tmp_path):
         assert 0.9 < time.monotonic() - start < 4
     finally:
         s.close()
+
+
+def test_what_a_new_user_typed_does_what_they_meant(kpoold, tmp_path):
+    """Issue #53 item 6: `kpool release` (and poll, signal) take the connection file `kpool
+    acquire` printed; `--` ends the options (code that starts with "-"); a tcp endpoint without
+    keys says so; a client key file others may read is refused, as ssh refuses one."""
+    d = kpoold(POOLS)
+    path = kpool(d, "acquire", "fake", "--timeout", "10s").stdout.strip()
+    assert kpool(d, "poll", path).stdout == "running\n"
+    r = kpool(d, "release", path)
+    assert r.returncode == 0, r.stderr
+    assert kpool(d, "release", path).stderr.startswith("kpool: unknown_kernel: ")
+    # The global options stop at "--" too: what follows is the command's.
+    r = kpool(None, "--endpoint", d.endpoint, "acquire", "--timeout", "10s", "--", "fake")
+    assert r.returncode == 0 and r.stdout.strip().endswith(".json"), r.stderr
+    r = kpool(None, "--endpoint", "tcp://127.0.0.1:9", "ping", env={"KPOOL_SERVER_KEY": "", "KPOOL_CLIENT_KEY_FILE": ""})
+    assert r.returncode == 3 and "a tcp:// endpoint needs CURVE keys" in r.stderr, r.stderr
+    key = str(tmp_path / "client.key")
+    server_public = subprocess.run([KPOOL, "keygen", str(tmp_path / "server.key")], capture_output=True, text=True,
+                                   check=True).stdout.strip()
+    subprocess.run([KPOOL, "keygen", key], capture_output=True, check=True)
+    os.chmod(key, 0o644)
+    r = kpool(None, "--endpoint", "tcp://127.0.0.1:9", "--server-key", server_public, "--client-key-file", key, "ping")
+    assert r.returncode == 2 and "may be read by others (mode 0644): chmod 600 it" in r.stderr, r.stderr

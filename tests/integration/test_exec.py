@@ -43,6 +43,26 @@ def test_streams_results_and_errors(kpoold):
     released(d)
 
 
+def test_sys_exit_is_the_exit_status_quietly_and_dashes_are_code_after_double_dash(kpoold):
+    """Issue #53 item 6: as `python -c` does (IPython's "An exception has occurred" and its
+    "To exit: use 'exit'" warning are not shown); `--` ends the options."""
+    d = kpoold(POOLS)
+    for code, status, err in (("import sys; print('before'); sys.exit(3)", 3, ""),
+                              ("import sys; sys.exit()", 0, ""), ("raise SystemExit(0)", 0, ""),
+                              ("import sys; sys.exit('bye')", 1, "bye\n"), ("import sys; sys.exit(256 + 7)", 7, "")):
+        d.wait_warm("python3", 1, timeout=60)
+        r = kpool_exec(d, "-", stdin=code)
+        assert (r.returncode, r.stderr) == (status, err), (code, r.returncode, r.stderr)
+    assert r.stdout == ""
+    d.wait_warm("python3", 1, timeout=60)
+    r = kpool_exec(d, "--json", "-", stdin="import sys; sys.exit(5)")
+    assert r.returncode == 5 and json.loads(r.stdout)[0]["ename"] == "SystemExit"  # kept for machines
+    d.wait_warm("python3", 1, timeout=60)
+    r = kpool_exec(d, "--", "-6 * 7")
+    assert (r.returncode, r.stdout) == (0, "-42\n"), r.stderr
+    released(d)
+
+
 def test_cwd_env_and_stdin(kpoold, tmp_path):
     d = kpoold(POOLS)
     d.wait_warm("python3", 1, timeout=60)

@@ -223,6 +223,23 @@ def test_kernelspecs_are_the_pools_with_their_specs_and_resources(serve):
     assert requests.get(s.url + "/kernelspecs/python3/kernel.json.bak", timeout=30).status_code == 404
 
 
+def test_two_pools_of_one_kernelspec_are_told_apart_by_display_name(kpoold):
+    """Issue #53 item 7: a notebook's kernel menu shows display names; the second pool of a
+    kernelspec says which pool it is."""
+    from test_serve import Serve
+    d = kpoold("[pools.python3]\nsize = 0\n[pools.untrusted]\nkernelspec = \"python3\"\nsize = 0\n"
+               "[pools.fake]\nsize = 0\n")
+    s = Serve(d.endpoint)
+    try:
+        specs = requests.get(s.url + "/api/kernelspecs", timeout=30).json()["kernelspecs"]
+        names = {name: spec["spec"]["display_name"] for name, spec in specs.items()}
+        plain = names["python3"]
+        assert names["untrusted"] == plain + " (untrusted)" and "untrusted" not in plain, names
+        assert names["fake"] == "Fake fake"  # alone with its kernelspec: as it is
+    finally:
+        assert s.stop() == 0
+
+
 def test_a_kernel_starts_warm_runs_code_over_its_websocket_and_is_deleted(serve, daemon, tmp_path):
     # It counts kpoold's leases: no spare (--spares 0; test_serve_spares.py has the gateway's).
     s = serve("--spares", "0")

@@ -120,7 +120,7 @@ def test_a_pool_learns_its_kernels_imports_and_later_kernels_have_them(kpoold, v
     assert with_learned_modules(
         d, "print(get_ipython().execution_count, len(In), sorted(k for k in Out), 'kpool_learn_a' in dir())") == \
         "2 3 [] False\n"
-    text = subprocess.run([KPOOL, "--endpoint", d.endpoint, "status"],
+    text = subprocess.run([KPOOL, "--endpoint", d.endpoint, "status", "--wide"],
                           capture_output=True, text=True, timeout=30).stdout
     assert "preload py: learned " in text and "kpool_learn_a, kpool_learn_b" in text, text
 

@@ -12,13 +12,15 @@ from jupyter_client import BlockingKernelClient
 from conftest import alive, wait_until
 from test_ipykernel import PYTHON3_POOL
 
+FAKE_POOL = """
+[pools.fake]
+kernelspec = "fake"
+size = 1
+"""
+
 
 def test_signal_and_poll(kpoold):
-    d = kpoold("""
-        [pools.fake]
-        kernelspec = "fake"
-        size = 1
-    """)
+    d = kpoold(FAKE_POOL)
     d.wait_warm("fake", 1)
     warm_id = d.status()["kernels"][0]["id"]
     # A warm kernel belongs to nobody: it cannot be signalled or polled.
@@ -33,6 +35,20 @@ def test_signal_and_poll(kpoold):
     assert polled["exit_code"] == -signal.SIGTERM
     assert d.rpc(op="signal", kernel_id=r["kernel_id"], signum=9)["error"]["code"] == "unknown_kernel"
     assert d.rpc(op="signal", kernel_id=r["kernel_id"], signum=0)["error"]["code"] == "bad_request"
+
+
+def test_a_kernel_is_one_line_at_info_in_the_log(kpoold):
+    """Issue #53 item 7: a kernel's start, warmth, lease, release and stop are at debug; its
+    exit, with how long it lived, is its one line at info (the log is read at debug here)."""
+    d = kpoold(FAKE_POOL)
+    d.wait_warm("fake", 1)
+    r = d.acquire("fake")
+    assert d.rpc(op="release", kernel_id=r["kernel_id"])["ok"]
+    wait_until(lambda: "kernel exited id=%s" % r["kernel_id"] in d.log_text(), what="the kernel's exit")
+    lines = [line for line in d.log_text().splitlines() if r["kernel_id"] in line]
+    assert len(lines) >= 5, lines  # each step still there, at debug
+    at_info = [line for line in lines if " info " in line]
+    assert len(at_info) == 1 and "kernel exited id=%s pool=fake" % r["kernel_id"] in at_info[0], at_info
 
 
 # A kernel forked pre-built from the zygote takes cwd/env as a kpool_context_request on its
@@ -143,11 +159,7 @@ def test_a_bad_cwd_fails_the_acquire_and_the_touched_kernel_is_not_reused(kpoold
 
 
 def test_cwd_on_a_language_without_a_snippet_is_a_clear_error(kpoold):
-    d = kpoold("""
-        [pools.fake]
-        kernelspec = "fake"
-        size = 1
-    """)
+    d = kpoold(FAKE_POOL)
     d.wait_warm("fake", 1)
     r = d.rpc(op="acquire", pool="fake", cwd="/tmp")
     assert r["error"]["code"] == "bad_request"

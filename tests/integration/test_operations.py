@@ -221,7 +221,7 @@ def test_resize_and_drain_over_the_control_socket_and_the_cli(kpoold):
     assert r["error"]["code"] == "unavailable" and "drained" in r["error"]["message"]
     assert d.rpc(op="resize", pool="fake", size=1)["ok"]
     assert d.acquire("fake", timeout_ms=10000)["ok"]
-    status = subprocess.run([KPOOL, "--endpoint", d.endpoint, "status"], capture_output=True,
+    status = subprocess.run([KPOOL, "--endpoint", d.endpoint, "status", "--wide"], capture_output=True,
                             text=True)
     assert "ACQUIRE_P50_MS" in status.stdout and "TO_WARM_P50_S" in status.stdout
 

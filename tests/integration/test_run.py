@@ -7,6 +7,7 @@ R (IRkernel); papermill's metadata and error cells; a dying kernel, a timeout, C
 input; many notebooks at once."""
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -288,7 +289,10 @@ def test_prepare_only_stdin_stdout_and_many_notebooks(daemon, tmp_path):
         copies.append(copy)
     r = kpool_run(daemon, *copies, "--output-dir", tmp_path / "outs", "-j", "2")
     assert r.returncode == 1
-    lines = sorted(r.stdout.splitlines())
+    *each, total = r.stdout.splitlines()
+    lines = sorted(each)
     assert len(lines) == 4 and sum(": ok (" in l for l in lines) == 3 and "failed" in lines[3]
+    # Issue #53: the total last.
+    assert re.fullmatch(r"4 notebooks: 3 ok, 1 failed in \d+\.\d s", total), total
     assert all((tmp_path / "outs" / c.name).exists() for c in copies)
     wait_until(lambda: daemon.pool("python3")["leased"] == 0, what="every kernel released")

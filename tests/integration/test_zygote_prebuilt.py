@@ -234,7 +234,7 @@ def test_status_says_how_many_kernels_were_prebuilt_and_the_hot_pages(kpoold):
     wait_until(lambda: d.pool("py")["zygote"]["hot_pages_kernels"] == 2, timeout=30,
                what="both kernels' lives reported")
     zygote = d.pool("py")["zygote"]
-    text = subprocess.run([KPOOL, "--endpoint", d.endpoint, "status"],
+    text = subprocess.run([KPOOL, "--endpoint", d.endpoint, "status", "--wide"],
                           capture_output=True, text=True, timeout=30).stdout
     assert ("  prefault py: %d pages (%.1f MiB) a kernel, from its start and 2 sampled kernels' lives\n"
             % (zygote["hot_pages"], zygote["hot_pages_mib"])) in text, text
