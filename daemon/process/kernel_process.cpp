@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include <csignal>
-#include <filesystem>
 #include <cstring>
 
 extern char** environ;
@@ -64,7 +63,11 @@ kernel_process::kernel_process(uv_loop_t* loop, zmq::context_t& zmq, launcher& l
                  {[this] { send_shutdown_request(); },
                   [this] { return hurry_teardown(); },
                   [this](int signum) { m_process->signal_group(signum); },
-                  [this] { loop::logger("kernel")->warn("kernel {} ignored SIGTERM; sending SIGKILL", m_setup.id); }}) {}
+                  [this] { loop::logger("kernel")->warn("kernel {} ignored SIGTERM; sending SIGKILL", m_setup.id); }}) {
+    if (m_setup.sandbox) {
+        m_workdir.emplace(m_setup.helper_launcher, m_setup.sandbox_helper, *m_setup.sandbox);
+    }
+}
 
 kernel_process::~kernel_process() = default;
 
@@ -371,64 +374,15 @@ void kernel_process::apply_context(const languages::kernel_context& context, con
 }
 
 void kernel_process::open_workdir(const std::optional<std::string>& cwd, code_done done) {
-    if (!m_setup.sandbox || !cwd) {
+    if (!m_workdir || !cwd) {
         done(ok_status());
         return;
     }
-    std::string wanted = std::filesystem::path(*cwd).lexically_normal().string();
-    if (wanted.size() > 1 && wanted.ends_with('/')) {
-        wanted.pop_back(); // "/srv/jobs/a/" is "/srv/jobs/a"
-    }
-    if (wanted == m_workdir) {
-        done(ok_status());
-        return;
-    }
-    if (!m_workdir.empty() || m_workdir_done) {
-        done(error{errc::bad_request, "a sandboxed kernel's working directory is chosen once: this one works in " +
-                                          protocol::echo_safe(m_workdir.empty() ? std::string("another") : m_workdir)});
-        return;
-    }
-    if (m_phase != phase::ready || m_setup.helper_launcher == nullptr) {
+    if (m_phase != phase::ready) {
         done(error{errc::internal, "kernel " + m_setup.id + " cannot take a working directory now"});
         return;
     }
-    launch_spec helper;
-    helper.argv = {m_setup.sandbox_helper, "workdir", std::to_string(pid()), protocol::format(*m_setup.sandbox), wanted};
-    helper.cwd = "/";
-    m_workdir_done = std::move(done);
-    m_workdir_output.clear();
-    launch_callbacks callbacks;
-    callbacks.on_output = [this](std::string_view bytes) {
-        if (m_workdir_output.size() < 4096) {
-            m_workdir_output.append(bytes);
-        }
-    };
-    callbacks.on_exit = [this, wanted](exit_status st) {
-        auto finished = std::move(m_workdir_done);
-        m_workdir_done = nullptr;
-        std::string why = m_workdir_output;
-        while (!why.empty() && why.back() == '\n') {
-            why.pop_back();
-        }
-        if (const std::string prefix = "kpool-sandbox workdir: "; why.starts_with(prefix)) {
-            why.erase(0, prefix.size());
-        }
-        if (st.code == 0 && st.term_signal == 0) {
-            m_workdir = wanted;
-            finished(ok_status());
-            return;
-        }
-        const errc code = st.code == protocol::unusable_workdir_exit ? errc::bad_request : errc::internal;
-        finished(error{code, why.empty() ? "kpool-sandbox workdir: " + st.describe() : why});
-    };
-    auto launched = m_setup.helper_launcher->launch(helper, std::move(callbacks));
-    if (!launched) {
-        auto failed = std::move(m_workdir_done);
-        m_workdir_done = nullptr;
-        failed(launched.err());
-        return;
-    }
-    m_workdir_helper = std::move(*launched);
+    m_workdir->open(pid(), *cwd, std::move(done));
 }
 
 void kernel_process::begin_code(std::chrono::milliseconds timeout, code_done done) {
@@ -680,10 +634,8 @@ void kernel_process::on_exit(exit_status status) {
         status.reason = "out of memory (limit " + std::to_string(m_setup.cgroup->memory_mb()) + " MiB)";
     }
     finish_code(error{errc::internal, "the kernel exited: " + status.describe()});
-    if (auto done = std::move(m_workdir_done)) {
-        m_workdir_done = nullptr;
-        m_workdir_helper.reset(); // killed: its exit is reported to nobody
-        done(error{errc::internal, "the kernel exited: " + status.describe()});
+    if (m_workdir) {
+        m_workdir->kernel_gone(error{errc::internal, "the kernel exited: " + status.describe()});
     }
     m_ready_deadline.stop();
     m_background_limit.stop();

@@ -15,6 +15,7 @@
 
 #include "daemon/process/cpu_priority.hpp"
 #include "daemon/process/kernel_cgroups.hpp"
+#include "daemon/process/kernel_workdir.hpp"
 #include "daemon/process/kernel_channel.hpp"
 #include "daemon/process/kernel_heartbeat.hpp"
 #include "daemon/process/launcher.hpp"
@@ -235,10 +236,7 @@ private:
     std::string m_session; // our wire-protocol session id with this kernel
     std::string m_output_tail;
     code_done m_code_done;      // run_code's caller, while its code runs
-    std::string m_workdir;      // open_workdir's cwd, once bound
-    std::unique_ptr<launched_process> m_workdir_helper; // while it runs
-    std::string m_workdir_output;
-    code_done m_workdir_done;   // open_workdir's caller, while the helper runs
+    std::optional<kernel_workdir> m_workdir; // a sandboxed kernel's
     std::chrono::steady_clock::time_point m_started_at;
 
     std::unique_ptr<launched_process> m_process;
