@@ -4,6 +4,7 @@
 #include "notebook/nbformat.hpp"
 #include "notebook/outputs.hpp"
 #include "params/values.hpp"
+#include "protocol/wire.hpp"
 #include "serve/http_response.hpp"
 #include "serve/kernel_call.hpp"
 #include "serve/request_services.hpp"
@@ -58,6 +59,8 @@ private:
             for (const char* key : {"ename", "evalue", "traceback"}) {
                 body[key] = done.reply.value(key, json());
             }
+            // The kernel's traceback carries terminal colours; logs and dashboards want text.
+            body["traceback_text"] = protocol::traceback_text(body["traceback"]);
         }
         finish(json_response(200, body));
     }

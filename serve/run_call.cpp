@@ -7,6 +7,7 @@
 #include "params/values.hpp"
 #include "protocol/control.hpp"
 #include "protocol/python_json.hpp"
+#include "protocol/wire.hpp"
 #include "runner/notebook_engine.hpp"
 #include "runner/notebook_files.hpp"
 #include "runner/notebook_prep.hpp"
@@ -111,8 +112,11 @@ private:
             const json& cell = m_nb["cells"][static_cast<std::size_t>(failed)];
             for (const json& out : cell.value("outputs", json::array())) {
                 if (out.value("output_type", "") == "error") {
-                    failure = {{"cell", failed}, {"ename", out.value("ename", "")},
-                               {"evalue", out.value("evalue", "")}, {"traceback", out.value("traceback", json())}};
+                    failure = {{"cell", failed},
+                               {"ename", out.value("ename", "")},
+                               {"evalue", out.value("evalue", "")},
+                               {"traceback", out.value("traceback", json())},
+                               {"traceback_text", protocol::traceback_text(out.value("traceback", json()))}};
                 }
             }
         }

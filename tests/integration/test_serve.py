@@ -126,6 +126,9 @@ def test_a_raised_error_comes_back_with_its_traceback(serve):
     body = exec_(serve(), "1/0").json()
     assert body["status"] == "error" and body["ename"] == "ZeroDivisionError"
     assert body["evalue"] == "division by zero" and "ZeroDivisionError" in body["traceback"][-1]
+    # Issue #53 item 5: the same as plain text beside the kernel's coloured lines.
+    assert "\x1b[" in "".join(body["traceback"]) and "\x1b[" not in body["traceback_text"]
+    assert "ZeroDivisionError: division by zero" in body["traceback_text"]
     assert body["outputs"][0]["output_type"] == "error"
 
 
@@ -573,6 +576,7 @@ def test_a_cell_that_raises_is_500_with_its_index_and_traceback(serve, root):
     body = r.json()
     assert body["error"] == "cell_error" and body["cell"] == 1
     assert body["ename"] == "ValueError" and body["evalue"] == "bad" and body["traceback"]
+    assert "ValueError: bad" in body["traceback_text"] and "\x1b[" not in body["traceback_text"]
 
 
 def test_a_cell_over_the_time_limit_is_504(serve, root):
