@@ -1,9 +1,16 @@
-"""deploy/kubernetes/ checked offline (kubectl's dry run needs a cluster): every manifest parses,
-the fields used are the ones Kubernetes knows, names and labels agree across objects, and the
+"""deploy/kubernetes/ checked offline (kubectl's dry run needs a cluster): the kustomization renders
+(`kubectl kustomize`, where kubectl is installed) and holds every manifest but the Secrets, every
+manifest parses, the fields used are the ones Kubernetes knows, names and labels agree across
+objects, /v1/run's notebooks reach the kernels, the NetworkPolicy covers the ports, and the
 ConfigMap's kpool.toml passes `kpoold --check-config` with the pod's environment."""
+import json
 import os
+import shutil
 import subprocess
+import tomllib
 
+import nbformat
+import pytest
 import yaml
 
 from conftest import KPOOLD
@@ -19,9 +26,12 @@ SCHEMA = {
     "Service": {"apiVersion", "kind", "metadata", "spec"},
     "DaemonSet": {"apiVersion", "kind", "metadata", "spec"},
     "Deployment": {"apiVersion", "kind", "metadata", "spec"},
+    "NetworkPolicy": {"apiVersion", "kind", "metadata", "spec"},
 }
 API = {"Namespace": "v1", "ConfigMap": "v1", "Secret": "v1", "Service": "v1", "DaemonSet": "apps/v1",
-       "Deployment": "apps/v1"}
+       "Deployment": "apps/v1", "NetworkPolicy": "networking.k8s.io/v1"}
+# In the directory but not applied: the Secrets' shape, and the kustomization itself.
+NOT_RESOURCES = {"secrets.example.yaml", "kustomization.yaml"}
 POD_SPEC = {"terminationGracePeriodSeconds", "enableServiceLinks", "automountServiceAccountToken",
             "securityContext", "initContainers", "containers", "volumes", "hostUsers"}
 CONTAINER = {"name", "image", "command", "env", "ports", "readinessProbe", "livenessProbe",
@@ -32,27 +42,109 @@ CONTAINER_SECURITY = {"allowPrivilegeEscalation", "readOnlyRootFilesystem", "cap
 PROBE = {"exec", "httpGet", "initialDelaySeconds", "periodSeconds", "timeoutSeconds", "failureThreshold"}
 
 
-def all_objects():
-    """Every object of every manifest, keyed by (kind, name)."""
+def kustomization():
+    with open(os.path.join(MANIFESTS, "kustomization.yaml")) as f:
+        return yaml.safe_load(f)
+
+
+def load(names):
+    """Every object of the named manifests, keyed by (kind, name)."""
     found = {}
-    for name in sorted(os.listdir(MANIFESTS)):
-        if name.endswith(".yaml"):
-            with open(os.path.join(MANIFESTS, name)) as f:
-                for doc in yaml.safe_load_all(f):
-                    key = (doc["kind"], doc["metadata"]["name"])
-                    assert key not in found, "%s %s defined twice" % key
-                    found[key] = doc
+    for name in names:
+        with open(os.path.join(MANIFESTS, name)) as f:
+            for doc in yaml.safe_load_all(f):
+                key = (doc["kind"], doc["metadata"]["name"])
+                assert key not in found, "%s %s defined twice" % key
+                found[key] = doc
+    return found
+
+
+def all_objects():
+    """What `kubectl apply -k` applies, and the example Secrets beside it (made by hand)."""
+    found = load(kustomization()["resources"])
+    found.update(load(["secrets.example.yaml"]))
     return found
 
 
 def objects():
     """kpoold's objects (the DaemonSet and what it uses), keyed by kind."""
-    return {kind: doc for (kind, name), doc in all_objects().items() if not name.startswith("kpool-serve")}
+    return {kind: doc for (kind, name), doc in all_objects().items()
+            if not name.startswith("kpool-serve") and name != "kpool-notebooks"}
 
 
 def pod_specs():
     return [obj["spec"]["template"]["spec"] for obj in all_objects().values()
             if obj["kind"] in ("DaemonSet", "Deployment")]
+
+
+def test_the_kustomization_applies_every_manifest_but_the_secrets_and_sets_the_image():
+    on_disk = {n for n in os.listdir(MANIFESTS) if n.endswith(".yaml")}
+    assert set(kustomization()["resources"]) == on_disk - NOT_RESOURCES
+    applied = load(kustomization()["resources"])
+    # An apply never puts the placeholders over real keys (issue #53 item 4).
+    assert not [key for key in applied if key[0] == "Secret"]
+    for pod in pod_specs():
+        for c in pod["containers"] + pod.get("initContainers", []):
+            assert c["image"] == "kpool"  # kustomize's `images` names the real one
+    assert [i["name"] for i in kustomization()["images"]] == ["kpool"]
+    if not shutil.which("kubectl"):
+        pytest.skip("kubectl is not installed: the render itself is not checked")
+    r = subprocess.run(["kubectl", "kustomize", MANIFESTS], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    rendered = list(yaml.safe_load_all(r.stdout))
+    assert {(d["kind"], d["metadata"]["name"]) for d in rendered} == set(applied)
+    image = kustomization()["images"][0]
+    images = {c["image"] for d in rendered if d["kind"] in ("DaemonSet", "Deployment")
+              for c in d["spec"]["template"]["spec"]["containers"] + d["spec"]["template"]["spec"].get("initContainers", [])}
+    assert images == {"%s:%s" % (image["newName"], image["newTag"])}
+
+
+def test_v1_run_notebooks_are_where_the_kernels_work():
+    """kpool serve reads a notebook under --root; its kernel, in a kpoold pod, works in the
+    notebook's folder: the same volume at the same path in both, and a sandbox root."""
+    objs = all_objects()
+    serve_pod = objs[("Deployment", "kpool-serve")]["spec"]["template"]["spec"]
+    command = serve_pod["containers"][0]["command"]
+    root = command[command.index("--root") + 1]
+    ds_pod = objs[("DaemonSet", "kpool")]["spec"]["template"]["spec"]
+    kpoold = next(c for c in ds_pod["containers"] if c["name"] == "kpoold")
+
+    def volume_at(pod, container, path):
+        mount = next(m for m in container["volumeMounts"] if m["mountPath"] == path)
+        return next(v for v in pod["volumes"] if v["name"] == mount["name"])
+
+    served = volume_at(serve_pod, serve_pod["containers"][0], root)
+    assert volume_at(ds_pod, kpoold, root) == served
+    config = tomllib.loads(objs[("ConfigMap", "kpool-config")]["data"]["kpool.toml"].replace("${POD_IP}", "10.0.0.1"))
+    for name, pool in config["pools"].items():
+        if pool.get("isolation") == "sandbox":
+            assert root in pool["sandbox"]["roots"], name
+    notebooks = objs[("ConfigMap", served["configMap"]["name"])]["data"]
+    for name, text in notebooks.items():
+        nbformat.validate(nbformat.reads(text, as_version=4))
+
+
+def test_the_network_policy_lets_only_kpool_clients_reach_the_control_and_kernel_ports():
+    objs = all_objects()
+    policy = objs[("NetworkPolicy", "kpool")]["spec"]
+    ds = objs[("DaemonSet", "kpool")]
+    assert policy["podSelector"]["matchLabels"].items() <= ds["spec"]["template"]["metadata"]["labels"].items()
+    assert policy["policyTypes"] == ["Ingress"]
+    ports = {}
+    for rule in policy["ingress"]:
+        assert rule["from"], "a rule without `from` lets everyone in"
+        for p in rule["ports"]:
+            ports[p["port"]] = (p.get("endPort", p["port"]), rule["from"])
+    kpoold = next(c for c in ds["spec"]["template"]["spec"]["containers"] if c["name"] == "kpoold")
+    assert {p["containerPort"] for p in kpoold["ports"]} <= set(ports)
+    # The kernels' ports: the pool's range (kpoold's default, above the ephemeral range).
+    assert ports[61000][0] == 65535
+    serve_labels = objs[("Deployment", "kpool-serve")]["spec"]["template"]["metadata"]["labels"]
+    control_from = ports[5555][1]
+    assert any(f.get("podSelector", {}).get("matchLabels", {}).items() <= serve_labels.items()
+               and "namespaceSelector" not in f for f in control_from)
+    metrics_from = ports[9464][1]
+    assert metrics_from != control_from and all(f["podSelector"]["matchLabels"] for f in metrics_from)
 
 
 def test_every_manifest_parses_and_uses_known_fields():
