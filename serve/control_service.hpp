@@ -24,8 +24,9 @@ public:
     // To one daemon, no failover (the requests about a kernel it handed out).
     virtual void control_at(std::size_t daemon, nlohmann::json request, std::chrono::milliseconds timeout,
                             std::function<void(result<nlohmann::json>)> done) = 0;
-    // Seconds a caller refused with 429 for `pool` should wait.
-    virtual int retry_after(const std::string& pool) const = 0;
+    // Seconds a caller refused with 429 for `pool` ("": any) should wait: its turn, counted
+    // (serve/wait_estimate.hpp), so each call is a refusal that takes a place in line.
+    virtual int retry_after(const std::string& pool) = 0;
 
 protected:
     ~control_service() = default;

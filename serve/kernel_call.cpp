@@ -33,6 +33,15 @@ void kernel_call::begin(const kernel_wish& wish) {
 }
 
 void kernel_call::acquire() {
+    if (const auto turn = m_owner.refusal_at_once(m_wish.pool)) {
+        m_owner.metrics().rejected().Increment();
+        http_response r = error_response(
+            429, "overloaded",
+            "requests already wait for a kernel of pool " + m_wish.pool +
+                " and this one would wait past the queue timeout: come back in " + std::to_string(*turn) + " s");
+        r.headers.emplace_back("retry-after", std::to_string(*turn));
+        return finish(std::move(r));
+    }
     protocol::acquire_args request;
     request.pool = m_wish.pool;
     request.timeout_ms = m_owner.options().queue_timeout.count();
@@ -46,6 +55,7 @@ void kernel_call::acquire() {
 
 void kernel_call::take_spare(spare_kernels::spare spare) {
     m_lease = std::move(spare.lease);
+    took_kernel();
     m_exchange->set_kernel_id(m_lease.kernel_id);
     m_session = std::make_unique<kernel_session>(m_owner.loop(), std::move(spare.channels));
     if (m_exchange->gone()) {
@@ -87,6 +97,7 @@ void kernel_call::on_acquired(result<kernel_lease> lease, const kernel_leases::r
         return finish(std::move(answer));
     }
     m_lease = std::move(*lease);
+    took_kernel();
     m_exchange->set_kernel_id(m_lease.kernel_id);
     m_owner.metrics().kernels_used().Increment();
     m_owner.spares().used(m_wish.pool);
@@ -190,6 +201,11 @@ void kernel_call::poll() {
     });
 }
 
+void kernel_call::took_kernel() {
+    m_taken_at = steady::now();
+    m_owner.kernel_taken(m_wish.pool, m_taken_at);
+}
+
 void kernel_call::finish(http_response response) {
     if (m_finished) {
         return; // prepare()'s other step failed too, after the first had answered
@@ -206,6 +222,7 @@ void kernel_call::finish(http_response response) {
         m_owner.request_finished();
         return;
     }
+    m_owner.kernel_returned(m_wish.pool, m_taken_at, true);
     m_owner.leases().release(m_lease, [self = shared_from_this()] { self->m_owner.request_finished(); });
     m_lease.kernel_id.clear();
 }
@@ -216,7 +233,8 @@ void kernel_call::give_back() {
     }
     if (!m_lease.kernel_id.empty()) {
         // Gone, most likely (then kpoold answers unknown_kernel); if only its daemon did not
-        // answer in time, this gives the kernel back all the same.
+        // answer in time, this gives the kernel back all the same. Not a hold of a request's.
+        m_owner.kernel_returned(m_wish.pool, m_taken_at, false);
         m_owner.leases().release(m_lease);
         m_lease.kernel_id.clear();
     }

@@ -71,6 +71,7 @@ private:
     void prepared(unsigned attempt); // one of prepare()'s steps is done
     // Lets go of a kernel before any code ran on it (a spare found gone), without answering.
     void give_back();
+    void took_kernel();
     void poll();
 
     request_services& m_owner;
@@ -81,6 +82,7 @@ private:
     int m_steps_left = 0; // prepare()'s
     unsigned m_attempt = 0; // the kernel's (a spare found gone gives way to another): stale replies are ignored
     kernel_lease m_lease; // kernel_id empty: none held
+    std::chrono::steady_clock::time_point m_taken_at; // when m_lease was taken (wait_estimate's hold times)
     // A spare taken without a time limit keeps kpool serve's holder lease, renewed while the call
     // runs; otherwise the lease the acquire (or the spare's renew) asked for.
     bool m_renews = false;

@@ -355,15 +355,47 @@ void server::request_finished() {
     finish_shutdown_if_idle();
 }
 
-int server::retry_after(const std::string& pool) const {
-    const double waiting = m_metrics.waiting_now();
-    double seconds = 1;
+std::pair<double, double> server::warm_and_fallback(const std::string& pool, double waiting) const {
+    // Before any request held a kernel: the time to warm one per kernel the pool keeps, per waiter.
+    double fallback = 1;
+    double warm = 0;
     for (const auto& [name, pace] : m_pace) {
         if (pool.empty() || name == pool) {
-            seconds = std::max(seconds, pace.time_to_warm_s * (1 + waiting / pace.size));
+            fallback = std::max(fallback, pace.time_to_warm_s * (1 + waiting / pace.size));
+            warm = std::max(warm, pace.time_to_warm_s);
         }
     }
-    return static_cast<int>(std::clamp(std::ceil(seconds), 1.0, 60.0));
+    return {warm, fallback};
+}
+
+int server::retry_after(const std::string& pool) {
+    const double waiting = m_metrics.waiting_now();
+    const auto [warm, fallback] = warm_and_fallback(pool, waiting);
+    return m_waits[pool].refused(std::chrono::steady_clock::now(), waiting, warm, fallback);
+}
+
+std::optional<int> server::refusal_at_once(const std::string& pool) {
+    const double waiting = m_metrics.waiting_now();
+    if (waiting < 1) {
+        return std::nullopt; // a kernel may be free now: never refuse what could run at once
+    }
+    const auto wait = m_waits[pool].expected_wait(std::chrono::steady_clock::now(), waiting,
+                                                  warm_and_fallback(pool, waiting).first);
+    if (!wait || *wait <= std::chrono::duration<double>(m_options.queue_timeout).count()) {
+        return std::nullopt;
+    }
+    return retry_after(pool);
+}
+
+void server::kernel_taken(const std::string& pool, std::chrono::steady_clock::time_point at) {
+    m_waits[pool].took(at);
+    m_waits[""].took(at);
+}
+
+void server::kernel_returned(const std::string& pool, std::chrono::steady_clock::time_point taken, bool used) {
+    const auto now = std::chrono::steady_clock::now();
+    m_waits[pool].returned(taken, now, used);
+    m_waits[""].returned(taken, now, used);
 }
 
 void server::track(const std::shared_ptr<kernel_call>& call) {

@@ -14,6 +14,7 @@
 #include "serve/request_services.hpp"
 #include "serve/serve_metrics.hpp"
 #include "serve/serve_options.hpp"
+#include "serve/wait_estimate.hpp"
 
 #include <nlohmann/json.hpp>
 #include <uv.h>
@@ -60,10 +61,15 @@ public:
                     std::function<void(result<nlohmann::json>)> done) override;
     kernel_leases& leases() override { return m_leases; }
     void request_finished() override;
+    void kernel_taken(const std::string& pool, std::chrono::steady_clock::time_point at) override;
+    void kernel_returned(const std::string& pool, std::chrono::steady_clock::time_point taken, bool used) override;
+    std::optional<int> refusal_at_once(const std::string& pool) override;
     // The pool's median time to warm a kernel (from kpoold's status, refreshed every 2 s) times
     // the queue ahead of it per kernel the pool keeps warm, from 1 to 60. `pool` empty: the
     // slowest pool's.
-    int retry_after(const std::string& pool) const override;
+    int retry_after(const std::string& pool) override;
+    // The pool's time to warm a kernel, and a Retry-After before any request held one.
+    std::pair<double, double> warm_and_fallback(const std::string& pool, double waiting) const;
     void track(const std::shared_ptr<kernel_call>& call) override;
     spare_kernels& spares() override { return *m_spares; }
 
@@ -119,6 +125,8 @@ private:
         int size = 1;
     };
     std::map<std::string, pool_pace> m_pace; // from the last status
+    // The pace at which requests give kernels back, per pool asked for and for all ("").
+    std::map<std::string, wait_estimate> m_waits;
     loop::uv_timer m_pace_timer;
     std::size_t m_active = 0; // requests whose answer or cleanup is still to come
     std::function<void()> m_on_shut_down;
