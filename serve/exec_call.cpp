@@ -62,7 +62,8 @@ private:
             // The kernel's traceback carries terminal colours; logs and dashboards want text.
             body["traceback_text"] = protocol::traceback_text(body["traceback"]);
         }
-        finish(json_response(200, body));
+        const bool raised = body["status"] == "error";
+        finish(with_outcome(json_response(200, body), raised ? "error" : "ok"));
     }
 
     exec_body m_body;

@@ -31,6 +31,14 @@ inline http_response error_response(int status, const std::string& code, const s
     return json_response(status, body);
 }
 
+// How the user's code ended, on every answer whose code ran to its end: "ok" or "error" (it
+// raised). Such an answer is a 200 either way (docs/serve.md): the status is about the request,
+// this header and the body's `status` about the code.
+inline http_response with_outcome(http_response response, const char* outcome) {
+    response.headers.emplace_back("kpool-outcome", outcome);
+    return response;
+}
+
 // kpoold's failed acquire as an answer: no kernel in time, none can start or the pool is failing
 // are back-pressure (429 with Retry-After); an unknown pool is 404; a cwd/env the kernel refused
 // is 400; a stopping daemon 503.

@@ -16,6 +16,7 @@
 #include "serve/kernel_call.hpp"
 #include "serve/request_services.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -106,58 +107,105 @@ private:
             }
         }
         const runner::stop_reason& stop = m_engine.stop();
-        const long failed = m_engine.failed_cell();
-        json failure;
-        if (failed >= 0) {
-            const json& cell = m_nb["cells"][static_cast<std::size_t>(failed)];
-            for (const json& out : cell.value("outputs", json::array())) {
-                if (out.value("output_type", "") == "error") {
-                    failure = {{"cell", failed},
-                               {"ename", out.value("ename", "")},
-                               {"evalue", out.value("evalue", "")},
-                               {"traceback", out.value("traceback", json())},
-                               {"traceback_text", protocol::traceback_text(out.value("traceback", json()))}};
-                }
-            }
-        }
+        // A failed cell without an error output ran past its time limit.
+        const bool raised = m_engine.failed_cell() >= 0 &&
+                            has_error_output(m_nb["cells"][static_cast<std::size_t>(m_engine.failed_cell())]);
         m_engine.finish(m_start, runner::wall_clock::now());
         save();
+        long failed = -1;
+        const json failure = raised ? failure_of(m_nb, failed) : json();
         switch (stop.outcome) {
         case runner::run_outcome::ok:
-            break;
+            return finish(with_outcome(answer(), "ok"));
         case runner::run_outcome::cell_failed:
-            if (failure.is_null()) { // over the time limit
-                return finish(error_response(504, "timeout", stop.message));
+            if (failure.is_null()) { // over the time limit: what ran so far comes with the 504
+                return finish(error_response(504, "timeout", stop.message, made_so_far()));
             }
-            return finish(error_response(500, "cell_error",
-                                         "cell " + std::to_string(failed) + " raised " +
-                                             failure["ename"].get<std::string>(),
-                                         failure));
+            return finish(with_outcome(code_error_answer(failed, failure), "error"));
         case runner::run_outcome::kernel_died:
-            return finish(error_response(502, "kernel_died", with_death_reason(stop.message)));
+            return finish(error_response(502, "kernel_died", with_death_reason(stop.message), made_so_far()));
         case runner::run_outcome::interrupted:
             return finish(cancelled_response());
         default:
             return finish(error_response(500, "internal", stop.message));
         }
-        if (m_body.outputs_only) {
-            json cells = json::array();
-            for (std::size_t i = 0; i < m_nb["cells"].size(); ++i) {
-                const json& cell = m_nb["cells"][i];
-                if (cell.value("cell_type", "") == "code") {
-                    json outputs = json::array();
-                    for (const json& out : cell.value("outputs", json::array())) {
-                        outputs.push_back(notebook::output_for_file(out));
-                    }
-                    cells.push_back({{"cell", i}, {"outputs", outputs}});
+    }
+
+    static bool has_error_output(const json& cell) {
+        const json& outputs = cell.value("outputs", json::array());
+        return std::any_of(outputs.begin(), outputs.end(),
+                           [](const json& out) { return out.value("output_type", "") == "error"; });
+    }
+
+    // The error that stopped the run, as the finished notebook has it (after papermill's marker
+    // cells went in): the last code cell with an error output; null if none. `failed`: its index.
+    static json failure_of(const json& nb, long& failed) {
+        const json& cells = nb["cells"];
+        for (std::size_t i = cells.size(); i-- > 0;) {
+            for (const json& out : cells[i].value("outputs", json::array())) {
+                if (out.value("output_type", "") == "error") {
+                    failed = static_cast<long>(i);
+                    return {{"cell", failed},
+                            {"ename", out.value("ename", "")},
+                            {"evalue", out.value("evalue", "")},
+                            {"traceback", out.value("traceback", json())},
+                            {"traceback_text", protocol::traceback_text(out.value("traceback", json()))}};
                 }
             }
-            return finish(json_response(200, {{"cells", cells}}));
+        }
+        return nullptr;
+    }
+
+    // The answer to a run whose cells all ran, in the shape the request asked for.
+    http_response answer() const {
+        if (m_body.outputs_only) {
+            return json_response(200, {{"cells", code_cell_outputs()}});
         }
         if (auto tagged = tagged_response(m_nb)) {
-            return finish(std::move(*tagged));
+            return std::move(*tagged);
         }
-        finish({200, "application/x-ipynb+json", notebook::write_notebook(m_nb), {}});
+        return {200, "application/x-ipynb+json", notebook::write_notebook(m_nb), {}};
+    }
+
+    // A cell raised: the code ran to its end, so the request was served (200, docs/serve.md's
+    // rule), in the shape asked for: the executed notebook as `kpool run` writes it (papermill's
+    // error marker included), the outputs with the error beside them, or, for a notebook that
+    // answers with a tagged cell, which never ran, the error itself.
+    http_response code_error_answer(long failed, const json& failure) const {
+        if (m_body.outputs_only) {
+            return json_response(200, {{"cells", code_cell_outputs()}, {"error", failure}});
+        }
+        if (runner::first_tagged_cell(m_nb, "response") >= 0) {
+            json body = {{"error", "cell_error"},
+                         {"message", "cell " + std::to_string(failed) + " raised " +
+                                         failure["ename"].get<std::string>()}};
+            body.update(failure);
+            return json_response(200, body);
+        }
+        return {200, "application/x-ipynb+json", notebook::write_notebook(m_nb), {}};
+    }
+
+    // What a run cut short (504, 502) had made: the notebook so far, or its outputs.
+    json made_so_far() const {
+        if (m_body.outputs_only) {
+            return {{"cells", code_cell_outputs()}};
+        }
+        return {{"notebook", json::parse(notebook::write_notebook(m_nb))}}; // as a file has it
+    }
+
+    json code_cell_outputs() const {
+        json cells = json::array();
+        for (std::size_t i = 0; i < m_nb["cells"].size(); ++i) {
+            const json& cell = m_nb["cells"][i];
+            if (cell.value("cell_type", "") == "code") {
+                json outputs = json::array();
+                for (const json& out : cell.value("outputs", json::array())) {
+                    outputs.push_back(notebook::output_for_file(out));
+                }
+                cells.push_back({{"cell", i}, {"outputs", outputs}});
+            }
+        }
+        return cells;
     }
 
     // --save-dir: the executed notebook, whatever its outcome, as SAVE_DIR/REQUEST_ID.ipynb.

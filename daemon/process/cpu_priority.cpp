@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -104,6 +105,35 @@ support prepare() {
                        "): kpoold lacks CAP_SYS_NICE and its RLIMIT_NICE is " +
                        std::to_string(limit.rlim_cur) + " (hard " + std::to_string(limit.rlim_max) +
                        "), 20 is needed; set LimitNICE=20 in the service"};
+}
+
+unsigned long long cpu_ticks(int pid, reach scope) {
+    unsigned long long ticks = 0;
+    for (const int tid : threads_of(pid, scope)) {
+        std::ifstream stat("/proc/" + std::to_string(tid) + "/task/" + std::to_string(tid) + "/stat");
+        std::string line;
+        if (!std::getline(stat, line)) {
+            continue; // ended meanwhile
+        }
+        // Fields after the command, which may hold spaces and parentheses (proc(5)): state is
+        // the 3rd field, utime the 14th and stime the 15th.
+        const auto close = line.rfind(')');
+        if (close == std::string::npos) {
+            continue;
+        }
+        std::istringstream rest(line.substr(close + 2));
+        std::string field;
+        unsigned long long utime = 0, stime = 0;
+        for (int index = 3; index <= 15 && rest >> field; ++index) {
+            if (index == 14) {
+                utime = std::strtoull(field.c_str(), nullptr, 10);
+            } else if (index == 15) {
+                stime = std::strtoull(field.c_str(), nullptr, 10);
+            }
+        }
+        ticks += utime + stime;
+    }
+    return ticks;
 }
 
 int make_idle(int pid, reach scope) { return set_policy(pid, SCHED_IDLE, scope); }

@@ -35,6 +35,10 @@ enum class reach { process, tree };
 int make_idle(int pid, reach scope = reach::process);
 int make_normal(int pid, reach scope = reach::process);
 
+// The CPU time (user + system, clock ticks) the threads `scope` reaches have used so far: a
+// stopping kernel whose count still grows is working (atexit, a history flush), not hung.
+unsigned long long cpu_ticks(int pid, reach scope = reach::process);
+
 // The policy of thread `tid` (SCHED_OTHER, SCHED_IDLE, ...), or -errno. For tests and status.
 int policy_of(int tid);
 

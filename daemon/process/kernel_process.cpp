@@ -63,7 +63,13 @@ kernel_process::kernel_process(uv_loop_t* loop, zmq::context_t& zmq, launcher& l
                  {[this] { send_shutdown_request(); },
                   [this] { return hurry_teardown(); },
                   [this](int signum) { m_process->signal_group(signum); },
-                  [this] { loop::logger("kernel")->warn("kernel {} ignored SIGTERM; sending SIGKILL", m_setup.id); }}) {
+                  [this] { loop::logger("kernel")->warn("kernel {} ignored SIGTERM; sending SIGKILL", m_setup.id); },
+                  [this] { return pid() > 0 ? cpu_priority::cpu_ticks(pid(), priority_reach()) : 0ULL; },
+                  [this](double seconds) {
+                      loop::logger("kernel")->debug("kernel {} pool={} pid={}: still shutting down and using CPU "
+                                                   "{:.1f} s after its shutdown_request; one more grace",
+                                                   m_setup.id, m_setup.pool, pid(), seconds);
+                  }}) {
     if (m_setup.sandbox) {
         m_workdir.emplace(m_setup.helper_launcher, m_setup.sandbox_helper, *m_setup.sandbox);
     }

@@ -2,8 +2,10 @@
 // known, then SIGTERM to its process group after the grace, then SIGKILL after another; without
 // known channels, SIGTERM at once. A kernel whose teardown was left to idle CPU gets normal CPU
 // and one more grace before SIGTERM: on a host with no idle CPU it could not have used the first,
-// and a kill would skip its atexit functions and history flush. The kernel_process sends and
-// changes priorities; this keeps the schedule.
+// and a kill would skip its atexit functions and history flush. A kernel still using CPU when a
+// grace ends is working, not hung (a busy host shares its CPU among many): it gets another grace,
+// up to `working_limit` after the request; one that used none in a whole grace gets SIGTERM. The
+// kernel_process sends and changes priorities; this keeps the schedule.
 #pragma once
 
 #include "loop/uv_timer.hpp"
@@ -15,6 +17,9 @@ namespace kpool::daemon {
 
 class stop_escalation {
 public:
+    // How long a kernel that keeps working after its shutdown_request may take in all.
+    static constexpr std::chrono::seconds working_limit{30};
+
     struct steps {
         std::function<void()> ask;               // the shutdown_request
         // The grace after `ask` is over: true if the kernel was at idle CPU priority and now
@@ -22,9 +27,14 @@ public:
         std::function<bool()> hurry;
         std::function<void(int signum)> signal;  // to the process group
         std::function<void()> ignored_term;      // SIGKILL follows (for the log)
+        // The CPU time the kernel has used so far, in any unit that only grows. Optional.
+        std::function<unsigned long long()> cpu_used;
+        // Another grace for a kernel that is working, so many seconds after the request (log).
+        std::function<void(double seconds)> working;
     };
 
-    stop_escalation(uv_loop_t* loop, std::chrono::milliseconds grace, steps s);
+    stop_escalation(uv_loop_t* loop, std::chrono::milliseconds grace, steps s,
+                    std::chrono::milliseconds limit = working_limit);
 
     void begin(bool ask_first);
     // The process is gone: nothing more to send.
@@ -32,11 +42,16 @@ public:
 
 private:
     void asked_grace_over();
+    void working_grace_over();
+    bool still_working();
     void terminate();
 
     std::chrono::milliseconds m_grace;
+    std::chrono::milliseconds m_limit;
     steps m_steps;
     loop::uv_timer m_timer;
+    std::chrono::steady_clock::time_point m_asked_at;
+    unsigned long long m_cpu_seen = 0;
 };
 
 } // namespace kpool::daemon

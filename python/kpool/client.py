@@ -162,16 +162,24 @@ def _result(reply: Dict[str, Any]) -> Dict[str, Any]:
     return reply
 
 
-def _acquire_request(pool, timeout_ms, lease_s, cwd, env):
+def _context_fields(req: Dict[str, Any], cwd, env, history) -> Dict[str, Any]:
+    """acquire's and context's cwd, env and history (PROTOCOL.md): absent when not given."""
+    if cwd is not None:
+        req["cwd"] = os.path.abspath(cwd)
+    if env:
+        req["env"] = dict(env)
+    if history is not None:
+        req["history"] = history
+    return req
+
+
+def _acquire_request(pool, timeout_ms, lease_s, cwd, env, history):
     req: Dict[str, Any] = {"op": "acquire", "pool": pool}
     if timeout_ms is not None:
         req["timeout_ms"] = int(timeout_ms)
     if lease_s is not None:
         req["lease_s"] = lease_s
-    if cwd is not None:
-        req["cwd"] = os.path.abspath(cwd)
-    if env:
-        req["env"] = dict(env)
+    _context_fields(req, cwd, env, history)
     wait = (timeout_ms if timeout_ms is not None else DAEMON_DEFAULT_ACQUIRE_MS) + DEFAULT_TIMEOUT_MS
     return req, wait
 
@@ -296,8 +304,11 @@ class _Operations:
         return (yield from _single({"op": "kernelspecs"}))["kernelspecs"]
 
     def acquire(self, pool: str, timeout_ms: Optional[int] = None, lease_s: Optional[float] = None,
-                cwd: Optional[str] = None, env: Optional[Dict[str, str]] = None) -> Kernel:
-        req, wait = _acquire_request(pool, timeout_ms, lease_s, cwd, env)
+                cwd: Optional[str] = None, env: Optional[Dict[str, str]] = None,
+                history: Optional[str] = None) -> Kernel:
+        """`history`: "memory" gives an IPython kernel an in-memory history (as
+        `--HistoryManager.hist_file=:memory:` does a launched one), "file" or None its file."""
+        req, wait = _acquire_request(pool, timeout_ms, lease_s, cwd, env, history)
         return (yield from self._daemons.acquire_plan(req, wait))
 
     def release(self, kernel_id: str) -> None:
@@ -312,14 +323,17 @@ class _Operations:
         reply = yield from self._daemons.owner_plan(kernel_id, {"op": "poll", "kernel_id": kernel_id})
         return None if reply["alive"] else reply["exit_code"]
 
-    def context(self, kernel_id: str, cwd: Optional[str] = None, env: Optional[Dict[str, str]] = None) -> None:
-        """Applies a working directory and environment in a kernel this client holds, as
-        acquire's cwd and env do (for a kernel taken before they were known)."""
-        req: Dict[str, Any] = {"op": "context", "kernel_id": kernel_id}
-        if cwd is not None:
-            req["cwd"] = cwd
-        if env:
-            req["env"] = dict(env)
+    def renew(self, kernel_id: str, lease_s: float) -> float:
+        """The kernel's lease now ends lease_s from now; returns the seconds left."""
+        reply = yield from self._daemons.owner_plan(
+            kernel_id, {"op": "renew", "kernel_id": kernel_id, "lease_s": lease_s})
+        return reply["lease_remaining_s"]
+
+    def context(self, kernel_id: str, cwd: Optional[str] = None, env: Optional[Dict[str, str]] = None,
+                history: Optional[str] = None) -> None:
+        """Applies a working directory, environment and history in a kernel this client holds,
+        as acquire's do (for a kernel taken before they were known)."""
+        req = _context_fields({"op": "context", "kernel_id": kernel_id}, cwd, env, history)
         yield from self._daemons.owner_plan(kernel_id, req)
 
     def resize(self, pool: str, size: int) -> Dict[str, Any]:
@@ -331,8 +345,9 @@ class _Operations:
         return (yield from _single({"op": "drain", "pool": pool}))
 
 
-_OPERATIONS = ("ping", "status", "statuses", "kernelspecs", "acquire", "release", "signal",
-               "poll", "context", "resize", "drain")
+# Every public method of _Operations is a plan that both clients carry out.
+_OPERATIONS = tuple(name for name, value in vars(_Operations).items()
+                    if not name.startswith("_") and callable(value))
 
 
 def _single(req: Dict[str, Any]):

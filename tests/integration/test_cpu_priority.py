@@ -175,6 +175,38 @@ def test_a_released_kernel_on_a_host_that_is_never_idle_still_exits_cleanly(kpoo
     assert "pid=%d: still shutting down after 2.0 s at idle CPU priority" % k["pid"] in d.log_text()
 
 
+def test_a_released_kernel_that_works_long_at_exit_finishes_and_a_hung_one_does_not_wait(kpoold, tmp_path):
+    """Issue #53 item 7: at release a kernel may still run its atexit work (a history flush, a
+    file written, a connection closed); on a busy host that work gets more graces for as long as
+    it uses CPU (up to 30 s), while one that hangs, using none, gets SIGTERM on schedule."""
+    d = kpoold('[pools.py]\nkernelspec = "python3"\nlauncher = "spawn"\nsize = 2\n')
+    d.wait_warm("py", 2, timeout=60)
+    working, hung = d.acquire("py"), d.acquire("py")
+    marker = tmp_path / "atexit-done"
+    # About 3 s of CPU: more than the two graces (4 s) give it on a host with no idle CPU.
+    run_code(working["connection_file"],
+             "import atexit, time\n"
+             "def work():\n"
+             "    spent = time.process_time() + 3\n"
+             "    while time.process_time() < spent: pass\n"
+             "    open(%r, 'w').write('yes')\n"
+             "atexit.register(work)" % str(marker))
+    run_code(hung["connection_file"], "import atexit, time; atexit.register(lambda: time.sleep(600))")
+    with no_idle_cpu():
+        started = time.monotonic()
+        assert d.rpc(op="release", kernel_id=hung["kernel_id"])["ok"]
+        assert d.rpc(op="release", kernel_id=working["kernel_id"])["ok"]
+        wait_until(lambda: not alive(hung["pid"]), timeout=30, what="the hung kernel to be stopped")
+        hung_took = time.monotonic() - started
+        wait_until(lambda: not alive(working["pid"]), timeout=40, what="the working kernel to exit")
+    assert marker.read_text() == "yes"
+    assert hung_took < 12, hung_took  # two graces of 2 s, then SIGTERM (slack for a busy host)
+    log = d.log_text()
+    assert "pid=%d exit code 0" % working["pid"] in log, log[-3000:]
+    assert "pid=%d: still shutting down and using CPU" % working["pid"] in log
+    assert "pid=%d killed by signal 15" % hung["pid"] in log, log[-3000:]
+
+
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
                     reason="needs root to run kpoold as another user")
 @pytest.mark.parametrize("nice_limit", [0, 20])

@@ -14,7 +14,7 @@ import pytest
 from jupyter_client import KernelManager
 from nbclient import NotebookClient
 
-from conftest import PYTHON, alive, reference_kernel_manager, wait_until
+from conftest import PYTHON, alive, reference_kernel_manager, run_cells, wait_until
 
 POOL = """
 [pools.python3]
@@ -125,6 +125,65 @@ def test_nbclient_gives_the_same_outputs_as_the_plain_kernel(pooled, tmp_path):
     assert runs["python3-pooled"] == runs["python3"]
     assert json.loads(runs["python3-pooled"][0])["text"] == str(workdir) + "\n"
     assert pooled.pool("python3")["counters"]["acquired"] == 1
+
+
+def test_nbclient_gives_the_kernel_what_the_caller_set_and_an_in_memory_history(pooled, tmp_path, monkeypatch):
+    """nbclient's own suite found both: a variable the calling process set for itself (the
+    kernel's environment is the daemon's, not the caller's), and nbclient's
+    --HistoryManager.hist_file=:memory:, which a launched kernel gets."""
+    monkeypatch.setenv("KPOOL_TEST_SET_BY_THE_CALLER", "here")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(
+        "import os\nprint(os.environ.get('KPOOL_TEST_SET_BY_THE_CALLER'))\n"
+        "print(get_ipython().history_manager.hist_file)")]
+    # What nbclient passes a kernel named python3 (jupyter_client's `ipykernel`): given here, as
+    # this kernelspec has another name.
+    NotebookClient(nb, kernel_name="python3-pooled", timeout=60,
+                   extra_arguments=["--HistoryManager.hist_file=:memory:"]).execute()
+    assert nb.cells[0].outputs[0]["text"] == "here\n:memory:\n"
+    # A kernelspec's own history file stays when nothing asks for memory.
+    km = KernelManager(kernel_name="python3-pooled")
+    km.start_kernel()
+    try:
+        out = run_cells(km.connection_file, ["print(get_ipython().history_manager.hist_file)"])
+        assert out[0].strip() != ":memory:", out
+    finally:
+        km.shutdown_kernel()
+
+
+HOLDER = """
+import sys, time
+from jupyter_client import KernelManager
+km = KernelManager(kernel_name=sys.argv[1])
+km.start_kernel()
+print(km.provisioner.pooled_kernel_id, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_dead_clients_kernel_comes_back_within_the_held_lease(pooled, tmp_path):
+    """A client that dies without shutting its kernel down holds it only for the short lease it
+    renews while it lives, not the pool's whole lease."""
+    spec = tmp_path / "prefix" / "share" / "jupyter" / "kernels" / "python3-pooled" / "kernel.json"
+    short = json.loads(spec.read_text())
+    short["metadata"]["kernel_provisioner"]["config"]["held_lease_s"] = 3
+    held = spec.parent.parent / "python3-held"
+    held.mkdir()
+    (held / "kernel.json").write_text(json.dumps(short))
+    holder = subprocess.Popen([PYTHON, "-c", HOLDER, "python3-held"], stdout=subprocess.PIPE, text=True)
+    try:
+        kernel_id = holder.stdout.readline().strip()
+        assert kernel_id, "the holder started no kernel"
+        time.sleep(7)  # more than two leases: only the renewals keep it
+        assert pooled.pool("python3")["leased"] == 1
+        assert pooled.rpc(op="poll", kernel_id=kernel_id)["alive"]
+    finally:
+        holder.kill()
+        holder.wait()
+    started = time.monotonic()
+    wait_until(lambda: pooled.pool("python3")["leased"] == 0, timeout=15, what="the lease to run out")
+    assert time.monotonic() - started < 6
+    assert pooled.pool("python3")["counters"]["leases_expired"] == 1
 
 
 def test_jupyter_execute(pooled, tmp_path):
