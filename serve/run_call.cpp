@@ -112,8 +112,7 @@ private:
                             has_error_output(m_nb["cells"][static_cast<std::size_t>(m_engine.failed_cell())]);
         m_engine.finish(m_start, runner::wall_clock::now());
         save();
-        long failed = -1;
-        const json failure = raised ? failure_of(m_nb, failed) : json();
+        const json failure = raised ? failure_of(m_nb) : json();
         switch (stop.outcome) {
         case runner::run_outcome::ok:
             return finish(with_outcome(answer(), "ok"));
@@ -121,7 +120,7 @@ private:
             if (failure.is_null()) { // over the time limit: what ran so far comes with the 504
                 return finish(error_response(504, "timeout", stop.message, made_so_far()));
             }
-            return finish(with_outcome(code_error_answer(failed, failure), "error"));
+            return finish(with_outcome(code_error_answer(failure), "error"));
         case runner::run_outcome::kernel_died:
             return finish(error_response(502, "kernel_died", with_death_reason(stop.message), made_so_far()));
         case runner::run_outcome::interrupted:
@@ -138,14 +137,13 @@ private:
     }
 
     // The error that stopped the run, as the finished notebook has it (after papermill's marker
-    // cells went in): the last code cell with an error output; null if none. `failed`: its index.
-    static json failure_of(const json& nb, long& failed) {
+    // cells went in): the last code cell with an error output, `cell` its index; null if none.
+    static json failure_of(const json& nb) {
         const json& cells = nb["cells"];
         for (std::size_t i = cells.size(); i-- > 0;) {
             for (const json& out : cells[i].value("outputs", json::array())) {
                 if (out.value("output_type", "") == "error") {
-                    failed = static_cast<long>(i);
-                    return {{"cell", failed},
+                    return {{"cell", i},
                             {"ename", out.value("ename", "")},
                             {"evalue", out.value("evalue", "")},
                             {"traceback", out.value("traceback", json())},
@@ -171,13 +169,13 @@ private:
     // rule), in the shape asked for: the executed notebook as `kpool run` writes it (papermill's
     // error marker included), the outputs with the error beside them, or, for a notebook that
     // answers with a tagged cell, which never ran, the error itself.
-    http_response code_error_answer(long failed, const json& failure) const {
+    http_response code_error_answer(const json& failure) const {
         if (m_body.outputs_only) {
             return json_response(200, {{"cells", code_cell_outputs()}, {"error", failure}});
         }
         if (runner::first_tagged_cell(m_nb, "response") >= 0) {
             json body = {{"error", "cell_error"},
-                         {"message", "cell " + std::to_string(failed) + " raised " +
+                         {"message", "cell " + std::to_string(failure["cell"].get<std::size_t>()) + " raised " +
                                          failure["ename"].get<std::string>()}};
             body.update(failure);
             return json_response(200, body);

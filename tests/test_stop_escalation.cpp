@@ -1,8 +1,8 @@
 // stop_escalation on a real libuv loop: the order of its steps, the extra grace a hurried
 // teardown gets before SIGTERM, SIGTERM at once without a shutdown_request, and cancel. Each
 // step records the loop's time (uv_now), which libuv advances once per turn: steps of one turn
-// have the same time, and a step a grace later has a time at least a grace later. A kernel still
-// using CPU (a fake count here) gets more graces, up to a limit.
+// have the same time, and a step a grace later has a time at least a grace later. A kernel kept
+// waiting for a CPU (a fake count here) gets more graces, up to a limit.
 #include "daemon/process/stop_escalation.hpp"
 #include "loop/uv_timer.hpp"
 
@@ -27,11 +27,12 @@ struct stop_record {
 
 // Runs one escalation to its end; `hurries` is what each call of the hurry step answers
 // (with_hurry false: no hurry step); `cancel_after`, if set, cancels it that long after begin.
-// `cpu`, if set, is what each call of the cpu_used step answers (the last one from then on).
+// `waited`, if set, is what each call of the cpu_waited step answers (ns; the last one from then
+// on): a grace is starved when it grew by a quarter of a grace (7.5 ms here) or more.
 stop_record escalate(bool ask_first, std::vector<bool> hurries, bool with_hurry,
                      std::chrono::milliseconds cancel_after = std::chrono::milliseconds{-1},
-                     std::vector<unsigned long long> cpu = {},
-                     std::chrono::milliseconds limit = stop_escalation::working_limit) {
+                     std::vector<unsigned long long> waited = {},
+                     std::chrono::milliseconds limit = stop_escalation::starved_limit) {
     uv_loop_t loop;
     uv_loop_init(&loop);
     stop_record r;
@@ -58,15 +59,15 @@ stop_record escalate(bool ask_first, std::vector<bool> hurries, bool with_hurry,
                 return hurried;
             };
         }
-        if (!cpu.empty()) {
-            s.cpu_used = [&cpu] {
-                const unsigned long long used = cpu.front();
-                if (cpu.size() > 1) {
-                    cpu.erase(cpu.begin());
+        if (!waited.empty()) {
+            s.cpu_waited = [&waited] {
+                const unsigned long long ns = waited.front();
+                if (waited.size() > 1) {
+                    waited.erase(waited.begin());
                 }
-                return used;
+                return ns;
             };
-            s.working = [&](double) { note("working"); };
+            s.starved = [&](double) { note("starved"); };
         }
         stop_escalation e(&loop, stop_grace, std::move(s), limit);
         kpool::loop::uv_timer canceller(&loop);
@@ -109,30 +110,30 @@ TEST_SUITE("stop_escalation") {
         CHECK(r.at[3] - r.at[2] >= grace_ms);
     }
 
-    TEST_CASE("a kernel still using CPU gets graces until it stops using it") {
-        // At ask 0; it works through two graces, then uses nothing in the third.
-        auto r = escalate(true, {false}, true, std::chrono::milliseconds{-1}, {0, 5, 9, 9});
+    TEST_CASE("a kernel kept waiting for a CPU gets graces until it is not") {
+        // At ask 0; starved through two graces (10 and 9 ms of waiting), then barely (1 ms).
+        auto r = escalate(true, {false}, true, std::chrono::milliseconds{-1}, {0, 10'000'000, 19'000'000, 20'000'000});
         REQUIRE(r.steps ==
-                std::vector<std::string>{"ask", "hurry", "working", "working", "TERM", "ignored", "KILL"});
+                std::vector<std::string>{"ask", "hurry", "starved", "starved", "TERM", "ignored", "KILL"});
         CHECK(r.at[2] >= grace_ms);
         CHECK(r.at[3] - r.at[2] >= grace_ms);
         CHECK(r.at[4] - r.at[3] >= grace_ms);
     }
 
-    TEST_CASE("a hurried kernel's idle grace is not counted as work: the count restarts at the hurry") {
-        auto r = escalate(true, {true}, true, std::chrono::milliseconds{-1}, {0, 7, 7});
+    TEST_CASE("a hurried kernel's idle grace is not counted as starved: the count restarts at the hurry") {
+        auto r = escalate(true, {true}, true, std::chrono::milliseconds{-1}, {0, 30'000'000, 31'000'000});
         REQUIRE(r.steps == std::vector<std::string>{"ask", "hurry", "TERM", "ignored", "KILL"});
         CHECK(r.at[2] - r.at[1] >= grace_ms);
     }
 
-    TEST_CASE("a kernel that works on and on is stopped at the limit") {
+    TEST_CASE("a kernel starved on and on is stopped at the limit") {
         std::vector<unsigned long long> ever_more;
         for (unsigned long long i = 0; i < 100; ++i) {
-            ever_more.push_back(i);
+            ever_more.push_back(i * 20'000'000);
         }
         auto r = escalate(true, {}, false, std::chrono::milliseconds{-1}, ever_more, 10 * stop_grace);
         REQUIRE(std::find(r.steps.begin(), r.steps.end(), "TERM") != r.steps.end());
-        const auto graces = std::count(r.steps.begin(), r.steps.end(), "working");
+        const auto graces = std::count(r.steps.begin(), r.steps.end(), "starved");
         CHECK(graces >= 1);
         CHECK(graces <= 9); // (limit - grace) / grace: never a grace past the limit
     }

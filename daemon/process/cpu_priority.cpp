@@ -9,7 +9,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,8 +21,8 @@ constexpr rlim_t nice_limit_for_normal = 20;
 
 // Every thread of `pid`, and for reach::tree of its descendants (/proc/PID/task/TID/children):
 // a sandboxed kernel is the grandchild of the process kpoold knows (daemon/sandbox/stages.hpp),
-// and what a kernel started goes with it.
-std::vector<int> threads_of(int pid, reach scope) {
+// and what a kernel started goes with it. `processes`, if given, gets the processes walked.
+std::vector<int> threads_of(int pid, reach scope, std::vector<int>* processes_out = nullptr) {
     std::vector<int> threads;
     std::vector<int> processes = {pid};
     for (std::size_t next = 0; next < processes.size() && next < 4096; ++next) {
@@ -43,6 +42,9 @@ std::vector<int> threads_of(int pid, reach scope) {
                 processes.push_back(child);
             }
         }
+    }
+    if (processes_out != nullptr) {
+        *processes_out = std::move(processes);
     }
     return threads;
 }
@@ -107,33 +109,22 @@ support prepare() {
                        "), 20 is needed; set LimitNICE=20 in the service"};
 }
 
-unsigned long long cpu_ticks(int pid, reach scope) {
-    unsigned long long ticks = 0;
-    for (const int tid : threads_of(pid, scope)) {
-        std::ifstream stat("/proc/" + std::to_string(tid) + "/task/" + std::to_string(tid) + "/stat");
-        std::string line;
-        if (!std::getline(stat, line)) {
-            continue; // ended meanwhile
+unsigned long long cpu_wait_ns(int pid, reach scope) {
+    std::vector<int> processes;
+    threads_of(pid, scope, &processes);
+    unsigned long long waited = 0;
+    // Each process's main thread: it runs the atexit functions and finalisation, and lives to
+    // the end, while threads that exit take their counts with them (a sum over all would fall).
+    for (const int process : processes) {
+        // "time on a CPU, time waiting on a run queue, timeslices" (ns; sched-stats.rst).
+        std::ifstream schedstat("/proc/" + std::to_string(process) + "/task/" + std::to_string(process) +
+                                "/schedstat");
+        unsigned long long ran = 0, delay = 0;
+        if (schedstat >> ran >> delay) {
+            waited += delay;
         }
-        // Fields after the command, which may hold spaces and parentheses (proc(5)): state is
-        // the 3rd field, utime the 14th and stime the 15th.
-        const auto close = line.rfind(')');
-        if (close == std::string::npos) {
-            continue;
-        }
-        std::istringstream rest(line.substr(close + 2));
-        std::string field;
-        unsigned long long utime = 0, stime = 0;
-        for (int index = 3; index <= 15 && rest >> field; ++index) {
-            if (index == 14) {
-                utime = std::strtoull(field.c_str(), nullptr, 10);
-            } else if (index == 15) {
-                stime = std::strtoull(field.c_str(), nullptr, 10);
-            }
-        }
-        ticks += utime + stime;
     }
-    return ticks;
+    return waited;
 }
 
 int make_idle(int pid, reach scope) { return set_policy(pid, SCHED_IDLE, scope); }

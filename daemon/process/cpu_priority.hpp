@@ -35,9 +35,10 @@ enum class reach { process, tree };
 int make_idle(int pid, reach scope = reach::process);
 int make_normal(int pid, reach scope = reach::process);
 
-// The CPU time (user + system, clock ticks) the threads `scope` reaches have used so far: a
-// stopping kernel whose count still grows is working (atexit, a history flush), not hung.
-unsigned long long cpu_ticks(int pid, reach scope = reach::process);
+// How long (ns) the main threads of the processes `scope` reaches have waited, runnable, for a
+// CPU so far (schedstat's run_delay): a stopping kernel whose count grows fast is starved by a
+// busy host, not hung (it would sleep) nor busy on an idle one (it would run).
+unsigned long long cpu_wait_ns(int pid, reach scope = reach::process);
 
 // The policy of thread `tid` (SCHED_OTHER, SCHED_IDLE, ...), or -errno. For tests and status.
 int policy_of(int tid);

@@ -64,11 +64,11 @@ kernel_process::kernel_process(uv_loop_t* loop, zmq::context_t& zmq, launcher& l
                   [this] { return hurry_teardown(); },
                   [this](int signum) { m_process->signal_group(signum); },
                   [this] { loop::logger("kernel")->warn("kernel {} ignored SIGTERM; sending SIGKILL", m_setup.id); },
-                  [this] { return pid() > 0 ? cpu_priority::cpu_ticks(pid(), priority_reach()) : 0ULL; },
+                  [this] { return pid() > 0 ? cpu_priority::cpu_wait_ns(pid(), priority_reach()) : 0ULL; },
                   [this](double seconds) {
-                      loop::logger("kernel")->debug("kernel {} pool={} pid={}: still shutting down and using CPU "
-                                                   "{:.1f} s after its shutdown_request; one more grace",
-                                                   m_setup.id, m_setup.pool, pid(), seconds);
+                      loop::logger("kernel")->debug("kernel {} pool={} pid={}: still shutting down and kept waiting "
+                                                    "for a CPU {:.1f} s after its shutdown_request; one more grace",
+                                                    m_setup.id, m_setup.pool, pid(), seconds);
                   }}) {
     if (m_setup.sandbox) {
         m_workdir.emplace(m_setup.helper_launcher, m_setup.sandbox_helper, *m_setup.sandbox);

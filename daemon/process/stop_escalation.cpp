@@ -1,4 +1,4 @@
-// stop_escalation: ask, (hurry,) more graces while the kernel works, then SIGTERM, then SIGKILL.
+// stop_escalation: ask, (hurry,) more graces while the kernel starves, then SIGTERM, then SIGKILL.
 #include "daemon/process/stop_escalation.hpp"
 
 #include <csignal>
@@ -16,39 +16,42 @@ void stop_escalation::begin(bool ask_first) {
     }
     m_steps.ask();
     m_asked_at = std::chrono::steady_clock::now();
-    m_cpu_seen = m_steps.cpu_used ? m_steps.cpu_used() : 0;
+    m_waited = m_steps.cpu_waited ? m_steps.cpu_waited() : 0;
     m_timer.start(m_grace, [this] { asked_grace_over(); });
 }
 
 void stop_escalation::asked_grace_over() {
     if (m_steps.hurry && m_steps.hurry()) {
-        m_cpu_seen = m_steps.cpu_used ? m_steps.cpu_used() : 0; // its idle grace proves nothing
-        m_timer.start(m_grace, [this] { working_grace_over(); });
+        // Its grace at idle priority was starved by design: the next one is at normal priority.
+        m_waited = m_steps.cpu_waited ? m_steps.cpu_waited() : 0;
+        m_timer.start(m_grace, [this] { grace_over(); });
         return;
     }
-    working_grace_over();
+    grace_over();
 }
 
-void stop_escalation::working_grace_over() {
-    if (still_working()) {
-        if (m_steps.working) {
-            m_steps.working(std::chrono::duration<double>(std::chrono::steady_clock::now() - m_asked_at).count());
+void stop_escalation::grace_over() {
+    if (was_starved()) {
+        if (m_steps.starved) {
+            m_steps.starved(std::chrono::duration<double>(std::chrono::steady_clock::now() - m_asked_at).count());
         }
-        m_timer.start(m_grace, [this] { working_grace_over(); });
+        m_timer.start(m_grace, [this] { grace_over(); });
         return;
     }
     terminate();
 }
 
-bool stop_escalation::still_working() {
-    if (!m_steps.cpu_used || m_grace.count() == 0 ||
+bool stop_escalation::was_starved() {
+    if (!m_steps.cpu_waited || m_grace.count() == 0 ||
         std::chrono::steady_clock::now() + m_grace > m_asked_at + m_limit) {
         return false;
     }
-    const unsigned long long used = m_steps.cpu_used();
-    const bool grew = used > m_cpu_seen;
-    m_cpu_seen = used;
-    return grew;
+    const unsigned long long waited = m_steps.cpu_waited();
+    const unsigned long long quarter_ns =
+        static_cast<unsigned long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(m_grace).count()) / 4;
+    const bool starved = waited >= m_waited + quarter_ns;
+    m_waited = waited;
+    return starved;
 }
 
 void stop_escalation::terminate() {

@@ -2,10 +2,11 @@
 // known, then SIGTERM to its process group after the grace, then SIGKILL after another; without
 // known channels, SIGTERM at once. A kernel whose teardown was left to idle CPU gets normal CPU
 // and one more grace before SIGTERM: on a host with no idle CPU it could not have used the first,
-// and a kill would skip its atexit functions and history flush. A kernel still using CPU when a
-// grace ends is working, not hung (a busy host shares its CPU among many): it gets another grace,
-// up to `working_limit` after the request; one that used none in a whole grace gets SIGTERM. The
-// kernel_process sends and changes priorities; this keeps the schedule.
+// and a kill would skip its atexit functions and history flush. A kernel that spent a quarter of
+// a grace or more waiting for a CPU was starved by a busy host: it gets another grace, up to
+// `starved_limit` after the request. One that slept (hung) or ran freely (busy on an idle host:
+// a runaway loop is no reason to wait) gets SIGTERM on schedule. The kernel_process sends and
+// changes priorities; this keeps the schedule.
 #pragma once
 
 #include "loop/uv_timer.hpp"
@@ -17,8 +18,8 @@ namespace kpool::daemon {
 
 class stop_escalation {
 public:
-    // How long a kernel that keeps working after its shutdown_request may take in all.
-    static constexpr std::chrono::seconds working_limit{30};
+    // How long a kernel kept waiting for a CPU after its shutdown_request may take in all.
+    static constexpr std::chrono::seconds starved_limit{30};
 
     struct steps {
         std::function<void()> ask;               // the shutdown_request
@@ -27,14 +28,14 @@ public:
         std::function<bool()> hurry;
         std::function<void(int signum)> signal;  // to the process group
         std::function<void()> ignored_term;      // SIGKILL follows (for the log)
-        // The CPU time the kernel has used so far, in any unit that only grows. Optional.
-        std::function<unsigned long long()> cpu_used;
-        // Another grace for a kernel that is working, so many seconds after the request (log).
-        std::function<void(double seconds)> working;
+        // Nanoseconds the kernel has waited, runnable, for a CPU so far. Optional.
+        std::function<unsigned long long()> cpu_waited;
+        // Another grace for a starved kernel, so many seconds after the request (log).
+        std::function<void(double seconds)> starved;
     };
 
     stop_escalation(uv_loop_t* loop, std::chrono::milliseconds grace, steps s,
-                    std::chrono::milliseconds limit = working_limit);
+                    std::chrono::milliseconds limit = starved_limit);
 
     void begin(bool ask_first);
     // The process is gone: nothing more to send.
@@ -42,8 +43,8 @@ public:
 
 private:
     void asked_grace_over();
-    void working_grace_over();
-    bool still_working();
+    void grace_over();
+    bool was_starved();
     void terminate();
 
     std::chrono::milliseconds m_grace;
@@ -51,7 +52,7 @@ private:
     steps m_steps;
     loop::uv_timer m_timer;
     std::chrono::steady_clock::time_point m_asked_at;
-    unsigned long long m_cpu_seen = 0;
+    unsigned long long m_waited = 0; // cpu_waited at the last grace's start
 };
 
 } // namespace kpool::daemon

@@ -175,11 +175,21 @@ def test_a_released_kernel_on_a_host_that_is_never_idle_still_exits_cleanly(kpoo
     assert "pid=%d: still shutting down after 2.0 s at idle CPU priority" % k["pid"] in d.log_text()
 
 
-def test_a_released_kernel_that_works_long_at_exit_finishes_and_a_hung_one_does_not_wait(kpoold, tmp_path):
+def test_a_released_kernel_starved_at_exit_finishes_and_a_hung_or_runaway_one_does_not_wait(kpoold, tmp_path):
     """Issue #53 item 7: at release a kernel may still run its atexit work (a history flush, a
-    file written, a connection closed); on a busy host that work gets more graces for as long as
-    it uses CPU (up to 30 s), while one that hangs, using none, gets SIGTERM on schedule."""
-    d = kpoold('[pools.py]\nkernelspec = "python3"\nlauncher = "spawn"\nsize = 2\n')
+    file written, a connection closed). On a busy host that work is kept waiting for a CPU: it
+    gets grace after grace while it is (up to 30 s). One that hangs (sleeps) gets SIGTERM on
+    schedule, and so does a runaway loop on a host with CPU to spare: it ran, it was not starved."""
+    d = kpoold('[pools.py]\nkernelspec = "python3"\nlauncher = "spawn"\nsize = 3\n')
+    d.wait_warm("py", 3, timeout=60)
+    runaway = d.acquire("py")
+    msg = start_code(runaway["connection_file"], "while True: pass")
+    started = time.monotonic()
+    assert d.rpc(op="release", kernel_id=runaway["kernel_id"])["ok"]
+    wait_until(lambda: not alive(runaway["pid"]), timeout=30, what="the runaway kernel to be stopped")
+    assert time.monotonic() - started < 10  # two graces of 2 s, then SIGTERM (slack for a busy host)
+    assert msg
+
     d.wait_warm("py", 2, timeout=60)
     working, hung = d.acquire("py"), d.acquire("py")
     marker = tmp_path / "atexit-done"
@@ -203,8 +213,24 @@ def test_a_released_kernel_that_works_long_at_exit_finishes_and_a_hung_one_does_
     assert hung_took < 12, hung_took  # two graces of 2 s, then SIGTERM (slack for a busy host)
     log = d.log_text()
     assert "pid=%d exit code 0" % working["pid"] in log, log[-3000:]
-    assert "pid=%d: still shutting down and using CPU" % working["pid"] in log
+    assert "pid=%d: still shutting down and kept waiting for a CPU" % working["pid"] in log
     assert "pid=%d killed by signal 15" % hung["pid"] in log, log[-3000:]
+    assert "pid=%d killed by signal 15" % runaway["pid"] in log, log[-3000:]
+
+
+def start_code(connection_file, code):
+    """Sends `code` to the kernel without waiting for it to finish; its msg_id."""
+    from jupyter_client import BlockingKernelClient
+    kc = BlockingKernelClient()
+    kc.load_connection_file(connection_file)
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=30)
+        msg_id = kc.execute(code)
+        time.sleep(0.5)  # it runs
+        return msg_id
+    finally:
+        kc.stop_channels()
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
