@@ -1,6 +1,7 @@
 """Fixtures for the integration tests: a real kpoold in a private runtime directory, fake
 kernelspecs for fault injection beside Debian's real python3 (ipykernel) kernelspec, and leak
 checks (processes, files) after every daemon stops."""
+import contextlib
 import json
 import os
 import re
@@ -120,13 +121,22 @@ def reference_kernel_manager(kernel_name, directory):
     return KernelManager(kernel_name=kernel_name, transport="ipc", ip=os.path.join(str(directory), "ref-ipc"))
 
 
-def run_cells(connection_file, cells):
-    """Runs cells in order through one client; returns the stdout of each."""
+@contextlib.contextmanager
+def connected(connection_file):
+    """A client of the kernel, as any Jupyter client connects, ready; closed after."""
     kc = BlockingKernelClient()
     kc.load_connection_file(connection_file)
     kc.start_channels()
     try:
         kc.wait_for_ready(timeout=30)
+        yield kc
+    finally:
+        kc.stop_channels()
+
+
+def run_cells(connection_file, cells):
+    """Runs cells in order through one client; returns the stdout of each."""
+    with connected(connection_file) as kc:
         results = []
         for code in cells:
             out = []
@@ -137,8 +147,6 @@ def run_cells(connection_file, cells):
             assert reply["content"]["status"] == "ok", reply["content"]
             results.append("".join(out))
         return results
-    finally:
-        kc.stop_channels()
 
 
 def coalesced(outputs):

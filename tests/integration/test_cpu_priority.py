@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import Daemon, alive, run_code, wait_until
+from conftest import Daemon, alive, connected, run_code, wait_until
 
 SCHED_OTHER, SCHED_IDLE = os.SCHED_OTHER, os.SCHED_IDLE
 
@@ -220,17 +220,10 @@ def test_a_released_kernel_starved_at_exit_finishes_and_a_hung_or_runaway_one_do
 
 def start_code(connection_file, code):
     """Sends `code` to the kernel without waiting for it to finish; its msg_id."""
-    from jupyter_client import BlockingKernelClient
-    kc = BlockingKernelClient()
-    kc.load_connection_file(connection_file)
-    kc.start_channels()
-    try:
-        kc.wait_for_ready(timeout=30)
+    with connected(connection_file) as kc:
         msg_id = kc.execute(code)
         time.sleep(0.5)  # it runs
         return msg_id
-    finally:
-        kc.stop_channels()
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
