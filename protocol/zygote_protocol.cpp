@@ -140,7 +140,8 @@ std::string format(const settings& s) {
     for (const auto& [name, source] : s.helpers) {
         helpers[name] = source;
     }
-    return dump_json(json{{"socket", s.socket},
+    return dump_json(json{{"pool", s.pool},
+                          {"socket", s.socket},
                           {"startup_code", s.startup_code},
                           {"args", s.args ? json(*s.args) : json(nullptr)},
                           {"prime", s.prime},

@@ -48,6 +48,7 @@ std::string format(const preload_plan& plan); // JSON, no newline
 
 // kpoold -> zygote: everything it starts with, as one JSON object, its only argument.
 struct settings {
+    std::string pool;         // whose zygote: its process title says so (zygote_title.py)
     std::string socket;       // where kpoold listens for it
     std::string startup_code; // the pool's: its import statements run in the zygote
     // The kernelspec's arguments after `-m ipykernel_launcher`, {connection_file} unexpanded

@@ -38,7 +38,8 @@ TEST_SUITE("zygote protocol") {
     }
 
     TEST_CASE("the zygote's settings are one JSON object, its only argument") {
-        settings s{.socket = "/run/kpool/z1",
+        settings s{.pool = "py",
+                   .socket = "/run/kpool/z1",
                    .startup_code = "import json",
                    .args = std::vector<std::string>{"-f", "{connection_file}"},
                    .prime = false,
@@ -46,6 +47,7 @@ TEST_SUITE("zygote protocol") {
                                            .imports_every_s = 60},
                    .helpers = {{"zygote_kernel.py", "x = 1\n"}}};
         const auto j = nlohmann::json::parse(format(s));
+        CHECK(j["pool"] == "py");
         CHECK(j["socket"] == "/run/kpool/z1");
         CHECK(j["startup_code"] == "import json");
         CHECK(j["args"] == nlohmann::json::array({"-f", "{connection_file}"}));

@@ -90,7 +90,8 @@ std::unique_ptr<zygote_launcher> launcher_registry::make_zygote(const config::po
     launch_spec zygote;
     const std::string socket_path = m_run_dir + "/z" + std::to_string(++m_zygotes_started);
     // The kernelspec's arguments with {connection_file} unexpanded: the zygote parses them once.
-    protocol::zygote::settings settings{.socket = socket_path,
+    protocol::zygote::settings settings{.pool = pc.name,
+                                        .socket = socket_path,
                                         .startup_code = pc.startup_code,
                                         .args = ipykernel_args(spec.spec.argv),
                                         .prime = pc.prime,

@@ -4,14 +4,15 @@ kpoold compiles this file in and starts it with the kernelspec's own interpreter
 
     PYTHON -c <this file> SETTINGS_JSON
 
-SETTINGS_JSON is one object (protocol/zygote_protocol.hpp's zygote::settings): "socket" (where
-kpoold listens), "startup_code" (the pool's), "args" (the kernelspec's arguments with
+SETTINGS_JSON is one object (protocol/zygote_protocol.hpp's zygote::settings): "pool" (whose
+zygote it is), "socket" (where kpoold listens), "startup_code" (the pool's), "args" (the kernelspec's arguments with
 `{connection_file}` unexpanded, or null), "prime" (the pool's `prime`), "preload" (PRELOAD,
 below) and "helpers", which maps the zygote's other files to their sources, compiled into kpoold
 as this one is: zygote_kernel.py (the child's side of a fork: what a child does to become its
 kernel), zygote_preload.py (what it pre-imports, and what a kernel used), zygote_pages.py (the
 pages kernels write, pre-faulted), zygote_warm_ups.py (first-use set-up), zygote_sandbox.py (the
-sandbox a child makes before it becomes the kernel, for a request that carries one). This file
+sandbox a child makes before it becomes the kernel, for a request that carries one),
+zygote_title.py (what ps and top show: that command line replaced by a short title). This file
 is the zygote's side.
 
 It imports ipykernel and IPython (and the import statements of the pool's startup_code) once,
@@ -159,7 +160,9 @@ SETTINGS = json.loads(sys.argv[1])
 preloading = helper("zygote_preload.py")
 pages = helper("zygote_pages.py")
 sandboxing = helper("zygote_sandbox.py")
-child = helper("zygote_kernel.py", preloading=preloading, pages=pages, sandboxing=sandboxing, AFTER_FORK=AFTER_FORK)
+titles = helper("zygote_title.py")
+child = helper("zygote_kernel.py", preloading=preloading, pages=pages, sandboxing=sandboxing, titles=titles,
+               AFTER_FORK=AFTER_FORK)
 PREFAULT_MODES = ("learn", "start", "off")  # config.hpp's prefault_mode
 # Read by Python's start-up, by C libraries or lazily by IPython rather than through os.environ
 # during our imports: a request must agree on these too before taking the fast path.
@@ -388,6 +391,9 @@ class Zygote:
         self.imports_r, imports_w = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.imports_r.setblocking(False)
         self.libc = ctypes.CDLL(None, use_errno=True)
+        # ps and top tell it from its kernels, and say its pool (zygote_title.py).
+        titles.set_title(self.libc, ["kpool-zygote", "pool=%s" % SETTINGS.get("pool", "?"), "(%s)" % sys.executable],
+                         "kpool-zygote")
         self.channel = channel
         self.policy = policy
         self.learner = learner

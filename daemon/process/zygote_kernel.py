@@ -7,9 +7,9 @@ kpool_context_request answered on its control channel) or, refused, through
 IPKernelApp.launch_instance. As it ends it reports the modules it used (and, a sample, the pages
 it wrote) to the zygote.
 
-zygote.py loads this file as it loads its other helpers, giving it `preloading`, `pages` and
-`sandboxing` (those helpers) and `AFTER_FORK` (its at-fork hook); what each child takes from its
-zygote comes in one Inheritance."""
+zygote.py loads this file as it loads its other helpers, giving it `preloading`, `pages`,
+`sandboxing` and `titles` (those helpers) and `AFTER_FORK` (its at-fork hook); what each child
+takes from its zygote comes in one Inheritance."""
 import atexit
 import json
 import os
@@ -19,10 +19,24 @@ import sys
 import traceback
 
 # Given by zygote.py once this file has run (see above).
-preloading = pages = sandboxing = AFTER_FORK = None
+preloading = pages = sandboxing = titles = AFTER_FORK = None
 
 PR_SET_PDEATHSIG = 1
 CONTEXT_REQUEST = b'"kpool_context_request"'
+
+
+def _launcher_file():
+    """ipykernel_launcher's file: what `python -m ipykernel_launcher` makes sys.argv[0]."""
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec("ipykernel_launcher")
+    except (ImportError, ValueError):
+        spec = None
+    return spec.origin if spec is not None and spec.origin else "ipykernel_launcher"
+
+
+# Looked up once, in the zygote, as this file is loaded: every child has it.
+LAUNCHER_FILE = _launcher_file()
 
 
 class Inheritance:
@@ -175,6 +189,12 @@ def become_kernel(request, refused, report, prefault, inherited):
             os._exit(1)  # the zygote (and so kpoold) is already gone
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        # What a launched kernel has (`PYTHON -m ipykernel_launcher ARGS`): its command line in
+        # ps and /proc (not the zygote's title), sys.orig_argv, and sys.argv as -m makes it.
+        launched = [sys.executable, "-m", "ipykernel_launcher"] + request["args"]
+        titles.set_title(libc, launched, os.path.basename(sys.executable))
+        sys.orig_argv = launched
+        sys.argv = [LAUNCHER_FILE] + request["args"]
         # The log first: a sandbox's path to it is gone once the sandbox is made.
         log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         null = os.open(os.devnull, os.O_RDONLY)
@@ -212,7 +232,6 @@ def become_kernel(request, refused, report, prefault, inherited):
         random.seed()
         if "numpy" in sys.modules:
             sys.modules["numpy"].random.seed()
-        sys.argv = [sys.executable, "-m", "ipykernel_launcher"] + request["args"]
         if refused is None:
             start_prebuilt_kernel(request, report, inherited)
         else:

@@ -2,13 +2,15 @@
 ipykernel once behave like spawned ones, share no state with each other, die with the daemon,
 and the pool keeps serving (by plain spawning) while a dead zygote is restarted. Also
 startup_code, which preheats kernels of either launcher."""
+import json
 import os
 import signal
+import subprocess
 import time
 
 from jupyter_client import BlockingKernelClient
 
-from conftest import alive, run_code, wait_until
+from conftest import PYTHON, alive, run_code, wait_until
 
 FORK_POOL = """
 [pools.py]
@@ -80,6 +82,50 @@ def test_forked_kernels_run_code_and_share_nothing(kpoold):
     # moment after the process is gone.
     wait_until(lambda: d.rpc(op="poll", kernel_id=a["kernel_id"])["alive"] is False,
                what="kpoold to learn that the released kernel exited")
+
+
+# /proc/self/cmdline's arguments; a forked kernel's are padded with NULs to the end of the
+# zygote's argument area, which only CAP_SYS_RESOURCE could shrink (PR_SET_MM_ARG_END).
+ARGV_CODE = ("import json, sys\n"
+             "args = open('/proc/self/cmdline').read().rstrip(chr(0)).split(chr(0))\n"
+             "print(json.dumps([sys.argv, sys.orig_argv, args]))")
+
+
+def test_a_forked_kernel_has_a_launched_ones_argv_and_ps_tells_the_zygote_and_its_pool(kpoold):
+    """Issue #53 item 7 and #49 item 5: the zygote's command line was its whole source (tens of
+    KB), and every forked kernel showed it too, while its sys.argv was not a launched kernel's.
+    Now a forked kernel has a spawned one's sys.argv, sys.orig_argv and /proc/self/cmdline (the
+    connection file aside), its parent the zygote; ps shows the zygote as `kpool-zygote pool=NAME`
+    (named kpool-zygote in top)."""
+    d = kpoold(FORK_POOL % 1 + '[pools.sp]\nkernelspec = "python3"\nlauncher = "spawn"\nsize = 1\n')
+    (forked,) = fresh_forked_kernels(d, 1)
+    d.wait_warm("sp", 1, timeout=60)
+    spawned = d.acquire("sp")
+    zygote = zygote_pid(d)
+
+    def argvs(k):
+        seen = json.loads(run_code(k["connection_file"], ARGV_CODE))
+        return json.loads(json.dumps(seen).replace(k["connection_file"], "FILE"))
+
+    assert argvs(forked) == argvs(spawned)
+    assert argvs(forked)[2] == [PYTHON, "-m", "ipykernel_launcher", "-f", "FILE"]
+
+    def name(pid):
+        with open("/proc/%d/comm" % pid) as f:
+            return f.read().strip()
+
+    with open("/proc/%d/cmdline" % zygote, "rb") as f:
+        assert f.read().split(b"\0")[:2] == [b"kpool-zygote", b"pool=py"]
+    assert name(zygote) == "kpool-zygote"
+    assert name(forked["pid"]) == name(spawned["pid"])
+    def ps(pid):
+        return subprocess.run(["ps", "-o", "args=", "-p", str(pid)], capture_output=True, text=True).stdout.strip()
+
+    assert ps(forked["pid"]).replace(forked["connection_file"], "FILE") == \
+        ps(spawned["pid"]).replace(spawned["connection_file"], "FILE")
+    assert ps(zygote).startswith("kpool-zygote pool=py (") and len(ps(zygote)) < 200, ps(zygote)[:300]
+    for k in (forked, spawned):
+        assert d.rpc(op="release", kernel_id=k["kernel_id"])["ok"]
 
 
 def test_a_dead_zygote_is_restarted_while_the_pool_spawns(kpoold):
