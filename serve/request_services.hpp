@@ -39,7 +39,7 @@ public:
     virtual void kernel_returned(const std::string& pool, std::chrono::steady_clock::time_point taken,
                                  bool used) = 0;
     // When requests already wait for a kernel of `pool` and one arriving now would wait past the
-    // queue timeout, it is refused at once with its turn (the Retry-After, returned here): it
+    // queue timeout behind them, it is refused at once with its turn (the Retry-After, returned here): it
     // would only be refused later, having held a place that callers told to come back now need.
     virtual std::optional<int> refusal_at_once(const std::string& pool) = 0;
     // A request running code, for shut_down to stop after its grace.

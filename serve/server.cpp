@@ -379,8 +379,10 @@ std::optional<int> server::refusal_at_once(const std::string& pool) {
     if (waiting < 1) {
         return std::nullopt; // a kernel may be free now: never refuse what could run at once
     }
+    // Behind those waiting inside only: a caller back at its turn cannot be told from a new one,
+    // and the callers told to come back after it are not ahead of it.
     const auto wait = m_waits[pool].expected_wait(std::chrono::steady_clock::now(), waiting,
-                                                  warm_and_fallback(pool, waiting).first);
+                                                  warm_and_fallback(pool, waiting).first, false);
     if (!wait || *wait <= std::chrono::duration<double>(m_options.queue_timeout).count()) {
         return std::nullopt;
     }

@@ -63,7 +63,8 @@ std::optional<double> wait_estimate::turnover(clock::time_point now, double warm
     return held / (hold + std::max(warm_s, 0.0));
 }
 
-std::optional<double> wait_estimate::expected_wait(clock::time_point now, double waiting, double warm_s) {
+std::optional<double> wait_estimate::expected_wait(clock::time_point now, double waiting, double warm_s,
+                                                   bool promised) {
     while (!m_promised.empty() && m_promised.front() <= now) {
         m_promised.pop_front();
     }
@@ -72,7 +73,7 @@ std::optional<double> wait_estimate::expected_wait(clock::time_point now, double
         return std::nullopt;
     }
     // Its place: those waiting inside, those told to come back later, then itself.
-    return (waiting + static_cast<double>(m_promised.size()) + 1) / *rate;
+    return (waiting + (promised ? static_cast<double>(m_promised.size()) : 0) + 1) / *rate;
 }
 
 int wait_estimate::refused(clock::time_point now, double waiting, double warm_s, double fallback_s) {

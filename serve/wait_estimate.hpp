@@ -30,9 +30,9 @@ public:
     // held one. `warm_s`: the pool's time to warm a kernel, which a return costs at the limit.
     std::optional<double> turnover(clock::time_point now, double warm_s) const;
 
-    // The seconds a request arriving now would wait for a kernel: those waiting inside and those
-    // told to come back before it; none before any request held a kernel.
-    std::optional<double> expected_wait(clock::time_point now, double waiting, double warm_s);
+    // The seconds a request arriving now would wait for a kernel behind those waiting inside
+    // (and, with `promised`, those told to come back); none before any request held a kernel.
+    std::optional<double> expected_wait(clock::time_point now, double waiting, double warm_s, bool promised = true);
 
     // The seconds a caller refused now should wait, with `waiting` requests queued for a kernel
     // inside kpool serve; records the promise, so that the next refusal is told its later turn.

@@ -457,8 +457,8 @@ def test_at_the_kernel_limit_retry_after_is_a_polite_callers_turn(kpoold):
     is free for it: the median Retry-After within 2x of the median wait the refused jobs then
     saw (from their first 429 to their kernel), and a job refused about once, not again and
     again (Retry-After: 1 at every refusal before: 3 to 4 refusals a job, 4x under the wait)."""
-    d = kpoold('[pools.python3]\nkernelspec = "python3"\nsize = 1\n', daemon_toml="max_kernels = 4")
-    d.wait_warm("python3", 1, timeout=60)
+    d = kpoold('[pools.python3]\nkernelspec = "python3"\nsize = 2\n', daemon_toml="max_kernels = 4")
+    d.wait_warm("python3", 2, timeout=60)
     s = Serve(d.endpoint, "--queue-timeout", "3")
     cell_s, jobs, clients = 1.5, 32, 16
     todo = list(range(jobs))
