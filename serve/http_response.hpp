@@ -31,6 +31,13 @@ inline http_response error_response(int status, const std::string& code, const s
     return json_response(status, body);
 }
 
+// 429: no kernel for this request now; come back in `retry_after_s` (the caller's turn).
+inline http_response overloaded_response(const std::string& message, int retry_after_s) {
+    http_response r = error_response(429, "overloaded", message);
+    r.headers.emplace_back("retry-after", std::to_string(retry_after_s));
+    return r;
+}
+
 // How the user's code ended, on every answer whose code ran to its end: "ok" or "error" (it
 // raised). Such an answer is a 200 either way (docs/serve.md): the status is about the request,
 // this header and the body's `status` about the code.

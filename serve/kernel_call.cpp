@@ -35,12 +35,10 @@ void kernel_call::begin(const kernel_wish& wish) {
 void kernel_call::acquire() {
     if (const auto turn = m_owner.refusal_at_once(m_wish.pool)) {
         m_owner.metrics().rejected().Increment();
-        http_response r = error_response(
-            429, "overloaded",
-            "requests already wait for a kernel of pool " + m_wish.pool +
-                " and this one would wait past the queue timeout: come back in " + std::to_string(*turn) + " s");
-        r.headers.emplace_back("retry-after", std::to_string(*turn));
-        return finish(std::move(r));
+        return finish(overloaded_response("requests already wait for a kernel of pool " + m_wish.pool +
+                                              " and this one would wait past the queue timeout: come back in " +
+                                              std::to_string(*turn) + " s",
+                                          *turn));
     }
     protocol::acquire_args request;
     request.pool = m_wish.pool;

@@ -178,11 +178,7 @@ http_response acquire_refusal(const error& refused, int retry_after_s) {
     switch (refused.code) {
     case errc::timeout:
     case errc::capacity:
-    case errc::unavailable: {
-        http_response r = error_response(429, "overloaded", refused.message);
-        r.headers.emplace_back("retry-after", std::to_string(retry_after_s));
-        return r;
-    }
+    case errc::unavailable: return overloaded_response(refused.message, retry_after_s);
     case errc::unknown_pool: return error_response(404, "unknown_kernel", refused.message);
     case errc::bad_request: return error_response(400, "bad_request", refused.message);
     case errc::shutting_down: return error_response(503, "unavailable", refused.message);

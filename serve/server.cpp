@@ -164,9 +164,8 @@ void server::on_request(exchange_ptr ex) {
 bool server::admit(const std::string& label, const exchange_ptr& ex, std::chrono::steady_clock::time_point arrived) {
     if (m_metrics.waiting().Value() >= static_cast<double>(m_options.max_queue)) {
         m_metrics.rejected().Increment();
-        http_response r = error_response(429, "overloaded",
-                                         std::to_string(m_options.max_queue) + " requests already wait for a kernel");
-        r.headers.emplace_back("retry-after", std::to_string(retry_after("")));
+        http_response r = overloaded_response(std::to_string(m_options.max_queue) + " requests already wait for a kernel",
+                                              retry_after(""));
         m_metrics.answered(label, r.status,
                            std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
         ex->respond(std::move(r));
@@ -391,13 +390,17 @@ std::optional<int> server::refusal_at_once(const std::string& pool) {
 
 void server::kernel_taken(const std::string& pool, std::chrono::steady_clock::time_point at) {
     m_waits[pool].took(at);
-    m_waits[""].took(at);
+    if (!pool.empty()) {
+        m_waits[""].took(at); // "" is every pool's
+    }
 }
 
 void server::kernel_returned(const std::string& pool, std::chrono::steady_clock::time_point taken, bool used) {
     const auto now = std::chrono::steady_clock::now();
     m_waits[pool].returned(taken, now, used);
-    m_waits[""].returned(taken, now, used);
+    if (!pool.empty()) {
+        m_waits[""].returned(taken, now, used);
+    }
 }
 
 void server::track(const std::shared_ptr<kernel_call>& call) {

@@ -97,7 +97,7 @@ def test_a_pool_of_any_language_fills_and_applies_cwd_env_and_startup_code(kpool
     pool = d.pool("k")
     assert pool["isolation"] == isolation
     assert pool["language"] == lang["language"] and pool["kernelspec_error"] is None
-    assert pool["counters"]["spawn_failures"] == 0
+    assert pool["counters"]["spawn_failures"] == 0, (pool["last_error"], d.log_tail())
     workdir = tmp_path / "work dir"
     workdir.mkdir()
     r = d.acquire("k", cwd=str(workdir), env={"KPOOL_LANG": "r\u00e9sum\u00e9 \"q\""})
