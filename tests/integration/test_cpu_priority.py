@@ -222,8 +222,10 @@ def start_code(connection_file, code):
     """Sends `code` to the kernel without waiting for it to finish; its msg_id."""
     with connected(connection_file) as kc:
         msg_id = kc.execute(code)
-        time.sleep(0.5)  # it runs
-        return msg_id
+        while True:  # it runs once the kernel has published its input
+            msg = kc.get_iopub_msg(timeout=30)
+            if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "execute_input":
+                return msg_id
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
