@@ -69,6 +69,14 @@ int exit_status_of(runner::run_outcome outcome) {
     return exit_status::failed;
 }
 
+// A whole number written as one (digits only), or nothing.
+std::optional<std::size_t> whole_number(const std::string& text) {
+    if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos) {
+        return std::nullopt;
+    }
+    return static_cast<std::size_t>(std::stoul(text));
+}
+
 // Python logging's levels, which papermill's --log-level takes by name.
 const std::map<std::string, int>& log_levels() {
     static const std::map<std::string, int> levels = {{"NOTSET", 0}, {"DEBUG", 10}, {"INFO", 20},
@@ -151,6 +159,13 @@ parsed_run parse(const std::vector<std::string>& args) {
             } catch (const std::exception&) {
                 throw usage_failure{"--autosave-cell-every takes whole seconds (0: never), not '" + n + "'"};
             }
+        } else if (a == "--cells-ahead") {
+            const std::string n = next();
+            const auto v = whole_number(n);
+            if (!v || *v < 1 || *v > 64) {
+                throw usage_failure{"--cells-ahead takes a whole number from 1 to 64, not '" + n + "'"};
+            }
+            r.options.cells_ahead = *v;
         } else if (a == "--prepare-only") {
             r.options.prepare_only = true;
         } else if (a == "--prepare-execute") {

@@ -49,6 +49,9 @@ kpool's own:
   --pool P                      the pool to take the kernel from
   --env NAME=VALUE              environment variable in the kernel, on top of this process's
   --allow-errors                run on after a cell raises
+  --cells-ahead N               the next cells wait at the kernel while one runs, N requests at
+                                most, where the kernel stops at an error by itself (ipykernel);
+                                the notebook is the same (default 4; 1: one at a time)
   --output-dir DIR, -j N        many notebooks, N at a time, a summary line each, then the total
 With no pool for the notebook's kernelspec, or no kpoold at the default endpoint, the kernelspec
 is started here for the run (cold, as papermill would); a daemon named by --endpoint or

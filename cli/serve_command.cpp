@@ -54,6 +54,9 @@ options (each overrides its key in --config's [serve]):
   --spares N              fresh kernels held connected per pool for the next requests and
                           gateway starts/restarts, so they pay no acquire and no handshake
                           (default 1; 0: none)
+  --cells-ahead N         a /v1/run notebook's next cells wait at the kernel while one runs,
+                          N requests at most, where the kernel stops at an error by itself
+                          (ipykernel); the answer is the same (default 4; 1: one at a time)
   --max-body BYTES        larger request bodies: 413 (default 16777216)
   --max-header BYTES      larger request headers (names and values): 431 (default 65536)
   --max-connections N     connections open at once (websockets too); more wait in the listen
@@ -224,6 +227,13 @@ serve::serve_options parse(const std::vector<std::string>& args, std::string& co
                 throw bad_usage("--spares must be a whole number from 0 to 64");
             }
             o.spares = static_cast<std::size_t>(n);
+        } else if (a == "--cells-ahead") {
+            const std::string& v = value();
+            const double n = positive(v, a);
+            if (n > 64 || n != static_cast<int>(n)) {
+                throw bad_usage("--cells-ahead must be a whole number from 1 to 64");
+            }
+            o.cells_ahead = static_cast<std::size_t>(n);
         } else if (a == "--cert") {
             o.cert_file = value();
         } else if (a == "--key") {

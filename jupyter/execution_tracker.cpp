@@ -15,9 +15,13 @@ constexpr auto after_reply = 5000ms;     // idle follows the reply at once, norm
 execution_tracker::execution_tracker(std::string msg_id,
                                      std::optional<std::chrono::milliseconds> timeout,
                                      clock::time_point now)
-    : m_id(std::move(msg_id)) {
-    if (timeout) {
-        m_limit = now + *timeout;
+    : m_id(std::move(msg_id)), m_timeout(timeout) {
+    count_limit_from(now);
+}
+
+void execution_tracker::count_limit_from(clock::time_point now) {
+    if (m_timeout && !m_out.timed_out) {
+        m_limit = now + *m_timeout;
     }
 }
 

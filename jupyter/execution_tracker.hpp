@@ -29,6 +29,10 @@ public:
     // `cancelled` turned true); each reason interrupts once.
     bool on_tick(clock::time_point now, bool cancelled);
 
+    // The time limit counts from `now` instead: a request sent ahead of its turn starts its
+    // clock when the kernel gets to it, not while it waits behind another.
+    void count_limit_from(clock::time_point now);
+
     // The kernel is gone: the execution ends as it stands.
     void kernel_died();
 
@@ -44,6 +48,7 @@ private:
     std::string m_id;
     execution m_out;
     bool m_idle = false;
+    std::optional<std::chrono::milliseconds> m_timeout;
     std::optional<clock::time_point> m_limit;
     // After an interrupt (or once the reply is in) the rest must come soon.
     std::optional<clock::time_point> m_grace_end;

@@ -120,25 +120,4 @@ result<json> kernel_client::wait_until_ready(std::chrono::milliseconds timeout) 
                                     std::to_string(timeout.count()) + " ms"};
 }
 
-execution execute(kernel_client& client, const execute_request& request, const execute_hooks& hooks) {
-    const std::string id =
-        client.send(channel::shell, "execute_request", execute_request_content(request));
-    execution_tracker tracker(id, request.timeout, clock::now());
-    while (!tracker.finished(clock::now())) {
-        auto got = client.receive(1000ms);
-        const auto now = clock::now();
-        if (tracker.on_tick(now, hooks.cancelled && hooks.cancelled()) && hooks.interrupt) {
-            hooks.interrupt();
-        }
-        if (got) {
-            if (tracker.on_message(*got, now) && got->from == channel::iopub && hooks.on_iopub) {
-                hooks.on_iopub(got->msg);
-            }
-        } else if (hooks.alive && !hooks.alive()) {
-            tracker.kernel_died();
-        }
-    }
-    return tracker.result();
-}
-
 } // namespace kpool::jupyter

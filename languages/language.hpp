@@ -36,6 +36,15 @@ struct language {
     std::vector<nlohmann::json> (*priming)() = nullptr;
     // Its kernels may have IPython's history (kernel_context::memory_history applies).
     bool ipython_history = false;
+    // The kernels (kernel_info's `implementation`) that surely abort the execute_requests
+    // queued behind one that raised with stop_on_error, so that a notebook's next cells may
+    // wait at the kernel while one runs (runner/cell_pipeline). By implementation, not
+    // language: ipykernel aborts what arrives within a window run_ahead_setup widens;
+    // xeus-python and IRkernel abort only what has arrived when the error is sent, with no
+    // window to widen, so a cell sent just before an error could still run there.
+    std::vector<std::string_view> aborting_implementations = {};
+    // Code such a kernel runs (silent) before cells are sent ahead; empty: none.
+    std::string_view run_ahead_setup = {};
 };
 
 // Every row, in registry.cpp's order.

@@ -107,6 +107,15 @@ result<std::string> python_context(const kernel_context& context) {
     return code;
 }
 
+// ipykernel aborts only the requests that have arrived when a cell's error is sent, plus those
+// arriving within stop_on_error_timeout (0 s by default: made for a front end's "Run All"). A
+// cell sent ahead arrives well before any error as a rule, but a busy host can delay its send
+// past an error in the cell before it; this window makes such a late one aborted all the same.
+// A kernel given this is used for one run (kpool run, kpool serve's /v1) and never again.
+constexpr const char* run_ahead_setup_python =
+    "exec('try:\\n k = __import__(\"IPython\").get_ipython().kernel\\n"
+    " k.stop_on_error_timeout = max(k.stop_on_error_timeout, 5.0)\\nexcept Exception:\\n pass', {})";
+
 std::vector<nlohmann::json> python_priming() {
     // The cell runs through transform, compile and run_code; formatting the expression's value
     // builds the display formatters (the first cell's largest cost) without an execute_result
@@ -154,6 +163,8 @@ const language& builtin::python() {
         .context_code = &python_context,
         .priming = &python_priming,
         .ipython_history = true,
+        .aborting_implementations = {"ipython"},
+        .run_ahead_setup = run_ahead_setup_python,
     };
     return row;
 }

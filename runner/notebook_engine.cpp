@@ -22,6 +22,24 @@ std::optional<std::size_t> notebook_engine::next_cell() const {
     return m_next;
 }
 
+std::optional<jupyter::execute_request> notebook_engine::request_for(std::size_t index) const {
+    const json& cells = m_nb["cells"];
+    if (index >= cells.size()) {
+        return std::nullopt;
+    }
+    const json& cell = cells[index];
+    if (cell.value("cell_type", "") != "code" || blank(cell.value("source", "")) ||
+        has_tag(cell, "skip-execution")) {
+        return std::nullopt;
+    }
+    const bool allow = m_settings.allow_errors || has_tag(cell, "raises-exception");
+    return jupyter::execute_request{.code = cell.value("source", ""),
+                                    .silent = false,
+                                    .store_history = true,
+                                    .stop_on_error = !allow,
+                                    .timeout = m_settings.execution_timeout};
+}
+
 std::optional<jupyter::execute_request> notebook_engine::begin_cell(wall_clock::time_point now) {
     const auto index = next_cell();
     if (!index) {
@@ -30,18 +48,14 @@ std::optional<jupyter::execute_request> notebook_engine::begin_cell(wall_clock::
     m_running = *index;
     json& cell = m_nb["cells"][*index];
     cell_start(cell, now);
-    if (cell.value("cell_type", "") != "code" || blank(cell.value("source", "")) ||
-        has_tag(cell, "skip-execution")) {
+    auto request = request_for(*index);
+    if (!request) {
         return std::nullopt;
     }
     cell["metadata"]["execution"] = json::object();
     cell["outputs"] = json::array();
-    m_allow = m_settings.allow_errors || has_tag(cell, "raises-exception");
-    return jupyter::execute_request{.code = cell.value("source", ""),
-                                    .silent = false,
-                                    .store_history = true,
-                                    .stop_on_error = !m_allow,
-                                    .timeout = m_settings.execution_timeout};
+    m_allow = !request->stop_on_error;
+    return request;
 }
 
 json notebook_engine::on_iopub(const protocol::wire_message& msg) {

@@ -62,6 +62,10 @@ public:
     // cell with nothing to run (markdown, blank, tagged skip-execution).
     std::optional<jupyter::execute_request> begin_cell(wall_clock::time_point now);
 
+    // The request cell `index` will be run with, or nothing for a cell with nothing to run;
+    // asked before the cell begins (a request sent ahead of its turn), it changes nothing.
+    std::optional<jupyter::execute_request> request_for(std::size_t index) const;
+
     // One iopub message of the running cell's execute_request: timing metadata, and the
     // output it makes (returned; null when it makes none).
     json on_iopub(const protocol::wire_message& msg);
@@ -71,6 +75,8 @@ public:
 
     // papermill's cell_complete for the running cell; the run moves on, or has stopped.
     void end_cell(wall_clock::time_point now);
+
+    std::size_t cell_count() const { return m_nb["cells"].size(); }
 
     const stop_reason& stop() const { return m_stop; }
     // The cell that raised (and stopped the run), or -1.

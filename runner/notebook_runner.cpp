@@ -2,9 +2,11 @@
 #include "runner/notebook_runner.hpp"
 
 #include "client/leased_kernel.hpp"
+#include "jupyter/execution_tracker.hpp"
 #include "kpool/version.hpp"
 #include "notebook/nbformat.hpp"
 #include "protocol/control_replies.hpp"
+#include "runner/cell_pipeline.hpp"
 #include "runner/local_kernel.hpp"
 #include "runner/notebook_engine.hpp"
 #include "runner/notebook_files.hpp"
@@ -173,26 +175,32 @@ public:
     stop_reason run_all(const std::function<void()>& save) {
         m_save = save;
         progress_line progress(m_log, m_options.progress, m_nb["cells"].size());
-        while (const auto index = m_engine.next_cell()) {
-            const std::size_t i = *index;
-            if (m_options.log_output) { // papermill's banners: f'Executing Cell {n:-<40}'
-                std::fprintf(m_log, "Executing Cell %s\n", padded(i + 1, 40).c_str());
-            }
-            const auto request = m_engine.begin_cell(wall_clock::now());
-            save_now();
-            if (request) {
-                auto hooks = m_kernel.hooks(m_options.cancelled);
-                hooks.on_iopub = [&](const protocol::wire_message& msg) { on_iopub(msg); };
-                m_engine.on_executed(jupyter::execute(m_kernel.client(), *request, hooks));
-            }
-            m_engine.end_cell(wall_clock::now());
-            save_now();
-            if (m_options.log_output) {
-                std::fprintf(m_log, "Ending Cell %s\n", padded(i + 1, 43).c_str());
-                std::fflush(m_log);
-            }
-            progress.show(i + 1);
-        }
+        jupyter::kernel_client& client = m_kernel.client();
+        cell_pipeline cells(
+            m_engine,
+            [&client](const jupyter::execute_request& r) {
+                return client.send(jupyter::channel::shell, "execute_request", jupyter::execute_request_content(r));
+            },
+            m_options.cells_ahead,
+            {.kernel_info = [this]() -> const json& { return m_kernel.kernel_info(); },
+             .began =
+                 [&](std::size_t i) {
+                     if (m_options.log_output) { // papermill's banners: f'Executing Cell {n:-<40}'
+                         std::fprintf(m_log, "Executing Cell %s\n", padded(i + 1, 40).c_str());
+                     }
+                     save_now();
+                 },
+             .ended =
+                 [&](std::size_t i) {
+                     save_now();
+                     if (m_options.log_output) {
+                         std::fprintf(m_log, "Ending Cell %s\n", padded(i + 1, 43).c_str());
+                         std::fflush(m_log);
+                     }
+                     progress.show(i + 1);
+                 },
+             .iopub = [&](const protocol::wire_message&, const json& output) { on_output(output); }});
+        jupyter::drive(client, cells, m_kernel.hooks(m_options.cancelled));
         progress.end();
         return m_engine.stop();
     }
@@ -200,8 +208,7 @@ public:
     notebook_engine& engine() { return m_engine; }
 
 private:
-    void on_iopub(const protocol::wire_message& msg) {
-        json out = m_engine.on_iopub(msg);
+    void on_output(const json& out) {
         autosave();
         if (out.is_null()) {
             return;

@@ -6,6 +6,7 @@
 
 #include "client/daemon_set.hpp"
 #include "params/values.hpp"
+#include "runner/cell_pipeline.hpp"
 #include "runner/notebook_engine.hpp"
 
 #include <nlohmann/json.hpp>
@@ -41,6 +42,9 @@ struct run_options {
     bool prepare_only = false;
     bool report_mode = false;         // inputs hidden, as papermill's --report-mode
     bool save_after_each_cell = true; // papermill's request_save_on_cell_execute
+    // How many of the notebook's execute_requests may wait at the kernel at once, where the
+    // kernel stops at an error by itself (runner/cell_pipeline); 1: one at a time.
+    std::size_t cells_ahead = default_cells_ahead;
     // During a long cell, OUTPUT is saved again when a message arrives this long after the last
     // save (papermill's autosave_cell_every; 0: never).
     std::chrono::seconds autosave_every{30};

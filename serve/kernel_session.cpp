@@ -23,36 +23,56 @@ void kernel_session::when_subscribed(std::chrono::milliseconds timeout, std::fun
     m_channels->when_subscribed(timeout, std::move(done));
 }
 
+jupyter::send_execute_fn kernel_session::sender() {
+    return [this](const jupyter::execute_request& request) {
+        return m_channels->send(kernel_port::shell, "execute_request", jupyter::execute_request_content(request));
+    };
+}
+
 void kernel_session::execute(const jupyter::execute_request& request, execute_callbacks callbacks) {
-    m_callbacks = std::move(callbacks);
+    auto one = std::make_unique<jupyter::single_execution>(sender(), request, std::move(callbacks.on_iopub));
+    const jupyter::single_execution* running = one.get();
+    drive(std::move(one), std::move(callbacks.interrupt),
+          [running, done = std::move(callbacks.done)] {
+              if (done) {
+                  done(running->result()); // finish_if_done keeps the driver until `done` returns
+              }
+          });
+}
+
+void kernel_session::drive(std::unique_ptr<jupyter::execution_driver> driver, std::function<void()> interrupt,
+                           std::function<void()> done) {
+    m_driver = std::move(driver);
+    m_interrupt = std::move(interrupt);
+    m_done = std::move(done);
     m_cancel = false;
-    const std::string id =
-        m_channels->send(kernel_port::shell, "execute_request", jupyter::execute_request_content(request));
-    m_tracker.emplace(id, request.timeout, clock::now());
-    arm();
+    m_driver->start(clock::now());
+    if (!finish_if_done()) {
+        arm();
+    }
 }
 
 void kernel_session::kernel_died() {
-    if (m_tracker) {
-        m_tracker->kernel_died();
+    if (m_driver) {
+        m_driver->kernel_died(clock::now());
         finish_if_done(); // last: may destroy this session
     }
 }
 
 void kernel_session::cancel() {
-    if (m_tracker) {
+    if (m_driver) {
         m_cancel = true;
         tick();
     }
 }
 
 void kernel_session::arm() {
-    if (!m_tracker) {
+    if (!m_driver) {
         return;
     }
-    // Woken at the tracker's next deadline, and every second besides (a cancel, a limit).
+    // Woken at the driver's next deadline, and every second besides (a cancel, a limit).
     auto wake = clock::now() + 1000ms;
-    if (auto d = m_tracker->next_deadline(); d && *d < wake) {
+    if (auto d = m_driver->next_deadline(); d && *d < wake) {
         wake = *d;
     }
     const auto delay = std::max(0ms, std::chrono::ceil<std::chrono::milliseconds>(wake - clock::now()));
@@ -60,11 +80,11 @@ void kernel_session::arm() {
 }
 
 void kernel_session::tick() {
-    if (!m_tracker) {
+    if (!m_driver) {
         return;
     }
-    if (m_tracker->on_tick(clock::now(), m_cancel) && m_callbacks.interrupt) {
-        m_callbacks.interrupt();
+    if (m_driver->on_tick(clock::now(), m_cancel) && m_interrupt) {
+        m_interrupt();
     }
     if (!finish_if_done()) {
         arm();
@@ -72,22 +92,22 @@ void kernel_session::tick() {
 }
 
 bool kernel_session::finish_if_done() {
-    if (!m_tracker || !m_tracker->finished(clock::now())) {
+    if (!m_driver || !m_driver->finished(clock::now())) {
         return false;
     }
-    const jupyter::execution result = m_tracker->result();
-    m_tracker.reset();
+    const std::unique_ptr<jupyter::execution_driver> finished = std::move(m_driver);
     m_timer.stop();
-    auto callbacks = std::move(m_callbacks);
-    m_callbacks = {};
-    if (callbacks.done) {
-        callbacks.done(result); // may destroy this session
+    auto done = std::move(m_done);
+    m_done = nullptr;
+    m_interrupt = nullptr;
+    if (done) {
+        done(); // may destroy this session
     }
     return true;
 }
 
 void kernel_session::on_message(kernel_port from, message_parts parts) {
-    if (!m_tracker || from == kernel_port::control || from == kernel_port::stdin_port) {
+    if (!m_driver || from == kernel_port::control || from == kernel_port::stdin_port) {
         return;
     }
     // protocol::parse reads the parts as every client does; kernel_channels checked the signature.
@@ -98,11 +118,10 @@ void kernel_session::on_message(kernel_port from, message_parts parts) {
         return;
     }
     const auto channel = from == kernel_port::iopub ? jupyter::channel::iopub : jupyter::channel::shell;
-    jupyter::incoming in{channel, std::move(msg).value()};
-    if (m_tracker->on_message(in, clock::now()) && channel == jupyter::channel::iopub && m_callbacks.on_iopub) {
-        m_callbacks.on_iopub(in.msg);
+    m_driver->on_message(jupyter::incoming{channel, std::move(msg).value()}, clock::now());
+    if (!finish_if_done()) {
+        arm(); // a cell begun or a reply in: the deadline may have moved
     }
-    finish_if_done();
 }
 
 } // namespace kpool::serve

@@ -1,10 +1,10 @@
 // A leased kernel driven from the event loop: shell and iopub sockets watched by the loop, one
-// execute_request at a time followed by a jupyter::execution_tracker, a deadline timer for its
-// time limit and grace periods. What kernel_client and jupyter::execute are to `kpool run`,
-// this is to kpool serve.
+// jupyter::execution_driver at a time (one execute_request, or a notebook's cells several at
+// once), a deadline timer for its time limits and grace periods. What kernel_client and
+// jupyter::drive are to `kpool run`, this is to kpool serve.
 #pragma once
 
-#include "jupyter/execution_tracker.hpp"
+#include "jupyter/execution_driver.hpp"
 #include "loop/uv_timer.hpp"
 #include "protocol/connection_info.hpp"
 #include "protocol/result.hpp"
@@ -46,11 +46,18 @@ public:
     // is still on the stack.
     void execute(const jupyter::execute_request& request, execute_callbacks callbacks);
 
+    // Starts `driver` and feeds it the kernel's shell and iopub messages and the clock until it
+    // has finished; `interrupt` when it asks, `done` once (as execute's). One at a time.
+    void drive(std::unique_ptr<jupyter::execution_driver> driver, std::function<void()> interrupt,
+               std::function<void()> done);
+    // How a driver sends an execute_request on this kernel's shell channel.
+    jupyter::send_execute_fn sender();
+
     // The kernel is gone (kpoold says so): the execution in progress ends now.
     void kernel_died();
     // The caller gives up: the kernel is interrupted, the execution ends soon after.
     void cancel();
-    bool busy() const { return m_tracker.has_value(); }
+    bool busy() const { return m_driver != nullptr; }
 
 private:
     void on_message(kernel_port from, message_parts parts);
@@ -62,9 +69,10 @@ private:
     std::unique_ptr<kernel_channels> m_channels;
     loop::uv_timer m_timer;
 
-    // execute
-    std::optional<jupyter::execution_tracker> m_tracker;
-    execute_callbacks m_callbacks;
+    // what drive() runs
+    std::unique_ptr<jupyter::execution_driver> m_driver;
+    std::function<void()> m_interrupt;
+    std::function<void()> m_done;
     bool m_cancel = false;
 };
 

@@ -8,6 +8,7 @@
 #include "protocol/control.hpp"
 #include "protocol/python_json.hpp"
 #include "protocol/wire.hpp"
+#include "runner/cell_pipeline.hpp"
 #include "runner/notebook_engine.hpp"
 #include "runner/notebook_files.hpp"
 #include "runner/notebook_prep.hpp"
@@ -75,27 +76,14 @@ private:
     void run() override {
         m_start = runner::wall_clock::now();
         runner::notebook_start(m_nb, m_start);
-        next();
-    }
-
-    // Starts cells until one has code to run (or none is left).
-    void next() {
-        while (m_engine.next_cell()) {
-            if (const auto request = m_engine.begin_cell(runner::wall_clock::now())) {
-                auto self = std::static_pointer_cast<run_call>(shared_from_this());
-                session().execute(*request,
-                                  {.on_iopub = [self](const protocol::wire_message& msg) { self->m_engine.on_iopub(msg); },
-                                   .interrupt = [self] { self->interrupt(); },
-                                   .done = [self](const jupyter::execution& done) {
-                                       self->m_engine.on_executed(done);
-                                       self->m_engine.end_cell(runner::wall_clock::now());
-                                       self->next();
-                                   }});
-                return;
-            }
-            m_engine.end_cell(runner::wall_clock::now());
-        }
-        done();
+        auto self = std::static_pointer_cast<run_call>(shared_from_this());
+        // The session owns the pipeline, and this call (held by `done`) owns the session.
+        kernel_session& kernel = session();
+        runner::pipeline_hooks hooks;
+        hooks.kernel_info = [&kernel]() -> const json& { return kernel.kernel_info(); };
+        kernel.drive(std::make_unique<runner::cell_pipeline>(m_engine, kernel.sender(), owner().options().cells_ahead.value_or(runner::default_cells_ahead),
+                                                             std::move(hooks)),
+                     [self] { self->interrupt(); }, [self] { self->done(); });
     }
 
     void done() {

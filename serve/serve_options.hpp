@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,9 @@ struct serve_options {
     std::size_t max_queue = 64;
     // Fresh kernels held connected per pool for the next requests (serve/spare_kernels.hpp).
     std::size_t spares = 1;
+    // A /v1/run notebook's execute_requests at the kernel at once (runner/cell_pipeline); none:
+    // runner::default_cells_ahead.
+    std::optional<std::size_t> cells_ahead;
     std::size_t max_body = 16 << 20;
     std::size_t max_header = 64 << 10; // names and values together; more: 431
     std::size_t max_connections = 1024; // open at once; more wait in the listen backlog
