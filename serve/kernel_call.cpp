@@ -131,7 +131,7 @@ void kernel_call::prepare(bool subscribed, int other_steps) {
                                        });
     }
     if (!subscribed) {
-        m_session->when_subscribed(kernel_ready_timeout, [self = shared_from_this(), attempt](result<json> ready) {
+        auto answered = [self = shared_from_this(), attempt](result<json> ready) {
             if (attempt != self->m_attempt) {
                 return;
             }
@@ -140,7 +140,12 @@ void kernel_call::prepare(bool subscribed, int other_steps) {
                     error_response(502, "kernel_died", "the kernel did not answer: " + ready.err().message));
             }
             self->prepared(attempt);
-        });
+        };
+        if (needs_kernel_info()) {
+            m_session->when_ready(kernel_ready_timeout, std::move(answered));
+        } else {
+            m_session->when_subscribed(kernel_ready_timeout, std::move(answered));
+        }
     }
 }
 

@@ -47,6 +47,9 @@ public:
 protected:
     // The kernel is ready: session() works, and its iopub subscribed (kernel_session::when_subscribed).
     virtual void run() = 0;
+    // Whether run() needs session().kernel_info() of a newly acquired kernel (a spare's came
+    // long before): then the handshake waits for the reply too.
+    virtual bool needs_kernel_info() const { return false; }
     kernel_session& session() { return *m_session; }
     // Interrupts the kernel (kpoold's signal op: SIGINT, or an interrupt_request).
     void interrupt();

@@ -29,6 +29,10 @@ jupyter::send_execute_fn kernel_session::sender() {
     };
 }
 
+void kernel_session::when_ready(std::chrono::milliseconds timeout, std::function<void(result<json>)> done) {
+    m_channels->when_ready(timeout, std::move(done));
+}
+
 void kernel_session::execute(const jupyter::execute_request& request, execute_callbacks callbacks) {
     auto one = std::make_unique<jupyter::single_execution>(sender(), request, std::move(callbacks.on_iopub));
     const jupyter::single_execution* running = one.get();

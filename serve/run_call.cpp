@@ -73,6 +73,9 @@ public:
           m_engine(m_nb, {.allow_errors = false, .execution_timeout = m_body.kernel.timeout}) {}
 
 private:
+    // Its cells go ahead by what the kernel is (runner::run_ahead_for).
+    bool needs_kernel_info() const override { return true; }
+
     void run() override {
         m_start = runner::wall_clock::now();
         runner::notebook_start(m_nb, m_start);
