@@ -142,6 +142,9 @@ void apply_config(const config::serve_config& c, serve::serve_options& o) {
     o.queue_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(c.queue_timeout_s * 1000));
     o.max_queue = static_cast<std::size_t>(c.max_queue);
     o.spares = static_cast<std::size_t>(c.spares);
+    if (c.cells_ahead > 0) {
+        o.cells_ahead = static_cast<std::size_t>(c.cells_ahead);
+    }
     o.max_body = static_cast<std::size_t>(c.max_body);
     o.max_header = static_cast<std::size_t>(c.max_header);
     o.max_connections = static_cast<std::size_t>(c.max_connections);

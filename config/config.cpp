@@ -279,7 +279,7 @@ serve_config read_serve(const toml::table& root) {
     check_known_keys(table, "[serve]",
                      {"listen", "root", "save_dir", "kernel", "token_file", "require_token", "allow_hosts",
                       "cert_file", "key_file",
-                      "queue_timeout_s", "max_queue", "spares", "max_body", "max_header", "max_connections", "resolve_every_s", "stop_grace_s", "cull_idle_timeout_s",
+                      "queue_timeout_s", "max_queue", "spares", "cells_ahead", "max_body", "max_header", "max_connections", "resolve_every_s", "stop_grace_s", "cull_idle_timeout_s",
                       "cull_interval_s", "cull_connected", "cull_busy", "kernel_lease_s", "env_whitelist",
                       "max_kernels", "allow_origin", "allow_credentials", "allow_headers", "allow_methods",
                       "expose_headers", "max_age"});
@@ -305,6 +305,7 @@ serve_config read_serve(const toml::table& root) {
     s.queue_timeout_s = read_seconds(table, "queue_timeout_s", s.queue_timeout_s, 0, 3600, true);
     s.max_queue = read_int(table, "max_queue", s.max_queue, 1, 100000);
     s.spares = read_int(table, "spares", s.spares, 0, 64);
+    s.cells_ahead = read_int(table, "cells_ahead", s.cells_ahead, 1, 64);
     s.max_body = read_int(table, "max_body", s.max_body, 1024, 1 << 30);
     s.max_header = read_int(table, "max_header", s.max_header, 1024, 1 << 20);
     s.max_connections = read_int(table, "max_connections", s.max_connections, 1, 1000000);

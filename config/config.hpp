@@ -165,6 +165,8 @@ struct serve_config {
     double queue_timeout_s = 5;
     int max_queue = 64;
     int spares = 1; // per pool: fresh kernels held connected for the next requests
+    // A /v1/run notebook's execute_requests at the kernel at once; 0: kpool's default (4).
+    int cells_ahead = 0;
     int max_body = 16 << 20;
     int max_header = 64 << 10;
     int max_connections = 1024;

@@ -316,6 +316,7 @@ open_files = 256
             {"[pools.a]\n[serve]\ncert_file = \"/c.pem\"\n", "t.toml:3:13: TLS needs both 'cert_file' and 'key_file'"},
             {"[pools.a]\n[serve]\nmax_queue = 0\n", "t.toml:3:13: 'max_queue' must be from 1 to 100000, not 0"},
             {"[pools.a]\n[serve]\nspares = 65\n", "t.toml:3:10: 'spares' must be from 0 to 64, not 65"},
+            {"[pools.a]\n[serve]\ncells_ahead = 0\n", "t.toml:3:15: 'cells_ahead' must be from 1 to 64, not 0"},
             {"[pools.a]\n[serve]\nmax_connections = 0\n",
              "t.toml:3:19: 'max_connections' must be from 1 to 1000000, not 0"},
             {"[pools.a]\n[serve]\nport = 1\n", "t.toml:3:1: unknown key 'port' in [serve]"},
