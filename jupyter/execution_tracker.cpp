@@ -80,7 +80,7 @@ nlohmann::json execute_request_content(const execute_request& request) {
     return {{"code", request.code},
             {"silent", request.silent},
             {"store_history", request.store_history},
-            {"user_expressions", nlohmann::json::object()},
+            {"user_expressions", request.user_expressions.is_object() ? request.user_expressions : nlohmann::json::object()},
             {"allow_stdin", false},
             {"stop_on_error", request.stop_on_error}};
 }

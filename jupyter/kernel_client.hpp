@@ -65,6 +65,8 @@ struct execute_request {
     bool store_history = true;
     bool stop_on_error = true;
     std::optional<std::chrono::milliseconds> timeout; // none: wait as long as it runs
+    // Evaluated by the kernel after the code, if it ran without error; results in the reply.
+    nlohmann::json user_expressions = nlohmann::json::object();
 };
 
 struct execute_hooks {

@@ -39,12 +39,14 @@ struct language {
     // The kernels (kernel_info's `implementation`) that surely abort the execute_requests
     // queued behind one that raised with stop_on_error, so that a notebook's next cells may
     // wait at the kernel while one runs (runner/cell_pipeline). By implementation, not
-    // language: ipykernel aborts what arrives within a window run_ahead_setup widens;
+    // language: ipykernel aborts what arrives within a window abort_window_expression widens;
     // xeus-python and IRkernel abort only what has arrived when the error is sent, with no
     // window to widen, so a cell sent just before an error could still run there.
     std::vector<std::string_view> aborting_implementations = {};
-    // Code such a kernel runs (silent) before cells are sent ahead; empty: none.
-    std::string_view run_ahead_setup = {};
+    // A user expression (evaluated after a cell that ran without error, in its reply) that
+    // makes such a kernel abort requests sent before an error and arriving after it; empty:
+    // none needed. Until a reply says it was evaluated, cells go one at a time.
+    std::string_view abort_window_expression = {};
 };
 
 // Every row, in registry.cpp's order.

@@ -8,6 +8,15 @@
 #include <cmath>
 #include <sstream>
 
+// The history traits a shell's first stored cell reads for the first time: traitlets makes their
+// defaults then, about a third of what a forked kernel's first cell costs above the next ones
+// (bench/ scenario 21). Read beforehand: in the priming, and when history moves to memory. The
+// zygote reads the same in its pre-built shell (daemon/process/zygote.py, FIRST_CELL_TRAITS). A
+// macro, to be pasted into the Python sources below.
+#define FIRST_CELL_TRAITS                                                                          \
+    "('input_hist_raw', 'db_input_cache', 'db_output_cache', 'db_cache_size', 'db_log_output', "   \
+    "'_i', '_ii', '_iii', '_i00')"
+
 namespace kpool::languages {
 namespace {
 
@@ -111,16 +120,27 @@ result<std::string> python_context(const kernel_context& context) {
 // arriving within stop_on_error_timeout (0 s by default: made for a front end's "Run All"). A
 // cell sent ahead arrives well before any error as a rule, but a busy host can delay its send
 // past an error in the cell before it; this window makes such a late one aborted all the same.
+// A user expression, not a cell of its own: it costs the kernel no execute (about 2.5 ms).
 // A kernel given this is used for one run (kpool run, kpool serve's /v1) and never again.
-constexpr const char* run_ahead_setup_python =
-    "exec('try:\\n k = __import__(\"IPython\").get_ipython().kernel\\n"
-    " k.stop_on_error_timeout = max(k.stop_on_error_timeout, 5.0)\\nexcept Exception:\\n pass', {})";
+constexpr const char* abort_window_python =
+    "setattr(__import__('IPython').get_ipython().kernel, 'stop_on_error_timeout', "
+    "max(__import__('IPython').get_ipython().kernel.stop_on_error_timeout, 5.0))";
 
 std::vector<nlohmann::json> python_priming() {
     // The cell runs through transform, compile and run_code; formatting the expression's value
     // builds the display formatters (the first cell's largest cost) without an execute_result
     // or `_`. Silent: a loud cell would also fire IPython's pre_run_cell/post_run_cell hooks.
-    return {builtin::priming_execute("pass", true, {{"kpool_priming", "None"}})};
+    // Then what a loud cell reads first that a silent one never does: the shell's
+    // ast_node_interactivity and its history's traits (FIRST_CELL_TRAITS).
+    static const std::string first_cell_defaults =
+        "exec(" +
+        nlohmann::json(std::string("try:\n    ip = get_ipython()\n    ip.ast_node_interactivity\n"
+                                   "    for name in " FIRST_CELL_TRAITS ":\n        getattr(ip.history_manager, name)\n"
+                                   "except Exception:\n    pass\n"))
+            .dump() +
+        ", {})";
+    return {builtin::priming_execute("pass", true, {{"kpool_priming", "None"}}),
+            builtin::priming_execute(first_cell_defaults, true)};
 }
 
 } // namespace
@@ -151,6 +171,9 @@ if old is not None and old.hist_file != ":memory:":
              "Out": new.output_hist, "_dh": new.dir_hist}
     ip.user_ns.update(names)
     ip.user_ns_hidden.update(names)
+    # The defaults the first cell would make (bench/ scenario 21): made here, off that cell.
+    for name in )" FIRST_CELL_TRAITS R"(:
+        getattr(new, name)
 )";
 
 const language& builtin::python() {
@@ -164,7 +187,7 @@ const language& builtin::python() {
         .priming = &python_priming,
         .ipython_history = true,
         .aborting_implementations = {"ipython"},
-        .run_ahead_setup = run_ahead_setup_python,
+        .abort_window_expression = abort_window_python,
     };
     return row;
 }

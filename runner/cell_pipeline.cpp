@@ -22,17 +22,7 @@ std::optional<run_ahead_plan> run_ahead_for(const json& kernel_info) {
                                     implementation) == row->aborting_implementations.end()) {
         return std::nullopt;
     }
-    run_ahead_plan plan;
-    if (!row->run_ahead_setup.empty()) {
-        // Its failure must not abort the cells behind it (stop_on_error false), and it leaves
-        // nothing a user sees (silent: no history, no execution count, no IPython events).
-        plan.setup = jupyter::execute_request{.code = std::string(row->run_ahead_setup),
-                                              .silent = true,
-                                              .store_history = false,
-                                              .stop_on_error = false,
-                                              .timeout = std::nullopt};
-    }
-    return plan;
+    return run_ahead_plan{std::string(row->abort_window_expression)};
 }
 
 cell_pipeline::cell_pipeline(notebook_engine& engine, jupyter::send_execute_fn send, std::size_t window,
@@ -44,7 +34,7 @@ void cell_pipeline::start(clock::time_point now) { advance(now); }
 
 void cell_pipeline::on_message(const jupyter::incoming& in, clock::time_point now) {
     const std::string parent = in.msg.parent_msg_id();
-    if (parent.empty() || parent == m_setup_id) {
+    if (parent.empty()) {
         return;
     }
     for (std::size_t i = 0; i < m_sent.size(); ++i) {
@@ -93,7 +83,13 @@ void cell_pipeline::advance(clock::time_point now) {
                 send_more(now);
                 return;
             }
-            m_engine.on_executed(running.tracker.result());
+            const jupyter::execution& done = running.tracker.result();
+            if (!m_window_widened && done.reply.is_object()) {
+                const nlohmann::json& values = done.reply.value("user_expressions", json::object());
+                m_window_widened = values.is_object() && values.contains(window_expression_name) &&
+                                   values[window_expression_name].value("status", "") == "ok";
+            }
+            m_engine.on_executed(done);
             m_engine.end_cell(wall_clock::now());
             const std::size_t cell = running.cell;
             m_sent.pop_front();
@@ -141,14 +137,15 @@ void cell_pipeline::send_more(clock::time_point now) {
     if (!next) {
         return;
     }
+    may_send_ahead(); // decides m_plan once kernel_info is known
     const std::size_t cells = m_engine.cell_count();
     m_scan = std::max(m_scan, *next);
     while (m_sent.size() < m_window) {
         const bool ahead = !m_sent.empty();
-        if (ahead && (!m_sent.back().stops_on_error || !may_send_ahead() || (m_setup && m_setup_id.empty()))) {
-            // Behind a request that may raise without stopping the kernel, to a kernel that does
-            // not abort, or before the set-up went out (it goes first, with nothing queued
-            // before it that an error could abort it with): one at a time.
+        if (ahead && (!m_sent.back().stops_on_error || !may_send_ahead())) {
+            // Behind a request that may raise without stopping the kernel (an interrupt at its
+            // time limit would not abort what waits behind it), to a kernel that does not
+            // surely abort, or before its abort window is known to be wide: one at a time.
             return;
         }
         std::optional<jupyter::execute_request> request;
@@ -158,9 +155,10 @@ void cell_pipeline::send_more(clock::time_point now) {
         if (!request) {
             return;
         }
-        if (!ahead && request->stop_on_error && may_send_ahead() && m_setup && m_setup_id.empty()) {
-            // Only when cells may follow this one.
-            m_setup_id = m_send(*m_setup);
+        if (!ahead && m_plan && !m_window_widened && !m_plan->abort_window_expression.empty()) {
+            // Evaluated after this cell, if it raises nothing; the cells behind it wait for its
+            // reply, so that none is at the kernel before the window is wide.
+            request->user_expressions = {{window_expression_name, m_plan->abort_window_expression}};
         }
         const std::string id = m_send(*request);
         m_sent.push_back({m_scan, request->stop_on_error, jupyter::execution_tracker(id, request->timeout, now), {}});
@@ -173,19 +171,16 @@ bool cell_pipeline::may_send_ahead() {
     if (m_window <= 1) {
         return false;
     }
-    if (!m_ahead) {
+    if (!m_decided) {
         static const json none;
         const json& info = m_hooks.kernel_info ? m_hooks.kernel_info() : none;
         if (!info.is_object()) {
             return false; // not known yet: asked again when the next request goes
         }
-        const auto plan = run_ahead_for(info);
-        m_ahead = plan.has_value();
-        if (plan) {
-            m_setup = plan->setup;
-        }
+        m_plan = run_ahead_for(info);
+        m_decided = true;
     }
-    return *m_ahead;
+    return m_plan && (m_window_widened || m_plan->abort_window_expression.empty());
 }
 
 } // namespace kpool::runner

@@ -7,12 +7,13 @@
 // Sending ahead is safe only where papermill's stop at the first error still holds: the kernel
 // must abort the requests queued behind one that raised (ipykernel with stop_on_error; a fact
 // of languages/ by kernel_info's `implementation`), and nothing is sent behind a request that
-// may raise without stopping (allow_errors, a `raises-exception` cell) until it has ended. A
-// kernel that aborts only what had arrived when the error came (ipykernel's
-// stop_on_error_timeout, 0 s) gets the language's set-up first, which widens that window: a
-// request sent just before the error could otherwise arrive just after it and run. Other
-// kernels, and a kernel whose kernel_info is not known yet, get one cell at a time, as nbclient
-// sends them.
+// may raise without stopping (allow_errors, a `raises-exception` cell) until it has ended: an
+// interrupt at its time limit would end it without aborting what waits. ipykernel aborts only
+// what has arrived when the error is sent, plus what arrives within stop_on_error_timeout (0 s
+// by default), so a request sent just before an error could arrive just after it and run: the
+// first cell carries the language's user expression that widens that window, and the cells
+// behind it go once its reply says the expression was evaluated. Other kernels, and a kernel
+// whose kernel_info is not known yet, get one cell at a time, as nbclient sends them.
 //
 // The clock of a cell's time limit starts when it begins (the cell before it has ended), not
 // when it was sent. Pure: it sends through the function it is given (a blocking client's in
@@ -49,10 +50,10 @@ struct pipeline_hooks {
     std::function<void(const protocol::wire_message& msg, const nlohmann::json& output)> iopub;
 };
 
-// What the kernel of `kernel_info` allows: the set-up to send before cells go ahead, or nothing
-// when it must get one cell at a time.
+// What the kernel of `kernel_info` allows: the user expression that widens its abort window
+// (empty: none needed), or nothing when it must get one cell at a time.
 struct run_ahead_plan {
-    std::optional<jupyter::execute_request> setup; // silent; none: the kernel needs none
+    std::string abort_window_expression;
 };
 std::optional<run_ahead_plan> run_ahead_for(const nlohmann::json& kernel_info);
 
@@ -84,6 +85,7 @@ private:
     void send_more(clock::time_point now);
     // Whether requests may queue behind the ones sent; decided once kernel_info is known.
     bool may_send_ahead();
+    static constexpr const char* window_expression_name = "kpool_abort_window";
 
     notebook_engine& m_engine;
     jupyter::send_execute_fn m_send;
@@ -92,9 +94,9 @@ private:
     std::deque<in_flight> m_sent; // in the kernel's order; the front is the running cell once begun
     bool m_front_begun = false;
     std::size_t m_scan = 0;       // the first cell not yet sent nor passed over
-    std::optional<bool> m_ahead;  // kernel_info said whether it may
-    std::optional<jupyter::execute_request> m_setup;
-    std::string m_setup_id;       // sent: its messages are nobody's
+    bool m_decided = false;                 // kernel_info was known
+    std::optional<run_ahead_plan> m_plan;   // what it allows, if anything
+    bool m_window_widened = false;          // a reply said the abort window expression ran
     std::size_t m_sent_ahead = 0;
     bool m_finished = false;
 };

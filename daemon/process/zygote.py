@@ -275,6 +275,10 @@ def warm_up():
     import IPython.extensions.storemagic  # noqa: F401
 
 
+FIRST_CELL_TRAITS = ("input_hist_raw", "db_input_cache", "db_output_cache", "db_cache_size",
+                     "db_log_output", "_i", "_ii", "_iii", "_i00")
+
+
 def prime_shell(shell):
     """kpoold's Python priming execute, run once here through the pre-built shell; None, or why
     it could not be (then the zygote does not pre-build at all)."""
@@ -285,6 +289,12 @@ def prime_shell(shell):
         return "the priming cell failed in the pre-built shell"
     if shell.execution_count != count or set(shell.user_ns) != names:
         return "the priming cell left a trace in the pre-built shell"
+    # What a loud cell reads first and a silent one never does: traitlets makes these defaults
+    # on first use, in every forked kernel's first cell unless made here (kpoold's priming
+    # reads the same in a spawned kernel: languages/python.cpp, first_cell_traits_python).
+    shell.ast_node_interactivity
+    for name in FIRST_CELL_TRAITS:
+        getattr(shell.history_manager, name)
     return None
 
 
