@@ -154,9 +154,15 @@ except ImportError:
     ip = None
 old = getattr(ip, "history_manager", None)
 if old is not None and old.hist_file != ":memory:":
-    if getattr(old, "save_thread", None) is not None:
-        old.save_thread.stop()
+    thread = getattr(old, "save_thread", None)
+    if thread is not None:
+        # Told to end, not waited for (its join took up to 2 ms): nothing is cached for it to
+        # write, and it closes its own connection as it goes.
+        thread.stop_now = True
+        old.save_flag.set()
     try:
+        # No sync to disk for it: at worst, after a power cut, an empty session row is back.
+        old.db.execute("PRAGMA synchronous = OFF")
         with old.db:
             old.db.execute("DELETE FROM sessions WHERE session = ?", (old.session_number,))
         old.db.close()
@@ -164,7 +170,8 @@ if old is not None and old.hist_file != ":memory:":
         pass
     if old in ip.configurables:
         ip.configurables.remove(old)
-    new = HistoryManager(shell=ip, parent=ip, hist_file=":memory:")
+    # A forked kernel's zygote made it as the kernel started (zygote_kernel.py).
+    new = globals().get("kpool_prepared_history") or HistoryManager(shell=ip, parent=ip, hist_file=":memory:")
     ip.configurables.append(new)
     ip.history_manager = new
     names = {"_ih": new.input_hist_parsed, "In": new.input_hist_parsed, "_oh": new.output_hist,
