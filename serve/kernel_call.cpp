@@ -43,7 +43,13 @@ void kernel_call::acquire() {
     protocol::acquire_args request;
     request.pool = m_wish.pool;
     request.timeout_ms = m_owner.options().queue_timeout.count();
-    request.memory_history = m_wish.memory_history; // applied before the reply: no round trip of its own
+    // The cwd, env and history go with the acquire: kpoold applies them in one message to the
+    // kernel before it replies (a context op after the reply was a second trip to the kernel).
+    request.memory_history = m_wish.memory_history;
+    if (!m_wish.cwd.empty()) {
+        request.cwd = m_wish.cwd;
+    }
+    request.env = m_wish.env;
     request.lease_s = kernel_leases::call_lease_s(m_wish.timeout);
     m_owner.metrics().waiting().Increment();
     m_owner.leases().acquire(request, [self = shared_from_this()](result<kernel_lease> lease, kernel_leases::refusal_fn refusal) {
@@ -82,7 +88,7 @@ void kernel_call::take_spare(spare_kernels::spare spare) {
                                self->m_renews = false;
                                self->acquire();
                            });
-    prepare(true, 1);
+    prepare(true, 1, false);
 }
 
 void kernel_call::on_acquired(result<kernel_lease> lease, const kernel_leases::refusal_fn& refusal) {
@@ -104,20 +110,24 @@ void kernel_call::on_acquired(result<kernel_lease> lease, const kernel_leases::r
     }
     m_session = std::make_unique<kernel_session>(m_owner.loop(), m_owner.zmq(), m_lease.connection);
     ++m_attempt;
-    prepare(false, 0);
+    prepare(false, 0, true);
 }
 
-void kernel_call::prepare(bool subscribed, int other_steps) {
+void kernel_call::prepare(bool subscribed, int other_steps, bool context_applied) {
     const unsigned attempt = m_attempt;
-    // A spare was acquired before anyone knew what it was for: its history is moved here.
-    const bool context = !m_wish.cwd.empty() || !m_wish.env.empty() || (m_wish.memory_history && subscribed);
+    // A spare was acquired before anyone knew what it was for: its cwd, env and history are
+    // applied here.
+    const bool context =
+        !context_applied && (!m_wish.cwd.empty() || !m_wish.env.empty() || m_wish.memory_history);
     m_steps_left = other_steps + (subscribed ? 0 : 1) + (context ? 1 : 0);
     if (m_steps_left == 0) {
         m_steps_left = 1;
         return prepared(attempt);
     }
     // At once: the context goes through kpoold to the kernel's control channel (or a silent
-    // cell), the handshake is ours on shell and iopub; the code waits for both.
+    // cell), the handshake is ours on shell and iopub; the code waits for both. It must wait for
+    // the context: a forked kernel applies it on its control thread, which nothing orders
+    // before a cell sent on shell, and a cell must start in the request's cwd and env.
     if (context) {
         m_owner.leases().apply_context(m_lease, m_wish.cwd, m_wish.env, m_wish.memory_history,
                                        [self = shared_from_this(), attempt](std::optional<http_response> failure, bool) {

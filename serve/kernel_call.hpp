@@ -68,9 +68,9 @@ private:
     void acquire();
     void on_acquired(result<kernel_lease> lease, const kernel_leases::refusal_fn& refusal);
     void take_spare(spare_kernels::spare spare);
-    // The kernel is ours: the handshake (unless `subscribed`), the cwd/env and `other_steps`
-    // (a spare's renew) at once; then run().
-    void prepare(bool subscribed, int other_steps);
+    // The kernel is ours: the handshake (unless `subscribed`), the cwd/env/history (unless the
+    // acquire applied them) and `other_steps` (a spare's renew) at once; then run().
+    void prepare(bool subscribed, int other_steps, bool context_applied);
     void prepared(unsigned attempt); // one of prepare()'s steps is done
     // Lets go of a kernel before any code ran on it (a spare found gone), without answering.
     void give_back();

@@ -7,12 +7,18 @@
 using kpool::languages::priming_requests;
 
 TEST_SUITE("kernel priming") {
-    TEST_CASE("python is one silent cell with a user expression, R three loud unstored ones") {
+    TEST_CASE("python is two silent cells (one with a user expression), R three loud unstored ones") {
         for (const char* language : {"python", "Python", "python3"}) {
             const auto python = priming_requests(language);
-            REQUIRE(python.size() == 1);
+            REQUIRE(python.size() == 2);
             CHECK(python[0]["silent"] == true);
             CHECK(python[0]["user_expressions"].size() == 1);
+            // The second reads what a loud first cell would make: the shell's
+            // ast_node_interactivity and its history's lazy traits.
+            CHECK(python[1]["silent"] == true);
+            const std::string code = python[1]["code"];
+            CHECK(code.find("ast_node_interactivity") != std::string::npos);
+            CHECK(code.find("db_input_cache") != std::string::npos);
         }
         const auto r = priming_requests("R");
         REQUIRE(r.size() == 3);
