@@ -7,7 +7,9 @@ runs) and one with `--cells-ahead 1` (one cell at a time, as nbclient sends them
 each after the pool has settled: GET /v1/run of the report through each, and `kpool run` with
 each setting. kpool serve's own part of a request is read inside each request from the
 kernel's stamps (scenario 19's serve_part_ms: before the first cell, between cells, after the
-last), beside the floor (the kernel's own time for the cells, on the same kernel again).
+last), beside the floor (the kernel's own time for the cells, on the same kernel again). Two
+more kpool serve, `--cells-ahead 2` and `--cells-ahead 64` (every cell at once), give serve's
+own part for the window's other sizes.
 
 The first execute of a fresh kernel: `x = 1` timed by the kernel (busy to idle) on kernels
 acquired as `kpool run` takes them (history in memory, a cwd), the first against the median of
@@ -99,7 +101,11 @@ def cells_ahead_bench(b):
     d = Daemon(b.kpoold, POOLS)
     ahead, ahead_url = start_serve(cli, d, root)
     serial, serial_url = start_serve(cli, d, root, "--cells-ahead", "1")
+    # The window's other sizes, for serve's own part only: 2, and 64 (every cell at once).
+    two, two_url = start_serve(cli, d, root, "--cells-ahead", "2")
+    every, every_url = start_serve(cli, d, root, "--cells-ahead", "64")
     urls = {"ahead": ahead_url, "serial": serial_url}
+    other_urls = {"2": two_url, "64": every_url}
     run_args = {"ahead": [], "serial": ["--cells-ahead", "1"]}
     try:
         d.wait_warm("report", 3, timeout=600)
@@ -141,6 +147,11 @@ def cells_ahead_bench(b):
                                     "-p", "region", "south", *run_args[k]], capture_output=True)
                 assert r.returncode == 0, r.stderr
                 run_ms[k].append((time.perf_counter() - t) * 1000)
+        other_parts = {k: [] for k in other_urls}
+        for i in range(runs):
+            for k in other_urls:
+                settle()
+                other_parts[k].append(serve_part_ms(d, lambda url=other_urls[k]: get(url)))
         cells = prepared_cells(cli, nb, root)
         passes = []
         for _ in range(5 if quick else 9):
@@ -166,8 +177,8 @@ def cells_ahead_bench(b):
         d.wait_warm("report", 8, timeout=600)
         refill_rate = 8 / (time.perf_counter() - t)
     finally:
-        stop_peer(ahead)
-        stop_peer(serial)
+        for proc in (ahead, serial, two, every):
+            stop_peer(proc)
         d.close()
 
     p50 = statistics.median
@@ -186,6 +197,10 @@ def cells_ahead_bench(b):
              % (len(cells), part("ahead", 1), part("serial", 1)),
              "| serve's own part: the last cell's idle to the answer, ms | %.1f | %.1f | |" % (part("ahead", 2), part("serial", 2)),
              "| **serve's own part, in all, ms** | **%.1f** | %.1f | |" % (total("ahead"), total("serial")), "",
+             "Other windows, serve's own part between the cells / in all (p50 of %d): `--cells-ahead 2` %.1f / "
+             "%.1f ms, `--cells-ahead 64` (every cell at once) %.1f / %.1f ms."
+             % (runs, p50(p[1] for p in other_parts["2"]), p50(sum(p) for p in other_parts["2"]),
+                p50(p[1] for p in other_parts["64"]), p50(sum(p) for p in other_parts["64"])), "",
              "The floor: the report's cells timed by the kernel on the same kernel again, %.1f ms (a fresh "
              "kernel's first pass %.1f ms, %.2fx). `/v1/run` with cells ahead is %.2fx the floor."
              % (floor, fresh, fresh / floor, p50(serve_ms["ahead"]) / floor), "",
@@ -200,5 +215,6 @@ def cells_ahead_bench(b):
          "serve in front of it: `--cells-ahead 4` (the default) and `--cells-ahead 1`, interleaved."
          % LEARN_FROM, "", *lines)
     b.results["cells_ahead"] = {"serve_ms": serve_ms, "run_ms": run_ms, "serve_part_ms": parts,
+                                "serve_part_ms_other_windows": other_parts,
                                 "kernel_cells_ms": passes, "first_execute_ms": firsts,
                                 "c10_rate": c10_rate, "refill_rate": refill_rate}

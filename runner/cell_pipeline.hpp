@@ -34,8 +34,8 @@
 
 namespace kpool::runner {
 
-// How many execute_requests may wait at the kernel at once by default (the running cell's
-// included): bench/ scenario 21 measures 1, 2, 4 and all.
+// How many execute_requests may be at the kernel at once by default, the running cell's
+// included (bench/ scenario 21 sets it against 1, 2 and 64).
 inline constexpr std::size_t default_cells_ahead = 4;
 
 struct pipeline_hooks {
