@@ -33,7 +33,8 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 from benchlib import Daemon
 from refill import close_client
-from report_notebook import LEARN_FROM, pooled_fresh_and_floor, prepared_cells, report_notebook, serve_part_ms
+from report_notebook import (LEARN_FROM, kernel_cell_ms, pooled_fresh_and_floor, prepared_cells, report_notebook,
+                             serve_part_ms)
 from serve import load, stop_peer
 
 POOLS = """
@@ -52,21 +53,6 @@ def start_serve(cli, d, root, *args):
     return proc, url
 
 
-def kernel_ms(kc, code="x = 1"):
-    """The kernel's own time for one execute: its busy status to its idle status."""
-    msg_id = kc.execute(code)
-    busy = None
-    while True:
-        msg = kc.get_iopub_msg(timeout=60)
-        if msg["parent_header"].get("msg_id") != msg_id or msg["msg_type"] != "status":
-            continue
-        if msg["content"]["execution_state"] == "busy":
-            busy = msg["header"]["date"]
-        else:
-            kc.get_shell_msg(timeout=60)
-            return (msg["header"]["date"] - busy).total_seconds() * 1000
-
-
 def first_execute(d, pool, cwd):
     """(first, median of the next nine, after a second idle) for one freshly acquired kernel."""
     r = d.rpc(op="acquire", pool=pool, timeout_ms=120000, history="memory", cwd=cwd)
@@ -78,10 +64,10 @@ def first_execute(d, pool, cwd):
         try:
             kc.wait_for_ready(timeout=60)
             time.sleep(0.5)  # as a kernel waits in a pool before a request comes
-            first = kernel_ms(kc)
-            nine = statistics.median(kernel_ms(kc) for _ in range(9))
+            first = kernel_cell_ms(kc, "x = 1")
+            nine = statistics.median(kernel_cell_ms(kc, "x = 1") for _ in range(9))
             time.sleep(1.0)
-            return first, nine, kernel_ms(kc)
+            return first, nine, kernel_cell_ms(kc, "x = 1")
         finally:
             close_client(kc)
     finally:
@@ -136,7 +122,7 @@ def cells_ahead_bench(b):
         parts = {k: [] for k in urls}
         out_dir = tempfile.mkdtemp(prefix="kpool-bench-ahead-run-")
         for i in range(runs):
-            for k in urls:
+            for k in list(urls)[::1 if i % 2 == 0 else -1]:  # which goes first alternates
                 settle()
                 serve_ms[k].append(get(urls[k]))
                 settle()
