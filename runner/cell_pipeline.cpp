@@ -155,9 +155,11 @@ void cell_pipeline::send_more(clock::time_point now) {
         if (!request) {
             return;
         }
-        if (!ahead && m_plan && !m_window_widened && !m_plan->abort_window_expression.empty()) {
+        if (!ahead && request->stop_on_error && m_plan && !m_window_widened &&
+            !m_plan->abort_window_expression.empty()) {
             // Evaluated after this cell, if it raises nothing; the cells behind it wait for its
-            // reply, so that none is at the kernel before the window is wide.
+            // reply, so that none is at the kernel before the window is wide. Not on a cell that
+            // nothing may follow (allow_errors, raises-exception): the kernel is left as it is.
             request->user_expressions = {{window_expression_name, m_plan->abort_window_expression}};
         }
         const std::string id = m_send(*request);

@@ -170,10 +170,11 @@ TEST_SUITE("cell_pipeline") {
         CHECK(f.nb["cells"][4]["outputs"][0]["text"] == "d!");
     }
 
-    TEST_CASE("a first cell that raises or has the expression fail leaves the rest one at a time") {
+    TEST_CASE("the window is asked for on the first cell that others may follow") {
         fixture f(json::array({ahead_code("a", {"raises-exception"}), ahead_code("b"), ahead_code("c")}), 4, ipykernel);
         f.pipeline.start(f.t0);
-        f.deliver(ahead_execution(f.kernel.id_of("a"), "a!", "error"), f.t0); // allowed; no expression ran
+        CHECK(f.kernel.request_of("a").user_expressions.empty()); // nothing may follow it
+        f.deliver(ahead_execution(f.kernel.id_of("a"), "a!", "error"), f.t0); // allowed
         CHECK(f.kernel.codes() == std::vector<std::string>{"a", "b"});
         CHECK_FALSE(f.kernel.request_of("b").user_expressions.empty()); // asked again
         f.run_ok("b", f.t0);
@@ -228,6 +229,7 @@ TEST_SUITE("cell_pipeline") {
             fixture f(json::array({ahead_code("a"), ahead_code("b"), ahead_code("c")}), 4, ipykernel,
                       {.allow_errors = true, .execution_timeout = {}});
             f.pipeline.start(f.t0);
+            CHECK(f.kernel.request_of("a").user_expressions.empty()); // the kernel left as it is
             f.run_ok("a", f.t0);
             CHECK(f.kernel.codes() == std::vector<std::string>{"a", "b"});
             f.deliver(ahead_execution(f.kernel.id_of("b"), "b!", "error"), f.t0);
