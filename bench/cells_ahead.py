@@ -19,11 +19,9 @@ floor for any kernel that waits in a pool: its caches are cold and its threads a
 Last, one-cell `/v1/run` requests at c=10 against the pool's fork refill rate from empty: kpool
 serve must add no ceiling of its own."""
 import os
-import re
 import statistics
 import subprocess
 import tempfile
-import threading
 import time
 
 import requests
@@ -34,7 +32,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 from benchlib import Daemon
 from refill import close_client
 from report_notebook import (LEARN_FROM, kernel_cell_ms, pooled_fresh_and_floor, prepared_cells, report_notebook,
-                             serve_part_ms)
+                             serve_part_ms, start_serve)
 from serve import load, stop_peer
 
 POOLS = """
@@ -43,14 +41,6 @@ kernelspec = "python3"
 launcher = "fork"
 size = 3
 """
-
-
-def start_serve(cli, d, root, *args):
-    proc = subprocess.Popen([cli, "--endpoint", d.endpoint, "serve", "--no-token", "--listen", "127.0.0.1:0",
-                             "--root", root, "--queue-timeout", "60", *args], stderr=subprocess.PIPE, text=True)
-    url = "http://" + re.search(r"://(127\.0\.0\.1:\d+)/", proc.stderr.readline()).group(1)
-    threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
-    return proc, url
 
 
 def first_execute(d, pool, cwd):

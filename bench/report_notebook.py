@@ -177,6 +177,16 @@ def serve_part_ms(d, get):
     return (inputs[0][0] - t0) * 1000, gaps * 1000, (t1 - ends[-1]) * 1000
 
 
+def start_serve(cli, d, root, *args):
+    """A `kpool serve` in front of kpoold `d` running the notebooks under `root` (no token, a free
+    loopback port, 60 s to wait for a kernel): (process, url). Its stderr is drained."""
+    proc = subprocess.Popen([cli, "--endpoint", d.endpoint, "serve", "--no-token", "--listen", "127.0.0.1:0",
+                             "--root", root, "--queue-timeout", "60", *args], stderr=subprocess.PIPE, text=True)
+    url = "http://" + re.search(r"://(127\.0\.0\.1:\d+)/", proc.stderr.readline()).group(1)
+    threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+    return proc, url
+
+
 def report_bench(b):
     quick = b.args.quick
     runs = 7 if quick else 21
@@ -185,10 +195,7 @@ def report_bench(b):
     report_notebook(nb)
     d = Daemon(b.kpoold, POOLS)
     cli = os.path.join(b.args.build, "kpool")
-    proc = subprocess.Popen([cli, "--endpoint", d.endpoint, "serve", "--no-token", "--listen", "127.0.0.1:0",
-                             "--root", root, "--queue-timeout", "60"], stderr=subprocess.PIPE, text=True)
-    url = "http://" + re.search(r"://(127\.0\.0\.1:\d+)/", proc.stderr.readline()).group(1)
-    threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+    proc, url = start_serve(cli, d, root)
     lines = []
     times = {}
     try:

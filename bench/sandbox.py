@@ -13,18 +13,16 @@ plain one in one kpoold, every measurement interleaved pool by pool:
 The floor beside them: `kpool --version`'s own run time (a process start) for exec, and the
 notebook's cells timed by the kernel on each pool's fresh kernel (scenario 19's floor)."""
 import os
-import re
 import statistics
 import subprocess
 import tempfile
-import threading
 import time
 
 import requests
 
 from benchlib import Daemon, percentile
 from refill import private_mib
-from report_notebook import pooled_fresh_and_floor, prepared_cells, report_notebook
+from report_notebook import pooled_fresh_and_floor, prepared_cells, report_notebook, start_serve
 from serve import stop_peer
 
 POOLS = """
@@ -92,10 +90,7 @@ def sandbox_bench(b):
     report_notebook(nb)
     d = Daemon(b.kpoold, POOLS.replace("{root}", root))
     cli = os.path.join(b.args.build, "kpool")
-    proc = subprocess.Popen([cli, "--endpoint", d.endpoint, "serve", "--no-token", "--listen", "127.0.0.1:0",
-                             "--root", root, "--queue-timeout", "60"], stderr=subprocess.PIPE, text=True)
-    url = "http://" + re.search(r"://(127\.0\.0\.1:\d+)/", proc.stderr.readline()).group(1)
-    threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+    proc, url = start_serve(cli, d, root)
 
     def settle(pool, n=3):
         d.wait_warm(pool, n, timeout=600)
