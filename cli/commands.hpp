@@ -36,5 +36,6 @@ int keygen_command(const invocation& inv);
 int exec_command_line(const invocation& inv);
 int run_command_line(const invocation& inv);
 int serve_command_line(const invocation& inv);
+int feed_command_line(const invocation& inv);
 
 } // namespace kpool::cli

@@ -35,6 +35,9 @@ invocation parse_command_line(int argc, char** argv) {
     invocation inv;
     inv.endpoint = client::default_endpoint();
     inv.endpoint_given = std::getenv("KPOOL_ENDPOINT") != nullptr && *std::getenv("KPOOL_ENDPOINT") != '\0';
+    if (const char* url = std::getenv("KPOOL_URL"); url != nullptr) {
+        inv.url = url;
+    }
     std::vector<std::string> rest; // every word but the global options, in order
     for (int i = 1; i < argc; ++i) {
         const std::string word = argv[i];
@@ -45,6 +48,7 @@ invocation parse_command_line(int argc, char** argv) {
         std::string* global = word == "--endpoint"          ? &inv.endpoint
                               : word == "--server-key"      ? &inv.server_key
                               : word == "--client-key-file" ? &inv.client_key_file
+                              : word == "--url"             ? &inv.url
                                                             : nullptr;
         if (global != nullptr) {
             if (i + 1 >= argc) {

@@ -42,6 +42,8 @@ struct invocation {
     bool endpoint_given = false;
     std::string server_key;
     std::string client_key_file;
+    // A kpool serve to talk to instead of kpoold (--url, else $KPOOL_URL): feed, run, exec.
+    std::string url;
 
     std::string command;
     std::vector<std::string> words; // after the command, options removed

@@ -13,7 +13,7 @@ namespace kpool::cli {
 namespace {
 
 constexpr const char* usage_head =
-    "usage: kpool [--endpoint E] [--server-key K --client-key-file F] COMMAND [ARGS]\n\n";
+    "usage: kpool [--endpoint E] [--server-key K --client-key-file F] [--url URL] COMMAND [ARGS]\n\n";
 
 constexpr const char* usage_tail = R"usage(
 Durations (T) take a unit, the same for every command: 500ms, 5s, 1.5m, 2h. A bare number
@@ -27,6 +27,7 @@ and poll find the daemon that owns the kernel; ping, status, resize and drain ad
 daemon (status: one table, with a HOST column).
 A tcp:// endpoint needs CURVE: the daemon's public key (--server-key, $KPOOL_SERVER_KEY) and
 this client's secret key file (--client-key-file, $KPOOL_CLIENT_KEY_FILE).
+--url URL (or $KPOOL_URL) names a kpool serve instead, for feed.
 Exit status: 0 ok, 1 kpoold answered with an error, 2 bad usage, 3 kpoold unreachable.
 )usage";
 
@@ -63,6 +64,9 @@ constexpr command command_table[] = {
     {"serve", "serve [--listen HOST:PORT] [options]",
      "an HTTP front door: each request on a fresh warm kernel\n(kpool serve --help lists the endpoints and options)",
      0, 0, 0, true, serve_command_line},
+    {"feed", "feed [FILE.jsonl|-] --url URL [options]",
+     "jobs (JSON lines) through a kpool serve, as many at once\nas it takes; an answer line each (kpool feed --help)",
+     0, 0, 0, true, feed_command_line},
 };
 
 // The whole usage: each row's usage and what it does, the description in a column of its own

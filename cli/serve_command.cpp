@@ -2,6 +2,7 @@
 #include "cli/commands.hpp"
 #include "cli/duration.hpp"
 #include "cli/exit_status.hpp"
+#include "cli/remote_options.hpp"
 #include "client/daemon_set.hpp"
 #include "config/config.hpp"
 #include "config/paths.hpp"
@@ -105,20 +106,14 @@ std::chrono::seconds whole_seconds(const std::string& text, const std::string& o
     return std::chrono::duration_cast<std::chrono::seconds>(duration(text, option, allow_zero));
 }
 
-std::string first_line_of(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) {
-        throw bad_usage("--token-file: cannot read " + path);
+
+// The token file's first line (cli/remote_options.hpp reads it for every client too).
+std::string token_of(const std::string& path) {
+    try {
+        return read_token_file(path, "--token-file");
+    } catch (const usage_error& e) {
+        throw bad_usage(e.message);
     }
-    std::string line;
-    std::getline(in, line);
-    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) {
-        line.pop_back();
-    }
-    if (line.empty()) {
-        throw bad_usage("--token-file: " + path + " holds no token");
-    }
-    return line;
 }
 
 // [serve] of a config file, as the starting point the flags override.
@@ -133,7 +128,7 @@ void apply_config(const config::serve_config& c, serve::serve_options& o) {
     o.save_dir = c.save_dir;
     o.default_kernel = c.kernel;
     if (!c.token_file.empty()) {
-        o.token = first_line_of(c.token_file);
+        o.token = token_of(c.token_file);
     }
     o.no_token = !c.require_token;
     o.allow_hosts = c.allow_hosts;
@@ -215,7 +210,7 @@ serve::serve_options parse(const std::vector<std::string>& args, std::string& co
         } else if (a == "--kernel") {
             o.default_kernel = value();
         } else if (a == "--token-file") {
-            o.token = first_line_of(value());
+            o.token = token_of(value());
             token_file_given = true;
         } else if (a == "--no-token") {
             no_token_given = true;

@@ -116,9 +116,9 @@ result<exec_body> parse_exec_body(std::string_view text) {
     return out;
 }
 
-result<run_body> parse_run_body(std::string_view text) {
+result<run_body> parse_run_body(std::string_view text, bool uploaded) {
     run_body out;
-    if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+    if (!uploaded && text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
         return out; // no body: no parameters
     }
     auto j = body_object(text);
@@ -134,9 +134,19 @@ result<run_body> parse_run_body(std::string_view text) {
             out.parameters = protocol::parse_python_json<params::parameters>(text)["parameters"];
             continue;
         }
-        if (auto st = read_kernel_field(key, value, out.kernel, "parameters"); !st) {
+        if (key == "notebook" && uploaded) {
+            if (!value.is_object()) {
+                return error{errc::bad_request, "field 'notebook' must be a notebook (a JSON object)"};
+            }
+            out.notebook = value.dump();
+            continue;
+        }
+        if (auto st = read_kernel_field(key, value, out.kernel, uploaded ? "notebook, parameters" : "parameters"); !st) {
             return st.err();
         }
+    }
+    if (uploaded && out.notebook.empty()) {
+        return error{errc::bad_request, "field 'notebook' is required (POST /v1/run/{path} runs one under --root)"};
     }
     return out;
 }

@@ -1,4 +1,4 @@
-// The bodies of POST /v1/exec and POST /v1/run/{path} (and GET /v1/run's query), read and
+// The bodies of POST /v1/exec, POST /v1/run/{path} and POST /v1/run (and GET /v1/run's query), read and
 // checked before anything else happens: every field's type and range, unknown fields refused,
 // so a misspelt field is never silently ignored.
 #pragma once
@@ -29,6 +29,9 @@ struct exec_body {
 };
 
 struct run_body {
+    // POST /v1/run: the notebook itself, sent in the body (its JSON text); empty: the notebook
+    // is {path} under --root.
+    std::string notebook;
     params::parameters parameters = params::parameters::object();
     kernel_fields kernel;
     bool outputs_only = false; // ?format=outputs
@@ -36,7 +39,8 @@ struct run_body {
 
 // bad_request with a message that names the field.
 result<exec_body> parse_exec_body(std::string_view body);
-result<run_body> parse_run_body(std::string_view body);
+// `uploaded`: POST /v1/run, whose body must carry the notebook itself in "notebook".
+result<run_body> parse_run_body(std::string_view body, bool uploaded = false);
 // GET /v1/run/{path}?a=1&b=x: every name but `format` and `kernel` a parameter, typed as `-p`
 // types it; `format=outputs` or `format=notebook`; `kernel=NAME` the kernel to run on (a pool,
 // else a kernelspec: protocol/pool_names.hpp), as a POST body's "kernel".

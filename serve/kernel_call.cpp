@@ -184,7 +184,8 @@ void kernel_call::stop() {
 
 http_response kernel_call::cancelled_response() const {
     if (m_stopped) {
-        return error_response(503, "unavailable", "kpool serve stopped: the code was interrupted");
+        // Not `unavailable`: that one promises nothing ran, so a client may send it again.
+        return error_response(503, "stopped", "kpool serve stopped: the code was interrupted");
     }
     return error_response(499, "cancelled", "the caller went away");
 }
@@ -224,8 +225,14 @@ void kernel_call::finish(http_response response) {
         return; // prepare()'s other step failed too, after the first had answered
     }
     m_finished = true;
-    m_owner.metrics().answered(m_route, response.status,
-                               std::chrono::duration<double>(steady::now() - m_arrived).count());
+    const auto now = steady::now();
+    m_owner.metrics().answered(m_route, response.status, std::chrono::duration<double>(now - m_arrived).count());
+    // How long the request waited for its kernel (all its time when none came): a client's
+    // measure of the queue in front of it (remote/feed_policy.hpp), which its latency alone
+    // cannot tell from the code's own time.
+    const auto waited = (m_taken_at == steady::time_point{} ? now : m_taken_at) - m_arrived;
+    response.headers.emplace_back("kpool-queued-ms",
+                                  std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()));
     m_exchange->respond(std::move(response));
     m_poll.stop();
     if (m_session) {

@@ -85,12 +85,27 @@ route read_run(const request_view& r) {
     return do_run{std::string(r.path.substr(run_prefix.size())), std::move(*body)};
 }
 
+// POST /v1/run: the notebook comes in the body (a client's local file), not from --root.
+route read_run_upload(const request_view& r) {
+    auto body = parse_run_body(r.body, true);
+    if (body) {
+        if (auto st = apply_format(r.query, *body); !st) {
+            return error_response(400, "bad_request", st.err().message);
+        }
+    }
+    if (!body) {
+        return error_response(400, "bad_request", body.err().message);
+    }
+    return do_run{"", std::move(*body)};
+}
+
 // clang-format off
 constexpr std::array v1_table{
     v1_route{"/v1/health", "GET",       "/v1/health", false, false, read_health},
     v1_route{"/metrics",   "GET",       "/metrics",   true,  false, read_metrics},
     v1_route{"/v1/exec",   "POST",      "/v1/exec",   true,  true,  read_exec},
     v1_route{run_prefix,   "GET, POST", "/v1/run",    true,  true,  read_run},
+    v1_route{"/v1/run",    "POST",      "/v1/run",    true,  true,  read_run_upload},
 };
 // clang-format on
 

@@ -27,7 +27,7 @@ struct do_exec {
     exec_body body;
 };
 struct do_run {
-    std::string path; // below the root
+    std::string path; // below the root; empty: the notebook is in the body (POST /v1/run)
     run_body body;
 };
 struct do_health {};

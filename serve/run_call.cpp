@@ -225,6 +225,34 @@ result<std::string> read_file(const fs::path& path) {
     return text.str();
 }
 
+// The notebook read: papermill's preparation, then a kernel for it. `folder`: the kernel's
+// working directory unless the body says one (empty: the kernel's own).
+template <class Refuse>
+void start_prepared(request_services& owner, exchange_ptr& exchange, json nb, const std::string& path,
+                    const std::string& folder, run_body body, std::chrono::steady_clock::time_point arrived,
+                    const Refuse& refuse) {
+    runner::load_notebook(nb, std::string("kpool ") + kpool::version);
+    const std::string kernel = runner::nb_kernel_name(nb, body.kernel.kernel);
+    if (kernel.empty()) {
+        return refuse(error_response(400, "bad_request", "the notebook names no kernelspec: say \"kernel\""));
+    }
+    auto prepared = runner::prepare_notebook(nb, {.kernel_name = kernel,
+                                                  .language = runner::nb_language(nb, "", ""),
+                                                  .parameters = body.parameters,
+                                                  .input_path = path,
+                                                  .output_path = "",
+                                                  .environment = json(body.kernel.env),
+                                                  .report_mode = false});
+    if (!prepared) {
+        return refuse(error_response(400, "bad_request", prepared.err().message));
+    }
+    const kernel_wish wish{.pool = kernel,
+                           .cwd = body.kernel.cwd.empty() ? folder : body.kernel.cwd,
+                           .env = body.kernel.env,
+                           .timeout = std::nullopt};
+    std::make_shared<run_call>(owner, std::move(exchange), std::move(nb), std::move(body), arrived)->begin(wish);
+}
+
 } // namespace
 
 void start_run_call(request_services& owner, exchange_ptr exchange, const std::string& path, run_body body,
@@ -235,6 +263,13 @@ void start_run_call(request_services& owner, exchange_ptr exchange, const std::s
         exchange->respond(std::move(r));
         owner.request_finished();
     };
+    if (!body.notebook.empty()) { // POST /v1/run: the caller's own notebook
+        auto parsed = notebook::read_notebook(body.notebook, "the body's notebook");
+        if (!parsed) {
+            return refuse(error_response(400, "bad_request", parsed.err().message));
+        }
+        return start_prepared(owner, exchange, std::move(parsed).value(), "", "", std::move(body), arrived, refuse);
+    }
     const std::string& root = owner.options().root;
     if (root.empty()) {
         return refuse(error_response(404, "not_found", "kpool serve runs no notebooks: start it with --root DIR"));
@@ -255,27 +290,9 @@ void start_run_call(request_services& owner, exchange_ptr exchange, const std::s
     if (!parsed) {
         return refuse(error_response(500, "bad_notebook", parsed.err().message));
     }
-    json nb = std::move(parsed).value();
-    runner::load_notebook(nb, std::string("kpool ") + kpool::version);
-    const std::string kernel = runner::nb_kernel_name(nb, body.kernel.kernel);
-    if (kernel.empty()) {
-        return refuse(error_response(400, "bad_request", "the notebook names no kernelspec: say \"kernel\""));
-    }
-    auto prepared = runner::prepare_notebook(nb, {.kernel_name = kernel,
-                                                  .language = runner::nb_language(nb, "", ""),
-                                                  .parameters = body.parameters,
-                                                  .input_path = path,
-                                                  .output_path = "",
-                                                  .environment = json(body.kernel.env),
-                                                  .report_mode = false});
-    if (!prepared) {
-        return refuse(error_response(400, "bad_request", prepared.err().message));
-    }
-    const kernel_wish wish{.pool = kernel,
-                           .cwd = body.kernel.cwd.empty() ? real.parent_path().string() : body.kernel.cwd,
-                           .env = body.kernel.env,
-                           .timeout = std::nullopt};
-    std::make_shared<run_call>(owner, std::move(exchange), std::move(nb), std::move(body), arrived)->begin(wish);
+    start_prepared(owner, exchange, std::move(parsed).value(), path, real.parent_path().string(), std::move(body),
+                   arrived, refuse);
 }
+
 
 } // namespace kpool::serve

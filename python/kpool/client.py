@@ -51,20 +51,23 @@ class Kernel:
         return info
 
 
-def default_endpoint() -> str:
-    """$KPOOL_ENDPOINT, else kpoold's default: $XDG_RUNTIME_DIR/kpool, /run/kpool as root,
+def default_runtime_dir() -> str:
+    """kpoold's runtime directory for this user: $XDG_RUNTIME_DIR/kpool, /run/kpool as root,
     else /tmp/kpool-<uid> (the same rule as the daemon's)."""
+    xdg = os.environ.get("XDG_RUNTIME_DIR", "")
+    if xdg.startswith("/") and os.path.isdir(xdg):
+        return os.path.join(xdg, "kpool")
+    if os.geteuid() == 0:
+        return "/run/kpool"
+    return "/tmp/kpool-%d" % os.geteuid()
+
+
+def default_endpoint() -> str:
+    """$KPOOL_ENDPOINT, else kpoold's default: its control socket in default_runtime_dir()."""
     env = os.environ.get("KPOOL_ENDPOINT")
     if env:
         return env
-    xdg = os.environ.get("XDG_RUNTIME_DIR", "")
-    if xdg.startswith("/") and os.path.isdir(xdg):
-        runtime = os.path.join(xdg, "kpool")
-    elif os.geteuid() == 0:
-        runtime = "/run/kpool"
-    else:
-        runtime = "/tmp/kpool-%d" % os.geteuid()
-    return "ipc://%s/control" % runtime
+    return "ipc://%s/control" % default_runtime_dir()
 
 
 # Handshake failures the monitor socket reports: the daemon refused us.

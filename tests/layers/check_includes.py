@@ -23,7 +23,8 @@ ALLOWED = {
     "languages": {"params", "protocol"},
     "client": {"jupyter", "config", "protocol"},
     "runner": {"client", "jupyter", "notebook", "languages", "params", "config", "protocol"},
-    "cli": {"serve", "runner", "client", "jupyter", "notebook", "languages", "params", "config", "protocol"},
+    "remote": {"runner", "client", "jupyter", "notebook", "languages", "params", "config", "protocol"},
+    "cli": {"remote", "serve", "runner", "client", "jupyter", "notebook", "languages", "params", "config", "protocol"},
     "serve": {"runner", "client", "jupyter", "notebook", "params", "config", "protocol",
               "loop"},
 }

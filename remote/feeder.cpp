@@ -1,0 +1,326 @@
+// The feed loop: a reader thread hands lines over; this thread sends under the policy, retries
+// what never ran, and answers every job once.
+#include "remote/feeder.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+namespace kpool::remote {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr std::size_t read_ahead = 1024; // lines read before they are needed, at most
+constexpr double progress_every_s = 0.5;
+
+double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Lines from a stream, read on a thread of its own (a pipe may be slow to give them).
+class line_reader {
+public:
+    line_reader(std::shared_ptr<std::istream> in, std::function<void()> wake) : m_shared(std::make_shared<shared>()) {
+        m_shared->wake = std::move(wake);
+        m_shared->in = std::move(in);
+        m_thread = std::thread([s = m_shared] {
+            std::string text;
+            std::size_t number = 0;
+            while (std::getline(*s->in, text)) {
+                ++number;
+                std::unique_lock lock(s->mutex);
+                s->room.wait(lock, [&] { return s->lines.size() < read_ahead || s->stop; });
+                if (s->stop) {
+                    return;
+                }
+                if (text.find_first_not_of(" \t\r") != std::string::npos) {
+                    s->lines.emplace_back(number, std::move(text));
+                    s->wake(); // under the lock: a stop (and the client's end) waits for it
+                }
+            }
+            std::lock_guard lock(s->mutex);
+            s->ended = true;
+            if (!s->stop) {
+                s->wake(); // (after a stop the client it wakes may be gone)
+            }
+        });
+    }
+    ~line_reader() {
+        {
+            std::lock_guard lock(m_shared->mutex);
+            m_shared->stop = true;
+        }
+        m_shared->room.notify_all();
+        // A reader blocked on a pipe that never ends must not hold the process: it owns its state
+        // (the stream too), and the process ends soon after.
+        if (finished()) {
+            m_thread.join();
+        } else {
+            m_thread.detach();
+        }
+    }
+    line_reader(const line_reader&) = delete;
+    line_reader& operator=(const line_reader&) = delete;
+
+    bool next(std::size_t& number, std::string& text) {
+        std::lock_guard lock(m_shared->mutex);
+        if (m_shared->lines.empty()) {
+            return false;
+        }
+        number = m_shared->lines.front().first;
+        text = std::move(m_shared->lines.front().second);
+        m_shared->lines.pop_front();
+        m_shared->room.notify_one();
+        return true;
+    }
+    // No line is left, nor will come.
+    bool finished() const {
+        std::lock_guard lock(m_shared->mutex);
+        return m_shared->ended && m_shared->lines.empty();
+    }
+
+private:
+    struct shared {
+        std::mutex mutex;
+        std::condition_variable room;
+        std::deque<std::pair<std::size_t, std::string>> lines;
+        bool ended = false;
+        bool stop = false;
+        std::function<void()> wake;
+        std::shared_ptr<std::istream> in;
+    };
+    std::shared_ptr<shared> m_shared;
+    std::thread m_thread;
+};
+
+struct pending {
+    serve_job job;
+    unsigned attempts = 0;
+    double first_sent = 0;
+};
+
+double header_number(const http_answer& a, const std::string& name) {
+    const auto it = a.headers.find(name);
+    if (it == a.headers.end()) {
+        return -1;
+    }
+    try {
+        std::size_t used = 0;
+        const double v = std::stod(it->second, &used);
+        return used == it->second.size() && v >= 0 ? v : -1;
+    } catch (const std::exception&) {
+        return -1; // an HTTP date: the policy's own wait
+    }
+}
+
+class feeder {
+public:
+    feeder(std::shared_ptr<std::istream> input, const feed_settings& settings, const std::function<void(const job_answer&)>& answered)
+        : m_settings(settings), m_answered(answered), m_client(settings.client), m_policy(settings.policy),
+          m_reader(std::move(input), [this] { m_client.wake(); }) {}
+
+    feed_result run() {
+        const double started = now_s();
+        double last_progress = 0;
+        while (true) {
+            const double now = now_s();
+            send_what_may_go(now);
+            if (m_client.in_flight() == 0 && m_retries.empty() && (m_stopped || m_reader.finished())) {
+                break;
+            }
+            double wait = progress_every_s;
+            if (!m_retries.empty()) {
+                wait = std::min(wait, m_retries.begin()->first - now);
+            }
+            if (m_policy.held_until() > now) {
+                wait = std::min(wait, m_policy.held_until() - now);
+            }
+            m_client.run_for(static_cast<int>(std::max(0.0, wait) * 1000) + 1);
+            if (m_settings.progress && now_s() - last_progress >= progress_every_s) {
+                last_progress = now_s();
+                show_progress(last_progress - started);
+            }
+        }
+        if (m_settings.progress) {
+            std::fputs("\r\033[K", stderr);
+        }
+        feed_result out;
+        out.stats = m_stats;
+        out.window = m_policy.window();
+        out.seconds = now_s() - started;
+        out.stopped_why = m_stopped_why;
+        return out;
+    }
+
+private:
+    void send_what_may_go(double now) {
+        while (!m_stopped && m_policy.may_send(now, m_client.in_flight())) {
+            if (!m_retries.empty() && m_retries.begin()->first <= now) {
+                pending p = std::move(m_retries.begin()->second);
+                m_retries.erase(m_retries.begin());
+                send(std::move(p), now);
+                continue;
+            }
+            std::size_t number = 0;
+            std::string text;
+            if (!m_reader.next(number, text)) {
+                return;
+            }
+            auto job = read_job(text, number);
+            if (!job) {
+                json parsed = json::parse(text, nullptr, false);
+                job_answer bad = bad_line(number, job.err().message);
+                if (parsed.is_object() && parsed.contains("id")) {
+                    bad.line["id"] = parsed["id"];
+                }
+                answer(bad);
+                continue;
+            }
+            send(pending{std::move(*job), 0, now}, now);
+        }
+    }
+
+    void send(pending p, double now) {
+        if (p.attempts == 0) {
+            p.first_sent = now;
+        } else {
+            ++m_stats.retries;
+        }
+        ++p.attempts;
+        ++m_stats.requests;
+        http_request request = p.job.request;
+        auto shared = std::make_shared<pending>(std::move(p));
+        const std::uint64_t ticket = m_policy.sent(m_client.in_flight() + 1);
+        m_client.send(std::move(request),
+                      [this, shared, ticket](http_answer a) { on_answer(std::move(*shared), ticket, std::move(a)); });
+        m_stats.peak_in_flight = std::max(m_stats.peak_in_flight, m_client.in_flight());
+    }
+
+    void on_answer(pending p, std::uint64_t ticket, http_answer a) {
+        const double now = now_s();
+        m_stats.bytes_sent += a.bytes_sent;
+        m_stats.bytes_received += a.bytes_received;
+        const json body = a.status != 0 ? json::parse(a.body, nullptr, false) : json();
+        const std::string code = body.is_object() ? body.value("error", "") : "";
+        switch (classify(a.status, code, a.may_have_run, a.hopeless)) {
+        case verdict::answered:
+            ++m_stats.responses[a.status];
+            m_stats.latencies_ms.push_back(a.seconds * 1000);
+            m_policy.answered(now, ticket, a.seconds * 1000, header_number(a, "kpool-queued-ms"));
+            return answer(answer_of(p.job, a, p.attempts));
+        case verdict::hopeless:
+            if (a.status != 0) {
+                ++m_stats.responses[a.status];
+                answer(answer_of(p.job, a, p.attempts));
+                return stop("kpool serve refused the token (" + std::to_string(a.status) +
+                            "): " + (body.is_object() ? body.value("message", "") : a.body));
+            }
+            ++m_stats.no_answer;
+            answer(unanswered(p.job, "no_connection", a.failure, p.attempts));
+            return stop("no request can reach " + m_settings.client.base_url + ": " + a.failure);
+        case verdict::retry: {
+            std::string why;
+            double retry_at = 0;
+            if (a.status != 0) {
+                ++m_stats.responses[a.status];
+                why = std::to_string(a.status) + (body.is_object() ? ": " + body.value("message", "") : "");
+                retry_at = m_policy.refused(now, m_client.in_flight() + 1, header_number(a, "retry-after"));
+            } else {
+                ++m_stats.no_answer;
+                why = a.failure;
+                retry_at = m_policy.unreachable(now);
+            }
+            if (m_stopped) {
+                return answer(unanswered(p.job, "not_sent", "not sent again: " + m_stopped_why, p.attempts));
+            }
+            if (retry_at - p.first_sent > m_settings.patience_s) {
+                return answer(unanswered(p.job, "gave_up",
+                                         "not run: no kernel within the patience (" +
+                                             std::to_string(static_cast<int>(m_settings.patience_s)) + " s, " +
+                                             std::to_string(p.attempts) + " attempts); the last answer: " + why,
+                                         p.attempts));
+            }
+            m_retries.emplace(retry_at, std::move(p));
+            return;
+        }
+        case verdict::lost:
+            ++m_stats.no_answer;
+            return answer(unanswered(p.job, "lost",
+                                     "the connection was lost while the job ran (" + a.failure +
+                                         "): it may have run, so it is not sent again",
+                                     p.attempts));
+        }
+    }
+
+    void answer(const job_answer& a) {
+        ++m_stats.jobs;
+        if (a.ok) {
+            ++m_stats.ok;
+        } else if (a.line.value("status", json()) == 200) {
+            ++m_stats.raised;
+        } else {
+            ++m_stats.failed;
+        }
+        m_answered(a);
+    }
+
+    // No request can get through (a refused token, an untrusted certificate): nothing more goes;
+    // what waits is answered, the rest of the input is not read.
+    void stop(const std::string& why) {
+        if (m_stopped) {
+            return;
+        }
+        m_stopped = true;
+        m_stopped_why = why;
+        for (auto& [at, p] : m_retries) {
+            answer(unanswered(p.job, "not_sent", "not sent: " + why, p.attempts));
+        }
+        m_retries.clear();
+        std::size_t number = 0;
+        std::string text;
+        while (m_reader.next(number, text)) {
+            job_answer skipped = bad_line(number, "not sent: " + why);
+            skipped.line["error"]["error"] = "not_sent";
+            json parsed = json::parse(text, nullptr, false);
+            if (parsed.is_object() && parsed.contains("id")) {
+                skipped.line["id"] = parsed["id"];
+            }
+            answer(skipped);
+        }
+    }
+
+    void show_progress(double elapsed) {
+        const std::string total = m_settings.total > 0 ? "/" + std::to_string(m_settings.total) : "";
+        const auto throttled = m_stats.responses.count(429) ? m_stats.responses.at(429) : 0;
+        std::fprintf(stderr, "\r\033[K%zu%s done, %zu in flight (window %zu), %.1f/s, %zu x 429, %zu retries",
+                     m_stats.jobs, total.c_str(), m_client.in_flight(), m_policy.window(),
+                     elapsed > 0 ? static_cast<double>(m_stats.jobs) / elapsed : 0.0, throttled, m_stats.retries);
+        std::fflush(stderr);
+    }
+
+    const feed_settings& m_settings;
+    const std::function<void(const job_answer&)>& m_answered;
+    http_client m_client;
+    feed_policy m_policy;
+    feed_stats m_stats;
+    std::multimap<double, pending> m_retries; // by when each may go again
+    bool m_stopped = false;
+    std::string m_stopped_why;
+    line_reader m_reader; // last: its thread wakes m_client
+};
+
+} // namespace
+
+feed_result feed(std::shared_ptr<std::istream> input, const feed_settings& settings,
+                 const std::function<void(const job_answer&)>& answered) {
+    return feeder(std::move(input), settings, answered).run();
+}
+
+} // namespace kpool::remote

@@ -1,0 +1,142 @@
+// The feed policy (remote/feed_policy.hpp): its rules one by one, and the shared trace that the
+// Python policy (python/kpool/feed_policy.py) must decide identically.
+#include "remote/feed_policy.hpp"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+using kpool::remote::classify;
+using kpool::remote::feed_policy;
+using kpool::remote::verdict;
+
+namespace {
+
+// Answers a round of `n` requests sent with `in_flight` out, each `latency` ms of which `queued`
+// waited for a kernel.
+void policy_round(feed_policy& p, std::size_t n, double latency, double queued) {
+    std::vector<std::uint64_t> tickets;
+    for (std::size_t i = 0; i < n; ++i) {
+        tickets.push_back(p.sent(i + 1));
+    }
+    for (const auto t : tickets) {
+        p.answered(0, t, latency, queued);
+    }
+}
+
+} // namespace
+
+TEST_CASE("feed policy: only what never ran is sent again") {
+    CHECK(classify(200, "", true) == verdict::answered);
+    CHECK(classify(429, "overloaded", true) == verdict::retry);
+    CHECK(classify(503, "unavailable", true) == verdict::retry);
+    CHECK(classify(503, "stopped", true) == verdict::answered); // code a stop interrupted
+    CHECK(classify(500, "internal", true) == verdict::answered);
+    CHECK(classify(502, "kernel_died", true) == verdict::answered);
+    CHECK(classify(504, "timeout", true) == verdict::answered);
+    CHECK(classify(0, "", false) == verdict::retry);  // no connection was made
+    CHECK(classify(0, "", true) == verdict::lost);    // cut off after the request went out
+    CHECK(classify(0, "", false, true) == verdict::hopeless);
+    CHECK(classify(401, "unauthorized", true) == verdict::hopeless);
+}
+
+TEST_CASE("feed policy: slow start doubles while nothing queues, then one a round") {
+    feed_policy p({.max_in_flight = 64, .initial_window = 2});
+    CHECK(p.window() == 2);
+    policy_round(p, 3, 50, 0);
+    CHECK(p.window() == 4);
+    policy_round(p, 4, 50, 0);
+    CHECK(p.window() == 8);
+    policy_round(p, 8, 100, 50); // half of it queued: shrink to the tolerance, and one more
+    CHECK(p.window() == 7);      // 8 * 1.5 * 50 / 100 + 1
+    policy_round(p, 7, 50, 0);
+    CHECK(p.window() == 8); // past slow start: +1
+}
+
+TEST_CASE("feed policy: an unused window does not grow") {
+    feed_policy p({.initial_window = 4});
+    for (int i = 0; i < 5; ++i) { // one request at a time: proves nothing about 4
+        p.answered(0, p.sent(1), 50, 0);
+    }
+    CHECK(p.window() == 4);
+}
+
+TEST_CASE("feed policy: answers to requests sent before a change do not count for the next") {
+    feed_policy p({.initial_window = 8});
+    std::vector<std::uint64_t> old;
+    for (std::size_t i = 0; i < 8; ++i) {
+        old.push_back(p.sent(i + 1));
+    }
+    for (std::size_t i = 0; i < 8; ++i) {
+        p.answered(0, old[i], 200, 150);
+    }
+    CHECK(p.window() == 5); // 8 * 0.5 (the floor) + 1
+    p.answered(0, old[0], 400, 350); // a straggler of the old window: ignored
+    policy_round(p, 5, 50, 0);
+    CHECK(p.window() == 6);
+}
+
+TEST_CASE("feed policy: a 429 cuts what was in flight and holds until an answer or Retry-After") {
+    feed_policy p({.initial_window = 10});
+    CHECK(p.may_send(0, 9));
+    CHECK(p.refused(10, 10, 5) == doctest::Approx(15));
+    CHECK(p.window() == 7);
+    CHECK_FALSE(p.may_send(12, 0)); // held: the server said wait
+    CHECK(p.may_send(15, 0));
+    CHECK(p.refused(15, 7, 5) == doctest::Approx(20));
+    CHECK(p.window() == 7); // once a round
+    p.answered(16, p.sent(1), 50, 0);
+    CHECK(p.may_send(16, 0)); // an answer came: there is room
+    CHECK(p.refused(20, 3, -1) == doctest::Approx(20.1)); // no Retry-After: the backoff's
+}
+
+TEST_CASE("feed policy: refused connections back off from 0.1 s to 2 s, reset by an answer") {
+    feed_policy p({.initial_window = 16});
+    CHECK(p.unreachable(0) == doctest::Approx(0.1));
+    CHECK(p.unreachable(1) == doctest::Approx(1.2));
+    CHECK(p.window() == 4);
+    for (int i = 0; i < 6; ++i) {
+        p.unreachable(2);
+    }
+    CHECK(p.held_until() == doctest::Approx(4));
+    CHECK(p.window() == 1);
+    p.answered(5, p.sent(1), 50, 0);
+    CHECK(p.unreachable(6) == doctest::Approx(6.1));
+}
+
+TEST_CASE("feed policy: the cap holds") {
+    feed_policy p({.max_in_flight = 5, .initial_window = 4});
+    policy_round(p, 4, 50, 0);
+    CHECK(p.window() == 5);
+    feed_policy one({.max_in_flight = 1, .initial_window = 4});
+    CHECK(one.window() == 1);
+}
+
+TEST_CASE("feed policy: the shared trace decides as the Python policy does") {
+    std::ifstream in(std::string(KPOOL_TEST_DATA) + "/feed_policy_trace.json");
+    REQUIRE(in);
+    const auto trace = nlohmann::json::parse(in);
+    const auto& s = trace["settings"];
+    feed_policy p({.max_in_flight = s["max_in_flight"].get<std::size_t>(),
+                   .initial_window = s["initial_window"].get<std::size_t>(),
+                   .tolerance = s["tolerance"].get<double>()});
+    std::size_t n = 0;
+    for (const auto& e : trace["events"]) {
+        ++n;
+        CAPTURE(n);
+        const std::string op = e["op"];
+        if (op == "sent") {
+            CHECK(p.sent(e["in_flight"]) == e["ticket"].get<std::uint64_t>());
+        } else if (op == "answered") {
+            p.answered(e["now"], e["ticket"], e["latency"], e["queued"]);
+        } else if (op == "refused") {
+            CHECK(p.refused(e["now"], e["in_flight"], e["retry_after"]) == doctest::Approx(e["returns"].get<double>()));
+        } else {
+            CHECK(p.unreachable(e["now"]) == doctest::Approx(e["returns"].get<double>()));
+        }
+        REQUIRE(p.window() == e["window"].get<std::size_t>());
+        CHECK(p.held_until() == doctest::Approx(e["held_until"].get<double>()));
+    }
+    CHECK(n > 300);
+}
