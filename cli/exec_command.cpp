@@ -3,7 +3,10 @@
 #include "cli/duration.hpp"
 
 #include "cli/commands.hpp"
+#include "cli/exec_output.hpp"
 #include "cli/exit_status.hpp"
+#include "cli/remote_exec.hpp"
+#include "cli/remote_options.hpp"
 #include "cli/stop_signals.hpp"
 #include "client/leased_kernel.hpp"
 #include "notebook/nbformat.hpp"
@@ -20,63 +23,6 @@ namespace kpool::cli {
 namespace {
 
 using json = nlohmann::json;
-
-void write_all(std::FILE* stream, const std::string& text) {
-    std::fwrite(text.data(), 1, text.size(), stream);
-    std::fflush(stream);
-}
-
-// What the terminal shows of one output (not for --json).
-void show(const json& output) {
-    const std::string type = output.value("output_type", "");
-    if (type == "stream") {
-        write_all(output.value("name", "") == "stderr" ? stderr : stdout, output.value("text", ""));
-    } else if (type == "execute_result" || type == "display_data") {
-        const json& data = output.value("data", json::object());
-        if (auto text = data.find("text/plain"); text != data.end() && text->is_string()) {
-            write_all(stdout, text->get<std::string>() + "\n");
-        }
-    } else if (type == "error") {
-        write_all(stderr, protocol::traceback_text(output.value("traceback", json()),
-                                                   ::isatty(STDERR_FILENO) != 0));
-    }
-}
-
-// Python's SystemExit, as `python -c` treats it: the code's own exit status, quietly. IPython
-// shows it as an error ("An exception has occurred, use %tb ...") followed by a warning on
-// stderr ("To exit: use 'exit', 'quit', or Ctrl-D."); neither is shown here.
-class python_exit {
-public:
-    // Whether `output` is part of the exit's noise (then not shown).
-    bool swallows(const json& output) {
-        const std::string type = output.value("output_type", "");
-        if (type == "error" && output.value("ename", "") == "SystemExit") {
-            m_code = code_of(output.value("evalue", ""));
-            return true;
-        }
-        return m_code && type == "stream" && output.value("name", "") == "stderr" &&
-               output.value("text", "").find("To exit: use 'exit', 'quit', or Ctrl-D.") != std::string::npos;
-    }
-    std::optional<int> code() const { return m_code; }
-
-private:
-    // sys.exit() and sys.exit(None): 0; sys.exit(N): N as the OS keeps it; sys.exit("text"):
-    // the text on stderr and 1.
-    static int code_of(const std::string& evalue) {
-        if (evalue.empty() || evalue == "None") {
-            return 0;
-        }
-        char* end = nullptr;
-        const long n = std::strtol(evalue.c_str(), &end, 10);
-        if (end != nullptr && *end == '\0') {
-            return static_cast<int>(n & 0xff);
-        }
-        write_all(stderr, evalue + "\n");
-        return 1;
-    }
-
-    std::optional<int> m_code;
-};
 
 } // namespace
 
@@ -170,6 +116,19 @@ int exec_command_line(const invocation& inv) {
         for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, stdin)) > 0;) {
             exec.code.append(buf, n);
         }
+    }
+    if (!inv.url.empty()) {
+        remote::feed_settings settings;
+        if (auto it = inv.values.find("--cacert"); it != inv.values.end()) {
+            settings.client.cacert = it->second;
+        }
+        const auto token = inv.values.find("--token-file");
+        resolve_remote(inv.url, token == inv.values.end() ? "" : token->second, settings);
+        settings.patience_s = std::chrono::duration<double>(protocol::default_acquire_timeout).count();
+        return exec_remote(exec, inv.values.count("--pool") > 0, settings);
+    }
+    if (inv.values.count("--token-file") > 0 || inv.values.count("--cacert") > 0) {
+        throw usage_error{"--token-file and --cacert go with --url (a kpool serve)"};
     }
     auto daemons = inv.daemons();
     return exec_command(daemons, exec);

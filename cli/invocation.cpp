@@ -17,7 +17,7 @@ struct option_spec {
 constexpr option_spec command_options[] = {
     {"--json", opt_json, false},   {"--timeout", opt_timeout, true}, {"--lease", opt_lease, true},
     {"--cwd", opt_cwd, true},      {"--env", opt_env, true},         {"--pool", opt_pool, true},
-    {"--wide", opt_wide, false},
+    {"--wide", opt_wide, false},   {"--token-file", opt_remote, true}, {"--cacert", opt_remote, true},
 };
 
 const option_spec* find_option(const std::string& word) {

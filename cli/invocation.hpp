@@ -33,6 +33,7 @@ enum option : unsigned {
     opt_env = 1u << 4,
     opt_pool = 1u << 5,
     opt_wide = 1u << 6,
+    opt_remote = 1u << 7, // --token-file and --cacert, for --url (a kpool serve)
 };
 
 struct invocation {

@@ -27,7 +27,7 @@ and poll find the daemon that owns the kernel; ping, status, resize and drain ad
 daemon (status: one table, with a HOST column).
 A tcp:// endpoint needs CURVE: the daemon's public key (--server-key, $KPOOL_SERVER_KEY) and
 this client's secret key file (--client-key-file, $KPOOL_CLIENT_KEY_FILE).
---url URL (or $KPOOL_URL) names a kpool serve instead, for feed.
+--url URL (or $KPOOL_URL) names a kpool serve instead, for feed, run and exec.
 Exit status: 0 ok, 1 kpoold answered with an error, 2 bad usage, 3 kpoold unreachable.
 )usage";
 
@@ -59,8 +59,9 @@ constexpr command command_table[] = {
      "run CODE (or stdin) in a warm kernel of pool P (default\n"
      "python3): its output here, the kernel released afterwards;\n"
      "exit 1 if it raised, 130 interrupted, 138 the kernel died,\n"
-     "N for Python's sys.exit(N)",
-     1, 1, opt_json | opt_timeout | opt_cwd | opt_env | opt_pool, false, exec_command_line},
+     "N for Python's sys.exit(N); with --url (and --token-file F,\n"
+     "--cacert F), through a kpool serve",
+     1, 1, opt_json | opt_timeout | opt_cwd | opt_env | opt_pool | opt_remote, false, exec_command_line},
     {"serve", "serve [--listen HOST:PORT] [options]",
      "an HTTP front door: each request on a fresh warm kernel\n(kpool serve --help lists the endpoints and options)",
      0, 0, 0, true, serve_command_line},

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 namespace kpool::remote {
@@ -24,8 +25,44 @@ double now_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// Where the jobs come from: a line to read into one, or one made already.
+struct source_item {
+    std::size_t line = 0;
+    std::string text;
+    std::optional<serve_job> job;
+};
+
+class job_source {
+public:
+    virtual ~job_source() = default;
+    // The next job if one is ready now (never waits).
+    virtual std::optional<source_item> next() = 0;
+    // None is left, nor will come.
+    virtual bool finished() const = 0;
+};
+
+// Jobs made by the caller (remote kpool run).
+class made_jobs final : public job_source {
+public:
+    explicit made_jobs(std::vector<serve_job> jobs) : m_jobs(std::move(jobs)) {}
+    std::optional<source_item> next() override {
+        if (m_at == m_jobs.size()) {
+            return std::nullopt;
+        }
+        source_item item;
+        item.line = m_jobs[m_at].line;
+        item.job = std::move(m_jobs[m_at++]);
+        return item;
+    }
+    bool finished() const override { return m_at == m_jobs.size(); }
+
+private:
+    std::vector<serve_job> m_jobs;
+    std::size_t m_at = 0;
+};
+
 // Lines from a stream, read on a thread of its own (a pipe may be slow to give them).
-class line_reader {
+class line_reader final : public job_source {
 public:
     line_reader(std::shared_ptr<std::istream> in, std::function<void()> wake) : m_shared(std::make_shared<shared>()) {
         m_shared->wake = std::move(wake);
@@ -69,19 +106,19 @@ public:
     line_reader(const line_reader&) = delete;
     line_reader& operator=(const line_reader&) = delete;
 
-    bool next(std::size_t& number, std::string& text) {
+    std::optional<source_item> next() override {
         std::lock_guard lock(m_shared->mutex);
         if (m_shared->lines.empty()) {
-            return false;
+            return std::nullopt;
         }
-        number = m_shared->lines.front().first;
-        text = std::move(m_shared->lines.front().second);
+        source_item item;
+        item.line = m_shared->lines.front().first;
+        item.text = std::move(m_shared->lines.front().second);
         m_shared->lines.pop_front();
         m_shared->room.notify_one();
-        return true;
+        return item;
     }
-    // No line is left, nor will come.
-    bool finished() const {
+    bool finished() const override {
         std::lock_guard lock(m_shared->mutex);
         return m_shared->ended && m_shared->lines.empty();
     }
@@ -122,9 +159,13 @@ double header_number(const http_answer& a, const std::string& name) {
 
 class feeder {
 public:
-    feeder(std::shared_ptr<std::istream> input, const feed_settings& settings, const std::function<void(const job_answer&)>& answered)
-        : m_settings(settings), m_answered(answered), m_client(settings.client), m_policy(settings.policy),
-          m_reader(std::move(input), [this] { m_client.wake(); }) {}
+    feeder(const feed_settings& settings, const std::function<void(const job_answer&)>& answered)
+        : m_settings(settings), m_answered(answered), m_client(settings.client), m_policy(settings.policy) {}
+
+    void read_from(std::shared_ptr<std::istream> input) {
+        m_source = std::make_unique<line_reader>(std::move(input), [this] { m_client.wake(); });
+    }
+    void take(std::vector<serve_job> jobs) { m_source = std::make_unique<made_jobs>(std::move(jobs)); }
 
     feed_result run() {
         const double started = now_s();
@@ -132,7 +173,7 @@ public:
         while (true) {
             const double now = now_s();
             send_what_may_go(now);
-            if (m_client.in_flight() == 0 && m_retries.empty() && (m_stopped || m_reader.finished())) {
+            if (m_client.in_flight() == 0 && m_retries.empty() && (m_stopped || m_source->finished())) {
                 break;
             }
             double wait = progress_every_s;
@@ -168,19 +209,17 @@ private:
                 send(std::move(p), now);
                 continue;
             }
-            std::size_t number = 0;
-            std::string text;
-            if (!m_reader.next(number, text)) {
+            auto item = m_source->next();
+            if (!item) {
                 return;
             }
-            auto job = read_job(text, number);
+            if (item->job) {
+                send(pending{std::move(*item->job), 0, now}, now);
+                continue;
+            }
+            auto job = read_job(item->text, item->line);
             if (!job) {
-                json parsed = json::parse(text, nullptr, false);
-                job_answer bad = bad_line(number, job.err().message);
-                if (parsed.is_object() && parsed.contains("id")) {
-                    bad.line["id"] = parsed["id"];
-                }
-                answer(bad);
+                answer(with_id_of(item->text, bad_line(item->line, job.err().message)));
                 continue;
             }
             send(pending{std::move(*job), 0, now}, now);
@@ -283,17 +322,24 @@ private:
             answer(unanswered(p.job, "not_sent", "not sent: " + why, p.attempts));
         }
         m_retries.clear();
-        std::size_t number = 0;
-        std::string text;
-        while (m_reader.next(number, text)) {
-            job_answer skipped = bad_line(number, "not sent: " + why);
-            skipped.line["error"]["error"] = "not_sent";
-            json parsed = json::parse(text, nullptr, false);
-            if (parsed.is_object() && parsed.contains("id")) {
-                skipped.line["id"] = parsed["id"];
+        while (auto item = m_source->next()) {
+            if (item->job) {
+                answer(unanswered(*item->job, "not_sent", "not sent: " + why, 0));
+                continue;
             }
-            answer(skipped);
+            job_answer skipped = bad_line(item->line, "not sent: " + why);
+            skipped.line["error"]["error"] = "not_sent";
+            answer(with_id_of(item->text, std::move(skipped)));
         }
+    }
+
+    // A line's own id, when it has one, on an answer made without reading it into a job.
+    static job_answer with_id_of(const std::string& text, job_answer a) {
+        const json parsed = json::parse(text, nullptr, false);
+        if (parsed.is_object() && parsed.contains("id")) {
+            a.line["id"] = parsed["id"];
+        }
+        return a;
     }
 
     void show_progress(double elapsed) {
@@ -313,14 +359,23 @@ private:
     std::multimap<double, pending> m_retries; // by when each may go again
     bool m_stopped = false;
     std::string m_stopped_why;
-    line_reader m_reader; // last: its thread wakes m_client
+    std::unique_ptr<job_source> m_source; // last: a reader's thread wakes m_client
 };
 
 } // namespace
 
 feed_result feed(std::shared_ptr<std::istream> input, const feed_settings& settings,
                  const std::function<void(const job_answer&)>& answered) {
-    return feeder(std::move(input), settings, answered).run();
+    feeder f(settings, answered);
+    f.read_from(std::move(input));
+    return f.run();
+}
+
+feed_result feed(std::vector<serve_job> jobs, const feed_settings& settings,
+                 const std::function<void(const job_answer&)>& answered) {
+    feeder f(settings, answered);
+    f.take(std::move(jobs));
+    return f.run();
 }
 
 } // namespace kpool::remote

@@ -13,6 +13,7 @@
 #include <istream>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace kpool::remote {
 
@@ -35,6 +36,9 @@ struct feed_result {
 // lines arrive, and calls `answered` on this thread for every job. The reader shares the stream:
 // one left blocked on a pipe after an early stop keeps it.
 feed_result feed(std::shared_ptr<std::istream> input, const feed_settings& settings,
+                 const std::function<void(const job_answer&)>& answered);
+// The same for jobs made already (remote `kpool run`).
+feed_result feed(std::vector<serve_job> jobs, const feed_settings& settings,
                  const std::function<void(const job_answer&)>& answered);
 
 } // namespace kpool::remote

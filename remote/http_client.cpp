@@ -57,6 +57,15 @@ using curl_handles::transfer;
 
 std::size_t on_body_chunk(char* data, std::size_t size, std::size_t n, void* user) {
     auto* t = static_cast<transfer*>(user);
+    if (t->request.on_body) {
+        long status = 0; // only a 200's body is a stream; an error's is one JSON answer
+        curl_easy_getinfo(t->easy.get(), CURLINFO_RESPONSE_CODE, &status);
+        if (status == 200) {
+            t->answer.bytes_received += size * n;
+            t->request.on_body(std::string_view(data, size * n));
+            return size * n;
+        }
+    }
     t->answer.body.append(data, size * n);
     return size * n;
 }
@@ -246,7 +255,7 @@ void http_client::run_for(int timeout_ms) {
         long request_bytes = 0;
         curl_easy_getinfo(t->easy.get(), CURLINFO_REQUEST_SIZE, &request_bytes);
         a.bytes_sent = static_cast<std::size_t>(up) + static_cast<std::size_t>(request_bytes);
-        a.bytes_received = a.body.size() + static_cast<std::size_t>(header_bytes);
+        a.bytes_received += a.body.size() + static_cast<std::size_t>(header_bytes);
         auto it = std::find_if(m->transfers.begin(), m->transfers.end(), [t](const auto& p) { return p.get() == t; });
         ended.push_back(std::move(*it));
         m->transfers.erase(it);

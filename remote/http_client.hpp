@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kpool::remote {
@@ -19,6 +20,9 @@ struct http_request {
     std::string target; // the path and query, appended to the base URL
     std::string body;
     std::vector<std::string> headers; // "Name: value", beside the client's own
+    // When set, the body goes here piece by piece as it arrives (a streamed answer), not into
+    // http_answer::body.
+    std::function<void(std::string_view)> on_body;
 };
 
 struct http_answer {

@@ -6,6 +6,7 @@
 #include "runner/notebook_files.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -79,18 +80,27 @@ json body_of(const http_answer& a) {
 }
 
 // Writes a run's executed notebook to the job's output, with papermill's paths those of the
-// local files (kpool serve knew neither).
-status write_output(const serve_job& job, const std::string& text) {
+// local files (kpool serve knew neither); `kept` gets the notebook as written.
+status write_output(const serve_job& job, const std::string& text, json& kept) {
     auto nb = notebook::read_notebook(text, "the executed notebook");
     if (!nb) {
         return nb.err();
     }
-    json& papermill = (*nb)["metadata"]["papermill"];
-    if (papermill.is_object()) {
-        papermill["input_path"] = job.notebook.empty() ? papermill.value("input_path", json()) : json(job.notebook);
+    if (nb->contains("metadata") && (*nb)["metadata"].contains("papermill")) {
+        json& papermill = (*nb)["metadata"]["papermill"];
+        if (!job.notebook.empty()) {
+            papermill["input_path"] = job.notebook;
+        }
         papermill["output_path"] = job.output;
     }
-    return runner::write_atomically(job.output, notebook::write_notebook(*nb));
+    kept = *nb;
+    const std::string file = notebook::write_notebook(*nb);
+    if (job.output == "-") { // papermill's stdout: the notebook once, at the end
+        std::fwrite(file.data(), 1, file.size(), stdout);
+        std::fflush(stdout);
+        return ok_status();
+    }
+    return runner::write_atomically(job.output, file);
 }
 
 ordered line_head(const serve_job& job, unsigned attempts) {
@@ -172,6 +182,37 @@ result<serve_job> read_job(const std::string& text, std::size_t line) {
     return job;
 }
 
+result<serve_job> make_notebook_job(const notebook_job& spec) {
+    ordered nb = ordered::parse(spec.notebook_text, nullptr, false);
+    if (nb.is_discarded() || !nb.is_object()) {
+        return error{errc::bad_request, spec.input + " is not a notebook (not a JSON object)"};
+    }
+    ordered body = {{"notebook", std::move(nb)}, {"parameters", spec.parameters}};
+    if (!spec.kernel.empty()) {
+        body["kernel"] = spec.kernel;
+    }
+    if (spec.timeout_s) {
+        body["timeout"] = *spec.timeout_s;
+    }
+    if (!spec.cwd.empty()) {
+        body["cwd"] = spec.cwd;
+    }
+    if (!spec.env.empty()) {
+        body["env"] = spec.env;
+    }
+    if (spec.report_mode) {
+        body["report_mode"] = true;
+    }
+    serve_job job;
+    job.id = spec.id;
+    job.line = spec.line;
+    job.notebook = spec.input;
+    job.output = spec.output;
+    job.request.target = "/v1/run";
+    job.request.body = body.dump();
+    return job;
+}
+
 job_answer answer_of(const serve_job& job, const http_answer& a, unsigned attempts) {
     job_answer out;
     out.line = line_head(job, attempts);
@@ -185,13 +226,13 @@ job_answer answer_of(const serve_job& job, const http_answer& a, unsigned attemp
     json body = notebook_back ? json() : body_of(a);
     // A run cut short (502, 504) still brings the notebook so far: written, as kpool run writes it.
     if (!job.output.empty() && body.is_object() && body.contains("notebook")) {
-        if (auto st = write_output(job, body["notebook"].dump()); st) {
+        if (auto st = write_output(job, body["notebook"].dump(), out.notebook); st) {
             out.line["output"] = job.output;
         }
         body.erase("notebook");
     }
     if (notebook_back) {
-        if (auto st = write_output(job, a.body); !st) {
+        if (auto st = write_output(job, a.body, out.notebook); !st) {
             out.line["error"] = ordered{{"error", "cannot_write"}, {"message", st.err().message}};
             return out;
         }

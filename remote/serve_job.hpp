@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <optional>
 #include <string>
 
@@ -26,6 +27,23 @@ struct serve_job {
     bool is_run() const { return request.target.starts_with("/v1/run"); }
 };
 
+// A notebook job made here rather than read from a line (remote `kpool run`): the notebook's
+// text as read, its parameters in order, what the kernel gets. `output` "-": stdout.
+struct notebook_job {
+    nlohmann::json id;
+    std::size_t line = 0;
+    std::string input; // for papermill's input_path
+    std::string output;
+    std::string notebook_text;
+    nlohmann::ordered_json parameters = nlohmann::ordered_json::object();
+    std::string kernel;
+    std::optional<double> timeout_s; // per cell
+    std::string cwd;
+    std::map<std::string, std::string> env;
+    bool report_mode = false;
+};
+result<serve_job> make_notebook_job(const notebook_job& spec);
+
 // Reads one input line into a job: its request built (a local notebook read), or an error that
 // says what is wrong with the line. `line` is its number, from 1.
 result<serve_job> read_job(const std::string& text, std::size_t line);
@@ -36,6 +54,7 @@ result<serve_job> read_job(const std::string& text, std::size_t line);
 struct job_answer {
     nlohmann::ordered_json line; // id first, then what happened
     bool ok = false; // answered 200 and its code did not raise
+    nlohmann::json notebook; // a run job's executed notebook, when one came back (else null)
 };
 job_answer answer_of(const serve_job& job, const http_answer& answer, unsigned attempts);
 // A job that got no answer: `error` a short code, `message` what happened.

@@ -258,21 +258,6 @@ private:
     std::chrono::steady_clock::time_point m_last_save = std::chrono::steady_clock::now();
 };
 
-// The first error output of the failing cell, reported the way papermill's exception prints.
-void report_error(std::FILE* log, const std::string& input, const json& cell, std::size_t index) {
-    for (const json& out : cell.value("outputs", json::array())) {
-        if (out.value("output_type", "") != "error") {
-            continue;
-        }
-        const std::string tb = protocol::traceback_text(out.value("traceback", json()));
-        const json& count = cell.value("execution_count", json());
-        std::fprintf(log, "kpool: %s: cell %zu (In [%s]) raised %s: %s\n%s", input.c_str(), index,
-                     count.is_null() ? "None" : count.dump().c_str(),
-                     out.value("ename", "").c_str(), out.value("evalue", "").c_str(), tb.c_str());
-        return;
-    }
-}
-
 } // namespace
 
 run_result run_notebook(client::daemon_set& daemons, const run_options& options, std::FILE* log) {
@@ -424,6 +409,21 @@ run_result run_notebook(client::daemon_set& daemons, const run_options& options,
             std::fprintf(log, "kpool: %s\n", f.message.c_str());
         }
         return {f.outcome, f.message};
+    }
+}
+
+// The first error output of the failing cell, reported the way papermill's exception prints.
+void report_error(std::FILE* log, const std::string& input, const json& cell, std::size_t index) {
+    for (const json& out : cell.value("outputs", json::array())) {
+        if (out.value("output_type", "") != "error") {
+            continue;
+        }
+        const std::string tb = protocol::traceback_text(out.value("traceback", json()));
+        const json& count = cell.value("execution_count", json());
+        std::fprintf(log, "kpool: %s: cell %zu (In [%s]) raised %s: %s\n%s", input.c_str(), index,
+                     count.is_null() ? "None" : count.dump().c_str(),
+                     out.value("ename", "").c_str(), out.value("evalue", "").c_str(), tb.c_str());
+        return;
     }
 }
 

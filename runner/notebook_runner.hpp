@@ -70,6 +70,10 @@ struct run_result {
 
 run_result run_notebook(client::daemon_set& daemons, const run_options& options, std::FILE* log);
 
+// What `kpool run` says of a cell that raised (its first error output): "kpool: INPUT: cell
+// INDEX (In [N]) raised ENAME: EVALUE" and the traceback as text. Remote runs say the same.
+void report_error(std::FILE* log, const std::string& input, const nlohmann::json& cell, std::size_t index);
+
 // This process's environment as the kernel should see it, without what describes a kernel
 // process rather than the caller: JPY_PARENT_PID and KPOOL_INSTANCE (the kernel's own parent
 // and daemon run), PWD and OLDPWD (the kernel's cwd is set by cwd), SHLVL and _ (the shell's

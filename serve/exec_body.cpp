@@ -134,6 +134,13 @@ result<run_body> parse_run_body(std::string_view text, bool uploaded) {
             out.parameters = protocol::parse_python_json<params::parameters>(text)["parameters"];
             continue;
         }
+        if (key == "report_mode") {
+            if (!value.is_boolean()) {
+                return error{errc::bad_request, "field 'report_mode' must be true or false"};
+            }
+            out.report_mode = value.get<bool>();
+            continue;
+        }
         if (key == "notebook" && uploaded) {
             if (!value.is_object()) {
                 return error{errc::bad_request, "field 'notebook' must be a notebook (a JSON object)"};
@@ -141,7 +148,7 @@ result<run_body> parse_run_body(std::string_view text, bool uploaded) {
             out.notebook = value.dump();
             continue;
         }
-        if (auto st = read_kernel_field(key, value, out.kernel, uploaded ? "notebook, parameters" : "parameters"); !st) {
+        if (auto st = read_kernel_field(key, value, out.kernel, uploaded ? "notebook, parameters, report_mode" : "parameters, report_mode"); !st) {
             return st.err();
         }
     }

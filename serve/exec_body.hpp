@@ -35,6 +35,7 @@ struct run_body {
     params::parameters parameters = params::parameters::object();
     kernel_fields kernel;
     bool outputs_only = false; // ?format=outputs
+    bool report_mode = false;  // "report_mode": papermill's --report-mode (code cells' inputs hidden)
 };
 
 // bad_request with a message that names the field.

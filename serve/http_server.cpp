@@ -127,28 +127,92 @@ st_h2o_req_t* http_exchange::take_for_upgrade() {
     return m_req;
 }
 
+void http_exchange::add_response_headers(std::vector<std::pair<std::string, std::string>> headers,
+                                         const std::string& type) {
+    headers.insert(headers.end(), m_extra_headers.begin(), m_extra_headers.end());
+    headers.emplace_back("x-request-id", m_request_id);
+    h2o_req_t* req = m_req;
+    const h2o_iovec_t t = pool_copy(req, type);
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, nullptr, t.base, t.len);
+    for (const auto& [name, value] : headers) {
+        const h2o_iovec_t n = pool_copy(req, name);
+        const h2o_iovec_t v = pool_copy(req, value);
+        h2o_add_header_by_str(&req->pool, &req->res.headers, n.base, n.len, 1, nullptr, v.base, v.len);
+    }
+}
+
 void http_exchange::respond(http_response response) {
     if (m_answered) {
         return;
     }
     m_answered = true;
     log_access(response.status);
+    if (m_streaming) {
+        m_waiting += response.body;
+        m_stream_done = true;
+        return flush();
+    }
     if (m_req == nullptr) {
         return; // the client went away
     }
-    response.headers.insert(response.headers.end(), m_extra_headers.begin(), m_extra_headers.end());
-    response.headers.emplace_back("x-request-id", m_request_id);
     h2o_req_t* req = m_req;
     req->res.status = response.status;
     req->res.reason = reason_phrase(response.status);
-    const h2o_iovec_t type = pool_copy(req, response.content_type);
-    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, nullptr, type.base, type.len);
-    for (const auto& [name, value] : response.headers) {
-        const h2o_iovec_t n = pool_copy(req, name);
-        const h2o_iovec_t v = pool_copy(req, value);
-        h2o_add_header_by_str(&req->pool, &req->res.headers, n.base, n.len, 1, nullptr, v.base, v.len);
-    }
+    add_response_headers(std::move(response.headers), response.content_type);
     h2o_send_inline(req, response.body.data(), response.body.size()); // copies the body
+}
+
+// Lives in the request's memory pool, as exchange_link: H2O asks it for the stream's next batch.
+struct stream_generator {
+    h2o_generator_t super; // first: H2O hands us this pointer
+    std::weak_ptr<http_exchange> exchange;
+
+    static void proceed(h2o_generator_t* self, h2o_req_t*) {
+        if (auto ex = reinterpret_cast<stream_generator*>(self)->exchange.lock()) {
+            ex->m_sending = false;
+            ex->m_in_h2o.clear();
+            ex->flush();
+        }
+    }
+    static void stop(h2o_generator_t*, h2o_req_t*) {} // the request's disposal tells the exchange
+    static void dispose(void* p) { static_cast<stream_generator*>(p)->~stream_generator(); }
+};
+
+void http_exchange::start_stream(int status, const std::string& content_type,
+                                 std::vector<std::pair<std::string, std::string>> headers) {
+    if (m_answered || m_streaming || m_req == nullptr) {
+        return;
+    }
+    m_streaming = true;
+    h2o_req_t* req = m_req;
+    req->res.status = status;
+    req->res.reason = reason_phrase(status);
+    add_response_headers(std::move(headers), content_type);
+    void* mem = h2o_mem_alloc_shared(&req->pool, sizeof(stream_generator), &stream_generator::dispose);
+    auto* generator = new (mem) stream_generator{{&stream_generator::proceed, &stream_generator::stop}, weak_from_this()};
+    h2o_start_response(req, &generator->super);
+    // The head goes at once, with what is there (nothing yet): a client sees the 200 now.
+    m_sending = true;
+    h2o_send(req, nullptr, 0, H2O_SEND_STATE_IN_PROGRESS);
+}
+
+void http_exchange::stream(std::string piece) {
+    if (!m_streaming || m_stream_done) {
+        return;
+    }
+    m_waiting += piece;
+    flush();
+}
+
+void http_exchange::flush() {
+    if (m_sending || m_req == nullptr || (m_waiting.empty() && !m_stream_done)) {
+        return;
+    }
+    m_in_h2o = std::move(m_waiting);
+    m_waiting.clear();
+    h2o_iovec_t buf = h2o_iovec_init(m_in_h2o.data(), m_in_h2o.size());
+    m_sending = !m_stream_done;
+    h2o_send(m_req, &buf, 1, m_stream_done ? H2O_SEND_STATE_FINAL : H2O_SEND_STATE_IN_PROGRESS);
 }
 
 struct http_server::state {

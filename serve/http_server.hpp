@@ -23,7 +23,7 @@ struct st_h2o_req_t;
 
 namespace kpool::serve {
 
-class http_exchange {
+class http_exchange : public std::enable_shared_from_this<http_exchange> {
 public:
     // `fd`: the connection's socket, to notice a client that hangs up while its answer is
     // still being made (-1: unknown).
@@ -51,7 +51,15 @@ public:
 
     // Answers; every answer carries X-Request-Id (the caller's, else a fresh one) and is
     // logged as one access line: method, path, status, milliseconds, kernel id, request id.
+    // After start_stream(): `response.body` is the stream's last piece, and the stream ends
+    // (the line logs `response.status`, what the answer would have been).
     void respond(http_response response);
+    // Streams the answer instead: its status and headers now, then pieces as they come
+    // (stream()), until respond(). H2O sends one batch at a time; what comes meanwhile waits.
+    void start_stream(int status, const std::string& content_type,
+                      std::vector<std::pair<std::string, std::string>> headers);
+    void stream(std::string piece);
+    bool streaming() const { return m_streaming; }
     // A header every answer to this request carries (CORS), besides the response's own.
     void add_header(std::string name, std::string value) { m_extra_headers.emplace_back(std::move(name), std::move(value)); }
     const std::string& request_id() const { return m_request_id; }
@@ -71,7 +79,15 @@ public:
 
 private:
     friend struct exchange_link;
+    friend struct stream_generator;
     void log_access(int status) const;
+    void add_response_headers(std::vector<std::pair<std::string, std::string>> headers, const std::string& type);
+    void flush(); // sends what waits, unless H2O still sends the batch before
+    bool m_streaming = false;
+    bool m_sending = false;     // H2O has a batch it has not asked for more after
+    bool m_stream_done = false; // respond() came: the last piece is queued
+    std::string m_waiting;      // pieces not handed to H2O yet
+    std::string m_in_h2o;       // the batch H2O is sending (it must live until proceed)
     st_h2o_req_t* m_req;
     int m_fd;
     std::string m_method;

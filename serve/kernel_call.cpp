@@ -192,6 +192,11 @@ http_response kernel_call::cancelled_response() const {
 
 void kernel_call::interrupt() { m_owner.leases().interrupt(m_lease); }
 
+long long kernel_call::queued_ms() const {
+    const auto until = m_taken_at == steady::time_point{} ? steady::now() : m_taken_at;
+    return std::chrono::duration_cast<std::chrono::milliseconds>(until - m_arrived).count();
+}
+
 void kernel_call::poll() {
     if (!m_session) {
         return;
@@ -225,14 +230,11 @@ void kernel_call::finish(http_response response) {
         return; // prepare()'s other step failed too, after the first had answered
     }
     m_finished = true;
-    const auto now = steady::now();
-    m_owner.metrics().answered(m_route, response.status, std::chrono::duration<double>(now - m_arrived).count());
-    // How long the request waited for its kernel (all its time when none came): a client's
-    // measure of the queue in front of it (remote/feed_policy.hpp), which its latency alone
-    // cannot tell from the code's own time.
-    const auto waited = (m_taken_at == steady::time_point{} ? now : m_taken_at) - m_arrived;
-    response.headers.emplace_back("kpool-queued-ms",
-                                  std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()));
+    m_owner.metrics().answered(m_route, response.status,
+                               std::chrono::duration<double>(steady::now() - m_arrived).count());
+    // How long the request waited for its kernel: a client's measure of the queue in front of
+    // it (remote/feed_policy.hpp), which its latency alone cannot tell from the code's own time.
+    response.headers.emplace_back("kpool-queued-ms", std::to_string(queued_ms()));
     m_exchange->respond(std::move(response));
     m_poll.stop();
     if (m_session) {

@@ -53,6 +53,9 @@ protected:
     kernel_session& session() { return *m_session; }
     // Interrupts the kernel (kpoold's signal op: SIGINT, or an interrupt_request).
     void interrupt();
+    // Milliseconds the request waited for its kernel (all its time when none came yet): every
+    // answer's Kpool-Queued-Ms.
+    long long queued_ms() const;
     // Answers (once) and gives the kernel back; the request is over when kpoold has it.
     void finish(http_response response);
     // The answer for code stopped before its end: the caller went away, or kpool serve stopped.

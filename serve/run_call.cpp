@@ -242,7 +242,7 @@ void start_prepared(request_services& owner, exchange_ptr& exchange, json nb, co
                                                   .input_path = path,
                                                   .output_path = "",
                                                   .environment = json(body.kernel.env),
-                                                  .report_mode = false});
+                                                  .report_mode = body.report_mode});
     if (!prepared) {
         return refuse(error_response(400, "bad_request", prepared.err().message));
     }

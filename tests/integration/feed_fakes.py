@@ -12,7 +12,7 @@ class ScriptedServe:
     """`answer(job_id, attempt, in_flight)` returns (status, headers, body dict, seconds to take).
     The job id comes from the request's X-Request-Id (what kpool feed sends for a plain id)."""
 
-    def __init__(self, answer):
+    def __init__(self, answer, port=0):
         self.answer = answer
         self.requests = []  # (monotonic time, job id, attempt, in flight at arrival)
         self.lock = threading.Lock()
@@ -51,7 +51,7 @@ class ScriptedServe:
                     with fake.lock:
                         fake.in_flight -= 1
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.server.daemon_threads = True
         self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
