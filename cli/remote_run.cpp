@@ -114,6 +114,16 @@ void report_failed_cell(const json& nb, const std::string& input) {
     }
 }
 
+// kpool serve's Kpool-Warnings (papermill's "Passed unknown parameter: x"), as kpool run says them.
+void say_warnings(const remote::job_answer& a, const std::string& input, int level) {
+    if (level > 30 || !a.line.contains("warnings")) {
+        return;
+    }
+    for (const auto& w : a.line["warnings"]) {
+        std::fprintf(stderr, "kpool: warning: %s: %s\n", input.c_str(), w.get<std::string>().c_str());
+    }
+}
+
 int run_one(const parsed_run& r) {
     const runner::run_options& o = r.options;
     const int level = o.output == "-" && o.log_level == 20 ? 40 : o.log_level; // papermill's, for stdout
@@ -137,6 +147,7 @@ int run_one(const parsed_run& r) {
     jobs.push_back(std::move(*job));
     remote::feed(std::move(jobs), settings, [&](const remote::job_answer& a) { answer = a; });
     const std::string name = o.input == "-" ? "<stdin>" : o.input;
+    say_warnings(*answer, name, level);
     const runner::run_result result = outcome_of(*answer);
     if (result.outcome == runner::run_outcome::cell_failed && answer->line["status"] == 200) {
         if (level <= 40) {
@@ -171,8 +182,10 @@ int run_many_remote(const parsed_run& r) {
     remote::feed(std::move(jobs), settings, [&](const remote::job_answer& a) {
         const runner::run_result result = outcome_of(a);
         const int status = exit_status_of(result.outcome);
+        // On stderr, as kpool run's (whose many-notebook runs say warnings and errors alone).
+        say_warnings(a, a.line["id"].get<std::string>(), std::max(r.options.log_level, 30));
         if (result.outcome == runner::run_outcome::cell_failed && a.line["status"] == 200) {
-            report_failed_cell(a.notebook, a.line["id"].get<std::string>()); // on stderr, as kpool run's
+            report_failed_cell(a.notebook, a.line["id"].get<std::string>());
         }
         failed += status == exit_status::ok ? 0 : 1;
         const std::string input = a.line["id"].get<std::string>();

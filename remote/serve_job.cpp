@@ -222,6 +222,12 @@ job_answer answer_of(const serve_job& job, const http_answer& a, unsigned attemp
     if (outcome != a.headers.end()) {
         out.line["outcome"] = outcome->second;
     }
+    if (const auto warned = a.headers.find("kpool-warnings"); warned != a.headers.end()) {
+        const json list = json::parse(warned->second, nullptr, false);
+        if (list.is_array()) {
+            out.line["warnings"] = list; // papermill's: "Passed unknown parameter: x"
+        }
+    }
     const bool notebook_back = a.status == 200 && job.is_run() && !job.output.empty();
     json body = notebook_back ? json() : body_of(a);
     // A run cut short (502, 504) still brings the notebook so far: written, as kpool run writes it.

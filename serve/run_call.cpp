@@ -68,8 +68,10 @@ std::optional<http_response> tagged_response(const json& nb) {
 
 class run_call final : public kernel_call {
 public:
-    run_call(request_services& owner, exchange_ptr exchange, json nb, run_body body, std::chrono::steady_clock::time_point arrived)
+    run_call(request_services& owner, exchange_ptr exchange, json nb, run_body body, std::vector<std::string> warnings,
+             std::chrono::steady_clock::time_point arrived)
         : kernel_call(owner, std::move(exchange), "/v1/run", arrived), m_nb(std::move(nb)), m_body(std::move(body)),
+          m_warnings(std::move(warnings)),
           m_engine(m_nb, {.allow_errors = false, .execution_timeout = m_body.kernel.timeout}) {}
 
 private:
@@ -106,19 +108,32 @@ private:
         const json failure = raised ? failure_of(m_nb) : json();
         switch (stop.outcome) {
         case runner::run_outcome::ok:
-            return finish(with_outcome(answer(), "ok"));
+            return conclude(with_outcome(answer(), "ok"));
         case runner::run_outcome::cell_failed:
             if (failure.is_null()) { // over the time limit: what ran so far comes with the 504
-                return finish(error_response(504, "timeout", stop.message, made_so_far()));
+                return conclude(error_response(504, "timeout", stop.message, made_so_far()));
             }
-            return finish(with_outcome(code_error_answer(failure), "error"));
+            return conclude(with_outcome(code_error_answer(failure), "error"));
         case runner::run_outcome::kernel_died:
-            return finish(error_response(502, "kernel_died", with_death_reason(stop.message), made_so_far()));
+            return conclude(error_response(502, "kernel_died", with_death_reason(stop.message), made_so_far()));
         case runner::run_outcome::interrupted:
-            return finish(cancelled_response());
+            return conclude(cancelled_response());
         default:
-            return finish(error_response(500, "internal", stop.message));
+            return conclude(error_response(500, "internal", stop.message));
         }
+    }
+
+    // Every answer to a run says what papermill would have warned of (`Kpool-Warnings`, a JSON
+    // list: "Passed unknown parameter: x"), which `kpool run --url` prints as kpool run does.
+    void conclude(http_response response) {
+        if (!m_warnings.empty()) {
+            json list = json::array();
+            for (const std::string& w : m_warnings) {
+                list.push_back(protocol::echo_safe(w));
+            }
+            response.headers.emplace_back("kpool-warnings", list.dump());
+        }
+        finish(std::move(response));
     }
 
     static bool has_error_output(const json& cell) {
@@ -211,6 +226,7 @@ private:
 
     json m_nb;
     run_body m_body;
+    std::vector<std::string> m_warnings;
     runner::notebook_engine m_engine;
     runner::wall_clock::time_point m_start;
 };
@@ -250,7 +266,8 @@ void start_prepared(request_services& owner, exchange_ptr& exchange, json nb, co
                            .cwd = body.kernel.cwd.empty() ? folder : body.kernel.cwd,
                            .env = body.kernel.env,
                            .timeout = std::nullopt};
-    std::make_shared<run_call>(owner, std::move(exchange), std::move(nb), std::move(body), arrived)->begin(wish);
+    std::make_shared<run_call>(owner, std::move(exchange), std::move(nb), std::move(body), std::move(*prepared), arrived)
+        ->begin(wish);
 }
 
 } // namespace

@@ -10,6 +10,9 @@
 namespace kpool::serve {
 
 int run_server(const serve_options& given, std::FILE* log) {
+    // A client that hangs up while its answer streams (or is written) must not end the server:
+    // the write fails with EPIPE instead, and the exchange learns the client is gone.
+    std::signal(SIGPIPE, SIG_IGN);
     serve_options options = given;
     const bool generate = options.token.empty() && !options.no_token;
     if (generate) {

@@ -55,7 +55,13 @@ TEST_SUITE("routing") {
         CHECK(answer_of(decide_one("GET", "/metrics")).status == 401);
         CHECK(answer_of(decide_one("POST", "/v1/exec", "not json", "Bearer s3cret")).status == 400);
         CHECK(answer_of(decide_one("GET", "/v1/nothing", "", "token s3cret")).status == 404);
-        CHECK(answer_of(decide_one("GET", "/v1/run", "", "token s3cret")).status == 404); // the prefix needs a path
+        // POST /v1/run takes the notebook in its body; GET needs a path under the root.
+        CHECK(answer_of(decide_one("GET", "/v1/run", "", "token s3cret")).status == 405);
+        CHECK(answer_of(decide_one("POST", "/v1/run", "{}", "token s3cret")).status == 400); // no notebook
+        auto upload = decide_one("POST", "/v1/run", R"({"notebook": {"cells": []}})", "token s3cret");
+        REQUIRE(std::holds_alternative<do_run>(upload));
+        CHECK(std::get<do_run>(upload).path.empty());
+        CHECK_FALSE(std::get<do_run>(upload).body.notebook.empty());
     }
 
     TEST_CASE("while stopping, routes that run code get 503; health and metrics still answer") {
@@ -72,7 +78,8 @@ TEST_SUITE("routing") {
         CHECK(route_label("/metrics") == "/metrics");
         CHECK(route_label("/v1/exec") == "/v1/exec");
         CHECK(route_label("/v1/run/a/b.ipynb") == "/v1/run");
-        CHECK(route_label("/v1/run") == "other");
+        CHECK(route_label("/v1/run") == "/v1/run");
+        CHECK(route_label("/v1/runs") == "other");
         CHECK(route_label("/api") == "/api");
         CHECK(route_label("/api/kernels/k") == "/api/kernels");
         CHECK(route_label("/api/nothing") == "other");

@@ -59,7 +59,20 @@ TEST_SUITE("serve bodies") {
         CHECK(b->kernel.timeout == 2000ms);
         CHECK(parse_run_body("")->parameters.empty());
         CHECK(parse_run_body(R"({"code": "x"})").err().message ==
-              "unknown field 'code' (fields: parameters, kernel, timeout, cwd, env)");
+              "unknown field 'code' (fields: parameters, report_mode, kernel, timeout, cwd, env)");
+        CHECK(parse_run_body(R"({"notebook": {}})").err().message.starts_with("unknown field 'notebook'"));
+    }
+
+    TEST_CASE("POST /v1/run's body carries the notebook itself; report_mode is papermill's") {
+        auto b = parse_run_body(R"({"notebook": {"cells": [], "nbformat": 4}, "report_mode": true})", true);
+        REQUIRE(b);
+        CHECK(nlohmann::json::parse(b->notebook)["nbformat"] == 4);
+        CHECK(b->report_mode);
+        CHECK(parse_run_body("{}", true).err().message.starts_with("field 'notebook' is required"));
+        CHECK(parse_run_body("", true).err().message == "the body is not JSON");
+        CHECK(parse_run_body(R"({"notebook": "x.ipynb"})", true).err().message ==
+              "field 'notebook' must be a notebook (a JSON object)");
+        CHECK(parse_run_body(R"({"report_mode": 1})").err().message == "field 'report_mode' must be true or false");
     }
 
     TEST_CASE("query parameters are decoded and typed as -p types them") {
