@@ -35,6 +35,7 @@ import gateway
 import report_notebook
 import sandbox
 import cells_ahead
+import feed
 from benchlib import (PYTHON, ROOT, Daemon, cold_start_seconds, cpu_seconds, install_python_package, percentile,
                       rss_mib, summary)
 
@@ -460,7 +461,8 @@ class Bench:
                      "15": lambda: notebook_server.notebook_server(self),
                      "16": lambda: burst.acquire_burst(self), "17": lambda: serve.serve_bench(self),
                      "18": lambda: gateway.gateway_bench(self), "19": lambda: report_notebook.report_bench(self),
-                     "20": lambda: sandbox.sandbox_bench(self), "21": lambda: cells_ahead.cells_ahead_bench(self)}
+                     "20": lambda: sandbox.sandbox_bench(self), "21": lambda: cells_ahead.cells_ahead_bench(self),
+                     "22": lambda: feed.feed_bench(self)}
         self.md("# kpool benchmark, %s" % datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "",
                 "Machine: %d cores; %s" % (os.cpu_count(), "quick mode" if self.args.quick else "full mode"), "")
         for key in self.args.only.split(","):
@@ -478,7 +480,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--quick", action="store_true", help="fewer requests, shorter runs")
-    parser.add_argument("--only", default="1,2,3,4,5,6,9,10,11,12,13,14,15,16,17,18,19,20,21",
+    parser.add_argument("--only", default="1,2,3,4,5,6,9,10,11,12,13,14,15,16,17,18,19,20,21,22",
                         help="scenarios to run, e.g. 1,5; 7 (the soak) and 8 (auto sizing) only when asked")
     parser.add_argument("--rate", type=float, default=2.0, help="scenario 3: kernel requests/s")
     parser.add_argument("--launcher", default="spawn", choices=("spawn", "fork"),

@@ -3,10 +3,12 @@
 #include "cli/commands.hpp"
 #include "cli/exit_status.hpp"
 #include "cli/remote_options.hpp"
+#include "cli/stop_signals.hpp"
 #include "protocol/python_json.hpp"
 
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -34,8 +36,9 @@ Options:
 )usage";
 
 constexpr const char* feed_usage_tail = R"(  --progress, --no-progress     the progress line (default: when stderr is a terminal)
+Ctrl-C: nothing more is sent, the jobs in flight finish (a second Ctrl-C ends them at once).
 Exit status: 0 every job ok, 1 some failed (or their code raised, or the token was refused:
-then nothing more is sent), 2 bad usage.
+then nothing more is sent), 2 bad usage, 130 interrupted.
 )";
 
 std::size_t count_lines(const std::string& path) {
@@ -94,6 +97,17 @@ int feed_command_line(const invocation& inv) {
         settings.total = count_lines(input);
     }
     settings.progress = progress.value_or(::isatty(STDERR_FILENO) != 0);
+    // Ctrl-C (or SIGTERM): nothing more is sent and the jobs in flight finish, each answered; a
+    // second one ends the process at once (the server then interrupts their kernels).
+    catch_stop_signals();
+    settings.cancelled = [] {
+        if (!stop_requested()) {
+            return false;
+        }
+        std::signal(SIGINT, SIG_DFL);
+        std::signal(SIGTERM, SIG_DFL);
+        return true;
+    };
     const remote::feed_result done = remote::feed(in, settings, [](const remote::job_answer& a) {
         const std::string line = protocol::to_json_text(a.line) + "\n";
         std::fwrite(line.data(), 1, line.size(), stdout);
@@ -103,6 +117,9 @@ int feed_command_line(const invocation& inv) {
         std::fprintf(stderr, "kpool feed: %s; stopped\n", done.stopped_why.c_str());
     }
     std::fprintf(stderr, "%s\n", protocol::to_json_text(done.stats.summary(done.seconds, done.window)).c_str());
+    if (done.cancelled) {
+        return exit_status::interrupted;
+    }
     const bool all_ok = done.stats.ok == done.stats.jobs && done.stopped_why.empty();
     return all_ok ? exit_status::ok : exit_status::failed;
 }

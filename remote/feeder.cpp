@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
@@ -172,6 +173,10 @@ public:
         double last_progress = 0;
         while (true) {
             const double now = now_s();
+            if (!m_stopped && m_settings.cancelled && m_settings.cancelled()) {
+                m_cancelled = true;
+                stop("interrupted (Ctrl-C or SIGTERM)");
+            }
             send_what_may_go(now);
             if (m_client.in_flight() == 0 && m_retries.empty() && (m_stopped || m_source->finished())) {
                 break;
@@ -197,6 +202,7 @@ public:
         out.window = m_policy.window();
         out.seconds = now_s() - started;
         out.stopped_why = m_stopped_why;
+        out.cancelled = m_cancelled;
         return out;
     }
 
@@ -246,18 +252,19 @@ private:
         const double now = now_s();
         m_stats.bytes_sent += a.bytes_sent;
         m_stats.bytes_received += a.bytes_received;
-        const json body = a.status != 0 ? json::parse(a.body, nullptr, false) : json();
+        // An error's body says which (a 503 `unavailable` may go again); a 200's is not read here.
+        const json body = a.status >= 400 ? json::parse(a.body, nullptr, false) : json();
         const std::string code = body.is_object() ? body.value("error", "") : "";
         switch (classify(a.status, code, a.may_have_run, a.hopeless)) {
         case verdict::answered:
             ++m_stats.responses[a.status];
             m_stats.latencies_ms.push_back(a.seconds * 1000);
             m_policy.answered(now, ticket, a.seconds * 1000, header_number(a, "kpool-queued-ms"));
-            return answer(answer_of(p.job, a, p.attempts));
+            return answer(timed(answer_of(p.job, a, p.attempts), p, now));
         case verdict::hopeless:
             if (a.status != 0) {
                 ++m_stats.responses[a.status];
-                answer(answer_of(p.job, a, p.attempts));
+                answer(timed(answer_of(p.job, a, p.attempts), p, now));
                 return stop("kpool serve refused the token (" + std::to_string(a.status) +
                             "): " + (body.is_object() ? body.value("message", "") : a.body));
             }
@@ -296,6 +303,12 @@ private:
                                          "): it may have run, so it is not sent again",
                                      p.attempts));
         }
+    }
+
+    // A job's time is its caller's: from its first send to its answer, retries included.
+    static job_answer timed(job_answer a, const pending& p, double now) {
+        a.line["ms"] = std::round((now - p.first_sent) * 1e5) / 100;
+        return a;
     }
 
     void answer(const job_answer& a) {
@@ -358,6 +371,7 @@ private:
     feed_stats m_stats;
     std::multimap<double, pending> m_retries; // by when each may go again
     bool m_stopped = false;
+    bool m_cancelled = false;
     std::string m_stopped_why;
     std::unique_ptr<job_source> m_source; // last: a reader's thread wakes m_client
 };

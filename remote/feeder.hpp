@@ -23,13 +23,17 @@ struct feed_settings {
     double patience_s = 120; // how long a job may be retried (429, no connection) before it fails
     bool progress = false;   // a progress line on stderr, rewritten in place (a terminal's)
     std::size_t total = 0;   // the jobs to come, when known (for the progress line)
+    // Asked between steps: true stops the feed as a refused token does (nothing more is sent,
+    // what waits is answered `not_sent`), and the requests in flight finish.
+    std::function<bool()> cancelled;
 };
 
 struct feed_result {
     feed_stats stats;
     std::size_t window = 0;  // the policy's at the end
     double seconds = 0;
-    std::string stopped_why; // no request could get through (a refused token...): stopped early
+    std::string stopped_why; // no request could get through (a refused token...), or cancelled
+    bool cancelled = false;
 };
 
 // Reads `input` (one job per line; blank lines skipped) on a thread of its own, so jobs go as

@@ -326,10 +326,10 @@ class Feed:
         if verdict == ANSWERED:
             self._latencies.append(a.seconds * 1000)
             self.policy.answered(now, ticket, a.seconds * 1000, _number(a.headers, "kpool-queued-ms"))
-            out.append(self._result(p, a, body))
+            out.append(self._result(p, a, body, now))
         elif verdict == HOPELESS:
             if a.status:
-                out.append(self._result(p, a, body))
+                out.append(self._result(p, a, body, now))
                 self._stop("kpool serve refused the token (%d): %s" % (a.status, (body or {}).get("message", "")))
             else:
                 out.append(Result(p["job"].get("id"), p["index"], None, p["attempts"],
@@ -359,8 +359,9 @@ class Feed:
             self._count(r)
         return out + self.take_ready()
 
-    def _result(self, p: dict, a: Answer, body: Any) -> Result:
-        r = Result(p["job"].get("id"), p["index"], a.status, p["attempts"], ms=round(a.seconds * 1000, 2),
+    def _result(self, p: dict, a: Answer, body: Any, now: float) -> Result:
+        # A job's time is its caller's: from its first send to its answer, retries included.
+        r = Result(p["job"].get("id"), p["index"], a.status, p["attempts"], ms=round((now - p["first"]) * 1000, 2),
                    outcome=a.headers.get("kpool-outcome"))
         if a.status == 200 and p["request"].target.startswith("/v1/run") and "format=outputs" not in p["request"].target:
             r.notebook = json.loads(a.body)

@@ -199,6 +199,15 @@ def tcp_nodelay(pid, fd):
         return s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
 
 
+def self_signed_certificate(directory):
+    """A certificate for 127.0.0.1 and its key, made with openssl in `directory`: (cert, key)."""
+    cert, key = os.path.join(str(directory), "cert.pem"), os.path.join(str(directory), "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                    "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert],
+                   check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
 def wait_until(predicate, timeout=10.0, interval=0.05, what="condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

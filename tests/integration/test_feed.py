@@ -7,7 +7,6 @@ scripted one does (feed_fakes.py). And the server's side of the contract: POST /
 notebook in the body, Kpool-Queued-Ms, and `stopped` for code a stop interrupted."""
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -19,7 +18,7 @@ import pytest
 import requests
 from nbformat.v4 import new_code_cell, new_notebook
 
-from conftest import wait_until
+from conftest import self_signed_certificate, wait_until
 from feed_fakes import ScriptedServe, ok
 from test_serve import JSON, KPOOL, POOLS, daemon, serve, serve_processes  # noqa: F401 (fixtures)
 
@@ -33,6 +32,17 @@ def feed(url, jobs, *args, env=None, timeout=180, cwd=None):
     answers = [json.loads(line) for line in out.stdout.splitlines()]
     stats = json.loads(out.stderr.strip().splitlines()[-1])
     return out.returncode, answers, stats, out.stderr
+
+
+def feed_scripted(answer, n, *args):
+    """kpool feed's n one-line jobs (ids 0..n-1) against a ScriptedServe answering `answer`:
+    (exit status, answers, statistics, the server's record of requests)."""
+    fake = ScriptedServe(answer)
+    try:
+        code, answers, stats, _ = feed(fake.url, [{"id": i, "code": "1"} for i in range(n)], *args)
+    finally:
+        fake.close()
+    return code, answers, stats, fake.requests
 
 
 def by_line(answers):
@@ -144,10 +154,7 @@ def test_the_token_a_local_kpool_serve_made_is_found(serve):
 
 
 def test_tls_with_a_self_signed_certificate_and_http2(serve, tmp_path):
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
-                    "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key),
-                    "-out", str(cert)], check=True, capture_output=True, timeout=60)
+    cert, key = self_signed_certificate(tmp_path)
     s = serve("--cert", str(cert), "--key", str(key))
     url = "https://" + s.url[len("http://"):]
     jobs = [{"id": i, "code": "print(%d)" % i} for i in range(6)]
@@ -231,19 +238,14 @@ def test_retry_after_five_is_waited_and_nothing_else_goes_meanwhile():
             return 429, {"Retry-After": "5"}, {"error": "overloaded", "message": "busy"}, 0
         return ok(0.05)
 
-    fake = ScriptedServe(answer)
-    try:
-        code, answers, stats, _ = feed(fake.url, [{"id": i, "code": "1"} for i in range(3)],
-                                       "--max-in-flight", "1")
-    finally:
-        fake.close()
+    code, answers, stats, requests_seen = feed_scripted(answer, 3, "--max-in-flight", "1")
     assert code == 0 and stats["jobs"]["ok"] == 3
     assert stats["responses"] == {"200": 3, "429": 1} and stats["retries"] == 1
-    times = {(job, attempt): t for t, job, attempt, _ in fake.requests}
+    times = {(job, attempt): t for t, job, attempt, _ in requests_seen}
     # Its second try not before the 5 s it was told; and with one request allowed in flight,
     # nothing else went while the server said wait (no answer came to say otherwise).
     assert times[("0", 2)] - times[("0", 1)] >= 5
-    assert all(not (times[("0", 1)] < t < times[("0", 1)] + 4.9) for t, job, _, _ in fake.requests if job != "0")
+    assert all(not (times[("0", 1)] < t < times[("0", 1)] + 4.9) for t, job, _, _ in requests_seen if job != "0")
     assert by_line(answers)[1]["attempts"] == 2
 
 
@@ -260,11 +262,7 @@ def test_only_what_never_ran_is_sent_again(status, error, resent):
             return status, {"Retry-After": "0"}, {"error": error, "message": "scripted"}, 0
         return ok()
 
-    fake = ScriptedServe(answer)
-    try:
-        code, answers, stats, _ = feed(fake.url, [{"id": 1, "code": "1"}])
-    finally:
-        fake.close()
+    code, answers, stats, _ = feed_scripted(answer, 1)
     assert answers[0]["attempts"] == (2 if resent else 1)
     assert (code, answers[0]["status"]) == ((0, 200) if resent else (1, status))
 
@@ -278,12 +276,7 @@ def test_a_429_storm_is_ridden_out_near_the_servers_capacity():
             return 429, {"Retry-After": "1"}, {"error": "overloaded", "message": "busy"}, 0
         return ok(0.1)
 
-    fake = ScriptedServe(answer)
-    try:
-        code, answers, stats, _ = feed(fake.url, [{"id": i, "code": "1"} for i in range(60)],
-                                       "--max-in-flight", "32")
-    finally:
-        fake.close()
+    code, answers, stats, _ = feed_scripted(answer, 60, "--max-in-flight", "32")
     assert code == 0 and stats["jobs"]["ok"] == 60
     assert stats["responses"].get("429", 0) <= 12, stats
     # Near the capacity: 60 jobs of 0.1 s, 3 at a time, take 2 s; allow for the probing.
@@ -293,23 +286,15 @@ def test_a_429_storm_is_ridden_out_near_the_servers_capacity():
 def test_the_window_follows_the_servers_queue():
     """A server with 4 kernels whose requests beyond 4 wait for one (Kpool-Queued-Ms says how
     long): the feed keeps about 4 to 8 in flight, not its cap of 64."""
-    lock = threading.Lock()
-    busy = []
-
     def answer(job, attempt, in_flight):
         queued = max(0, in_flight - 4) * 50
         return ok(0.05 + queued / 1000, queued_ms=queued)
 
-    fake = ScriptedServe(answer)
-    try:
-        code, answers, stats, _ = feed(fake.url, [{"id": i, "code": "1"} for i in range(200)])
-    finally:
-        fake.close()
+    code, answers, stats, requests_seen = feed_scripted(answer, 200)
     assert code == 0 and stats["jobs"]["ok"] == 200
     assert 4 <= stats["in_flight"]["window"] <= 10, stats
-    late = [n for t, _, _, n in fake.requests[100:]]
+    late = [n for t, _, _, n in requests_seen[100:]]
     assert max(late) <= 12, late
-    del lock, busy
 
 
 def test_malformed_input_and_usage(serve):
@@ -350,3 +335,60 @@ def test_code_a_stop_interrupts_is_503_stopped_not_unavailable(serve):
     s.proc.send_signal(signal.SIGTERM)
     t.join(timeout=30)
     assert result["r"].status_code == 503 and result["r"].json()["error"] == "stopped"
+
+
+def test_a_crowd_of_naive_clients_and_a_feed_on_a_real_kpool_serve(serve, daemon):
+    """A real 429 storm: 10 naive clients with a job each send at once, and again 0.2 s after
+    each 429 (not their Retry-After), at a kpool serve that keeps 2 requests waiting at most; a
+    feed beside them gets every job of its own answered 200, and takes a small share of the 429s
+    (it waits its turn; the crowd takes the refusals)."""
+    s = serve("--max-queue", "2", "--queue-timeout", "2")
+    crowd_429 = []
+    code_ = "import time; time.sleep(0.1)"
+
+    def naive():
+        with requests.Session() as session:
+            for _ in range(1):
+                while session.post(s.url + "/v1/exec", data=json.dumps({"code": code_}), headers=JSON,
+                                   timeout=60).status_code == 429:
+                    crowd_429.append(1)
+                    time.sleep(0.2)
+
+    crowd = [threading.Thread(target=naive) for _ in range(10)]
+    for t in crowd:
+        t.start()
+    try:
+        code, answers, stats, _ = feed(s.url, [{"id": i, "code": code_} for i in range(20)], "--patience", "120")
+    finally:
+        for t in crowd:
+            t.join()
+    assert len(crowd_429) > 5, "no storm: %d 429s" % len(crowd_429)
+    assert code == 0 and stats["jobs"]["ok"] == 20, stats
+    assert len(by_line(answers)) == 20
+    assert stats["responses"].get("429", 0) < len(crowd_429) / 2, (stats, len(crowd_429))
+
+
+def test_ctrl_c_stops_sending_and_lets_the_jobs_in_flight_finish():
+    def answer(job, attempt, in_flight):
+        return ok(1.0)
+
+    fake = ScriptedServe(answer)
+    try:
+        p = subprocess.Popen([KPOOL, "feed", "--url", fake.url, "--no-progress", "--max-in-flight", "2"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        p.stdin.write("".join(json.dumps({"id": i, "code": "1"}) + "\n" for i in range(10)))
+        p.stdin.close()
+        wait_until(lambda: len(fake.requests) >= 1, timeout=10, what="a request")
+        time.sleep(0.3)
+        p.send_signal(signal.SIGINT)
+        assert p.wait(timeout=20) == 130
+        answers = [json.loads(line) for line in p.stdout.read().splitlines()]
+        err = p.stderr.read()
+    finally:
+        fake.close()
+    assert "interrupted" in err
+    sent = {str(job) for _, job, _, _ in fake.requests}
+    done = [a for a in answers if a["status"] == 200]
+    assert done and {str(a["id"]) for a in done} == sent  # those in flight finished and were answered
+    assert len(by_line(answers)) == 10  # every job answered: the rest `not_sent`
+    assert all(a["error"]["error"] == "not_sent" for a in answers if a["status"] != 200)

@@ -18,7 +18,7 @@ import pytest
 import requests
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from conftest import module_daemon, tcp_connections, tcp_nodelay, wait_until
+from conftest import module_daemon, self_signed_certificate, tcp_connections, tcp_nodelay, wait_until
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 KPOOL = os.environ.get("KPOOL_CLI") or os.path.join(HERE, "..", "..", "build", "kpool")
@@ -452,10 +452,7 @@ def test_a_burst_of_50_connections_is_answered_or_refused_with_retry_after(serve
 
 
 def test_tls_with_a_self_signed_certificate(serve, tmp_path):
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
-                    "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key),
-                    "-out", str(cert)], check=True, capture_output=True, timeout=60)
+    cert, key = self_signed_certificate(tmp_path)
     s = serve("--cert", str(cert), "--key", str(key))
     url = "https://" + s.url[len("http://"):]
     r = requests.post(url + "/v1/exec", data=json.dumps({"code": "6 * 7"}), headers=JSON, verify=str(cert),
