@@ -22,10 +22,13 @@ constexpr const char* serve_usage = R"usage(usage: kpool [--endpoint E] serve [o
 
 Answers HTTP requests, each on a fresh warm kernel from kpoold, released after it
 (docs/serve.md has every endpoint with curl examples):
-  POST /v1/exec     {"code": "...", "kernel"?, "timeout"?, "cwd"?, "env"?}
+  POST /v1/exec     {"code": "...", "kernel"?, "timeout"?, "cwd"?, "env"?}; with
+                    Accept: application/x-ndjson, each output as a line as it comes
   POST /v1/run/PATH {"parameters": {...}, "kernel"?, "timeout"?, "cwd"?, "env"?}: the notebook
                     PATH under --root, run as `kpool run` runs it; GET /v1/run/PATH?a=1&b=x
                     the same with parameters typed as -p types them
+  POST /v1/run      {"notebook": {...}, "parameters"?, ...}: a notebook sent in the body
+                    (kpool feed's and `kpool run --url`'s; docs/feed.md has those clients)
   GET  /v1/health   200 when a kpoold answers and a pool has or can start a kernel, else 503
   GET  /metrics     Prometheus text
   /api/kernels, /api/kernelspecs, /api/kernels/ID/channels: the Kernel Gateway API, for
@@ -36,7 +39,7 @@ options (each overrides its key in --config's [serve]):
   --config FILE           kpool.toml: its [serve] section, and its [daemon] control as the
                           endpoint unless --endpoint or $KPOOL_ENDPOINT says otherwise
   --listen HOST:PORT      where to listen (default 127.0.0.1:8890; port 0: any free port)
-  --root DIR              the notebooks /v1/run may run (none without it)
+  --root DIR              the notebooks /v1/run/PATH may run (none without it)
   --save-dir DIR          keep every executed notebook as DIR/REQUEST_ID.ipynb (X-Request-Id)
   --kernel POOL           the pool a request without "kernel" runs on (default python3)
   --token-file FILE       callers must send `Authorization: token TOKEN` with the file's first

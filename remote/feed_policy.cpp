@@ -12,6 +12,8 @@ constexpr double min_gradient = 0.5;    // at most halved by one round
 constexpr std::size_t min_round = 3;    // answers per round at the least, however small the window
 constexpr double first_backoff_s = 0.1; // after a refused connection, doubling
 constexpr double max_backoff_s = 2.0;
+constexpr double min_gain = 0.05;       // a growth must raise the rate by this much to stay
+constexpr int quiet_rounds = 4;         // after a growth taken back, rounds before the next
 
 } // namespace
 
@@ -40,7 +42,10 @@ bool feed_policy::may_send(double now, std::size_t in_flight) const {
     return in_flight < window() && now >= m_hold_until;
 }
 
-std::uint64_t feed_policy::sent(std::size_t in_flight) {
+std::uint64_t feed_policy::sent(double now, std::size_t in_flight) {
+    if (m_round_start < 0) {
+        m_round_start = now;
+    }
     m_round_peak = std::max(m_round_peak, in_flight);
     return m_tickets++;
 }
@@ -57,22 +62,35 @@ void feed_policy::answered(double now, std::uint64_t ticket, double latency_ms, 
     m_round_own += queued_ms >= 0 ? std::max(0.0, latency_ms - queued_ms)
                                   : (m_min_latency > 0 ? std::min(latency_ms, m_min_latency) : latency_ms);
     if (++m_round_answers >= std::max<std::size_t>(min_round, window())) {
-        end_round();
+        end_round(now);
     }
 }
 
-void feed_policy::end_round() {
+void feed_policy::end_round(double now) {
     const double mean = m_round_latency / static_cast<double>(m_round_answers);
     m_min_latency = m_min_latency > 0 ? std::min(m_min_latency, mean) : mean;
+    const double rate = static_cast<double>(m_round_answers) / std::max(1e-3, now - m_round_start);
+    m_quiet = std::max(0, m_quiet - 1);
     if (!m_round_cut && m_round_latency > 0) {
         const double gradient =
             std::clamp(m_settings.tolerance * m_round_own / m_round_latency, min_gradient, 1.0);
-        if (gradient >= 1.0) {
+        if (m_grown_from > 0 && rate < m_rate_before * (1 + min_gain)) {
+            // The last growth bought no throughput (the server's CPU, not its queue, is the
+            // limit): take it back, and leave it a few rounds before trying again.
+            m_window = m_grown_from;
+            m_slow_start = false;
+            m_grown_from = 0;
+            m_quiet = quiet_rounds;
+        } else if (gradient >= 1.0) {
+            m_grown_from = 0;
             // Grow only a window that was used: a slow source of jobs proves nothing.
-            if (static_cast<double>(m_round_peak) >= std::floor(m_window)) {
+            if (static_cast<double>(m_round_peak) >= std::floor(m_window) && m_quiet == 0) {
+                m_grown_from = m_window;
+                m_rate_before = rate;
                 m_window = m_slow_start ? m_window * 2 : m_window + 1;
             }
         } else {
+            m_grown_from = 0;
             // Requests queued for kernels: the window that keeps the queue at the tolerance, and
             // one more to keep probing.
             m_slow_start = false;
@@ -85,12 +103,14 @@ void feed_policy::end_round() {
     m_round_peak = 0;
     m_round_cut = false;
     m_round_first = m_tickets;
+    m_round_start = now;
 }
 
 double feed_policy::refused(double now, std::size_t in_flight, double retry_after_s) {
     if (!m_round_cut) {
         m_round_cut = true;
         m_slow_start = false;
+        m_grown_from = 0;
         m_window = std::max(1.0, std::min(m_window, static_cast<double>(in_flight)) * cut_factor);
     }
     const double retry_at = now + (retry_after_s >= 0 ? retry_after_s : std::max(first_backoff_s, m_backoff_s));

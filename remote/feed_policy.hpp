@@ -10,7 +10,9 @@
 // own time, whatever the jobs cost: for a round of answers (the window's worth), the gradient
 // tolerance * own / latency (own = latency - queued, summed over the round) keeps the window
 // where the queue is at most (tolerance - 1) of the code's time. Growth doubles until the first
-// queue (slow start), then adds one a round, and only when the window was used. A 429 cuts the
+// queue (slow start), then adds one a round, and only when the window was used and the growth
+// before it raised the rate of answers by 5% (else it is taken back: the server's CPU, not its
+// queue, is the limit, and more in flight would only be slower). A 429 cuts the
 // window to 0.7 of what was in flight (once a round) and holds every new request until an answer
 // comes or the Retry-After passes; a connection refused holds them with a backoff of 0.1 s
 // doubling to 2 s.
@@ -52,8 +54,8 @@ public:
     // Until when new requests wait (0: they do not).
     double held_until() const { return m_hold_until; }
 
-    // A request went out; `in_flight` counts it. The ticket goes back with its answer.
-    std::uint64_t sent(std::size_t in_flight);
+    // A request went out at `now`; `in_flight` counts it. The ticket goes back with its answer.
+    std::uint64_t sent(double now, std::size_t in_flight);
     // An answer that is not a refusal, to the request of `ticket`. `queued_ms` < 0: the server
     // did not say. Only requests sent under the window as it is now count for the next change
     // (those sent before it still show the old window's queue: one change a round trip).
@@ -65,7 +67,7 @@ public:
     double unreachable(double now);
 
 private:
-    void end_round();
+    void end_round(double now);
 
     policy_settings m_settings;
     double m_window;
@@ -75,6 +77,10 @@ private:
     double m_min_latency = 0; // ms, the lowest round mean: the code's time when the server does not say
     std::uint64_t m_tickets = 0;     // requests sent
     std::uint64_t m_round_first = 0; // the first ticket the round counts
+    double m_round_start = -1;       // when the round began (its rate's clock)
+    double m_grown_from = 0;         // the window before the last growth (0: the last change was none)
+    double m_rate_before = 0;        // the answers a second of the round that decided that growth
+    int m_quiet = 0;                 // rounds left without growth, after one was taken back
     // The round under way.
     std::size_t m_round_answers = 0;
     double m_round_latency = 0;

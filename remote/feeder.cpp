@@ -242,7 +242,7 @@ private:
         ++m_stats.requests;
         http_request request = p.job.request;
         auto shared = std::make_shared<pending>(std::move(p));
-        const std::uint64_t ticket = m_policy.sent(m_client.in_flight() + 1);
+        const std::uint64_t ticket = m_policy.sent(now, m_client.in_flight() + 1);
         m_client.send(std::move(request),
                       [this, shared, ticket](http_answer a) { on_answer(std::move(*shared), ticket, std::move(a)); });
         m_stats.peak_in_flight = std::max(m_stats.peak_in_flight, m_client.in_flight());

@@ -13,15 +13,16 @@ using kpool::remote::verdict;
 
 namespace {
 
-// Answers a round of `n` requests sent with `in_flight` out, each `latency` ms of which `queued`
-// waited for a kernel.
-void policy_round(feed_policy& p, std::size_t n, double latency, double queued) {
+// Sends `n` requests at once at `clock` and answers them `latency` ms later, `queued` of which
+// each waited for a kernel: a round whose rate is n / latency.
+void policy_round(feed_policy& p, double& clock, std::size_t n, double latency, double queued) {
     std::vector<std::uint64_t> tickets;
     for (std::size_t i = 0; i < n; ++i) {
-        tickets.push_back(p.sent(i + 1));
+        tickets.push_back(p.sent(clock, i + 1));
     }
+    clock += latency / 1000;
     for (const auto t : tickets) {
-        p.answered(0, t, latency, queued);
+        p.answered(clock, t, latency, queued);
     }
 }
 
@@ -41,39 +42,59 @@ TEST_CASE("feed policy: only what never ran is sent again") {
     CHECK(classify(401, "unauthorized", true) == verdict::hopeless);
 }
 
-TEST_CASE("feed policy: slow start doubles while nothing queues, then one a round") {
+TEST_CASE("feed policy: slow start doubles while nothing queues; a queue shrinks it to the tolerance") {
     feed_policy p({.max_in_flight = 64, .initial_window = 2});
+    double clock = 0;
     CHECK(p.window() == 2);
-    policy_round(p, 3, 50, 0);
+    policy_round(p, clock, 3, 50, 0);
     CHECK(p.window() == 4);
-    policy_round(p, 4, 50, 0);
+    policy_round(p, clock, 4, 50, 0);
     CHECK(p.window() == 8);
-    policy_round(p, 8, 100, 50); // half of it queued: shrink to the tolerance, and one more
-    CHECK(p.window() == 7);      // 8 * 1.5 * 50 / 100 + 1
-    policy_round(p, 7, 50, 0);
-    CHECK(p.window() == 8); // past slow start: +1
+    policy_round(p, clock, 8, 50, 30); // twice the rate, but most of each answer queued
+    CHECK(p.window() == 5);            // 8 * 1.5 * 20 / 50 + 1
+    policy_round(p, clock, 5, 50, 0);
+    CHECK(p.window() == 6); // past slow start: +1
+}
+
+TEST_CASE("feed policy: a growth that buys no throughput is taken back, and left a while") {
+    feed_policy p({.max_in_flight = 64, .initial_window = 4});
+    double clock = 0;
+    policy_round(p, clock, 4, 50, 0); // 80 a second
+    CHECK(p.window() == 8);
+    policy_round(p, clock, 8, 100, 0); // no queue, but each twice as slow: still 80 a second
+    CHECK(p.window() == 4);
+    for (int i = 0; i < 3; ++i) { // quiet rounds: no growth however well they go
+        policy_round(p, clock, 4, 50, 0);
+        CHECK(p.window() == 4);
+    }
+    policy_round(p, clock, 4, 50, 0);
+    CHECK(p.window() == 5); // past slow start now: one more
+    policy_round(p, clock, 5, 50, 0); // 100 a second against 80: kept, and one more
+    CHECK(p.window() == 6);
 }
 
 TEST_CASE("feed policy: an unused window does not grow") {
     feed_policy p({.initial_window = 4});
     for (int i = 0; i < 5; ++i) { // one request at a time: proves nothing about 4
-        p.answered(0, p.sent(1), 50, 0);
+        p.answered(i * 0.05 + 0.05, p.sent(i * 0.05, 1), 50, 0);
     }
     CHECK(p.window() == 4);
 }
 
 TEST_CASE("feed policy: answers to requests sent before a change do not count for the next") {
     feed_policy p({.initial_window = 8});
+    double clock = 0;
     std::vector<std::uint64_t> old;
     for (std::size_t i = 0; i < 8; ++i) {
-        old.push_back(p.sent(i + 1));
+        old.push_back(p.sent(clock, i + 1));
     }
+    clock += 0.2;
     for (std::size_t i = 0; i < 8; ++i) {
-        p.answered(0, old[i], 200, 150);
+        p.answered(clock, old[i], 200, 150);
     }
     CHECK(p.window() == 5); // 8 * 0.5 (the floor) + 1
-    p.answered(0, old[0], 400, 350); // a straggler of the old window: ignored
-    policy_round(p, 5, 50, 0);
+    p.answered(clock, old[0], 400, 350); // a straggler of the old window: ignored
+    policy_round(p, clock, 5, 50, 0);
     CHECK(p.window() == 6);
 }
 
@@ -86,7 +107,7 @@ TEST_CASE("feed policy: a 429 cuts what was in flight and holds until an answer 
     CHECK(p.may_send(15, 0));
     CHECK(p.refused(15, 7, 5) == doctest::Approx(20));
     CHECK(p.window() == 7); // once a round
-    p.answered(16, p.sent(1), 50, 0);
+    p.answered(16, p.sent(15.9, 1), 50, 0);
     CHECK(p.may_send(16, 0)); // an answer came: there is room
     CHECK(p.refused(20, 3, -1) == doctest::Approx(20.1)); // no Retry-After: the backoff's
 }
@@ -101,13 +122,14 @@ TEST_CASE("feed policy: refused connections back off from 0.1 s to 2 s, reset by
     }
     CHECK(p.held_until() == doctest::Approx(4));
     CHECK(p.window() == 1);
-    p.answered(5, p.sent(1), 50, 0);
+    p.answered(5, p.sent(4.9, 1), 50, 0);
     CHECK(p.unreachable(6) == doctest::Approx(6.1));
 }
 
 TEST_CASE("feed policy: the cap holds") {
     feed_policy p({.max_in_flight = 5, .initial_window = 4});
-    policy_round(p, 4, 50, 0);
+    double clock = 0;
+    policy_round(p, clock, 4, 50, 0);
     CHECK(p.window() == 5);
     feed_policy one({.max_in_flight = 1, .initial_window = 4});
     CHECK(one.window() == 1);
@@ -127,7 +149,7 @@ TEST_CASE("feed policy: the shared trace decides as the Python policy does") {
         CAPTURE(n);
         const std::string op = e["op"];
         if (op == "sent") {
-            CHECK(p.sent(e["in_flight"]) == e["ticket"].get<std::uint64_t>());
+            CHECK(p.sent(e["now"], e["in_flight"]) == e["ticket"].get<std::uint64_t>());
         } else if (op == "answered") {
             p.answered(e["now"], e["ticket"], e["latency"], e["queued"]);
         } else if (op == "refused") {

@@ -17,6 +17,8 @@ MIN_GRADIENT = 0.5      # at most halved by one round
 MIN_ROUND = 3           # answers per round at the least
 FIRST_BACKOFF_S = 0.1   # after a refused connection, doubling
 MAX_BACKOFF_S = 2.0
+MIN_GAIN = 0.05         # a growth must raise the rate by this much to stay
+QUIET_ROUNDS = 4        # after a growth taken back, rounds before the next
 
 ANSWERED, RETRY, LOST, HOPELESS = "answered", "retry", "lost", "hopeless"
 
@@ -45,6 +47,10 @@ class FeedPolicy:
         self._min_latency = 0.0
         self._tickets = 0
         self._round_first = 0
+        self._round_start = -1.0
+        self._grown_from = 0.0
+        self._rate_before = 0.0
+        self._quiet = 0
         self._new_round()
 
     def _new_round(self):
@@ -61,7 +67,9 @@ class FeedPolicy:
     def may_send(self, now: float, in_flight: int) -> bool:
         return in_flight < self.window and now >= self.held_until
 
-    def sent(self, in_flight: int) -> int:
+    def sent(self, now: float, in_flight: int) -> int:
+        if self._round_start < 0:
+            self._round_start = now
         self._peak = max(self._peak, in_flight)
         ticket = self._tickets
         self._tickets += 1
@@ -79,27 +87,40 @@ class FeedPolicy:
             self._own += min(latency_ms, self._min_latency) if self._min_latency > 0 else latency_ms
         self._answers += 1
         if self._answers >= max(MIN_ROUND, self.window):
-            self._end_round()
+            self._end_round(now)
 
-    def _end_round(self):
+    def _end_round(self, now: float):
         mean = self._latency / self._answers
         self._min_latency = min(self._min_latency, mean) if self._min_latency > 0 else mean
+        rate = self._answers / max(1e-3, now - self._round_start)
+        self._quiet = max(0, self._quiet - 1)
         if not self._cut and self._latency > 0:
             gradient = min(max(self.tolerance * self._own / self._latency, MIN_GRADIENT), 1.0)
-            if gradient >= 1.0:
-                if self._peak >= math.floor(self._window):
+            if self._grown_from > 0 and rate < self._rate_before * (1 + MIN_GAIN):
+                self._window = self._grown_from  # the growth bought nothing: taken back
+                self._slow_start = False
+                self._grown_from = 0.0
+                self._quiet = QUIET_ROUNDS
+            elif gradient >= 1.0:
+                self._grown_from = 0.0
+                if self._peak >= math.floor(self._window) and self._quiet == 0:
+                    self._grown_from = self._window
+                    self._rate_before = rate
                     self._window = self._window * 2 if self._slow_start else self._window + 1
             else:
+                self._grown_from = 0.0
                 self._slow_start = False
                 self._window = max(1.0, min(self._window, self._window * gradient + 1))
             self._window = min(self._window, float(self.max_in_flight))
         self._new_round()
         self._round_first = self._tickets
+        self._round_start = now
 
     def refused(self, now: float, in_flight: int, retry_after_s: float) -> float:
         if not self._cut:
             self._cut = True
             self._slow_start = False
+            self._grown_from = 0.0
             self._window = max(1.0, min(self._window, float(in_flight)) * CUT_FACTOR)
         retry_at = now + (retry_after_s if retry_after_s >= 0 else max(FIRST_BACKOFF_S, self._backoff))
         self.held_until = max(self.held_until, retry_at)
@@ -271,7 +292,7 @@ class Feed:
             if self._retries and self._retries[0][0] <= now:
                 _, _, p = heapq.heappop(self._retries)
                 self.stats["retries"] += 1
-                return self._send(p)
+                return self._send(p, now)
             if self._exhausted:
                 return None
             try:
@@ -285,15 +306,13 @@ class Feed:
                 self._ready.append(Result(job.get("id") if isinstance(job, dict) else None, index, None, 0,
                                           error={"error": "bad_job", "message": "job %d: %s" % (index, e)}))
                 continue
-            return self._send({"index": index, "job": job, "request": request, "attempts": 0, "first": now})
+            return self._send({"index": index, "job": job, "request": request, "attempts": 0, "first": now}, now)
         return None
 
-    def _send(self, p: dict) -> Tuple[int, Request]:
-        if p["attempts"] == 0:
-            p["first"] = p.get("first", 0.0)
+    def _send(self, p: dict, now: float) -> Tuple[int, Request]:
         p["attempts"] += 1
         self.stats["requests"] += 1
-        ticket = self.policy.sent(self.in_flight + 1)
+        ticket = self.policy.sent(now, self.in_flight + 1)
         self._in_flight[ticket] = p
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         return ticket, p["request"]

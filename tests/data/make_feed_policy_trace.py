@@ -19,14 +19,16 @@ def main():
     policy = FeedPolicy(**settings)
     events, now, in_flight, tickets = [], 0.0, 0, []
     # Phases: a server with 6 kernels (beyond them requests queue), then a 429 burst, then a
-    # restart (no connection), then answers without Kpool-Queued-Ms.
-    for step in range(400):
-        now += rng.uniform(0.001, 0.05)
-        phase = "queue" if step < 200 else "refuse" if step < 240 else "down" if step < 260 else "silent"
+    # restart (no connection), then answers without Kpool-Queued-Ms, then a server whose CPU is
+    # the limit (no queue: each answer takes longer the more are in flight).
+    for step in range(560):
+        phase = ("queue" if step < 200 else "refuse" if step < 240 else "down" if step < 260
+                 else "silent" if step < 400 else "cpu")
+        now += rng.uniform(0.001, 0.05) if phase != "cpu" else 0.02 * max(1, in_flight)
         if policy.may_send(now, in_flight) and rng.random() < 0.6:
             in_flight += 1
-            tickets.append(policy.sent(in_flight))
-            events.append({"op": "sent", "in_flight": in_flight, "ticket": tickets[-1]})
+            tickets.append(policy.sent(now, in_flight))
+            events.append({"op": "sent", "now": now, "in_flight": in_flight, "ticket": tickets[-1]})
         elif tickets:
             ticket = tickets.pop(rng.randrange(len(tickets)))
             in_flight -= 1
@@ -37,6 +39,10 @@ def main():
                                "retry_after": retry_after, "returns": at})
             elif phase == "down" and rng.random() < 0.5:
                 events.append({"op": "unreachable", "now": now, "returns": policy.unreachable(now)})
+            elif phase == "cpu":
+                own = 20.0 * (in_flight + 1) * rng.uniform(0.9, 1.1)
+                events.append({"op": "answered", "now": now, "ticket": ticket, "latency": own, "queued": 0.0})
+                policy.answered(now, ticket, own, 0.0)
             else:
                 own = rng.uniform(40, 60)
                 queued = max(0, in_flight + 1 - 6) * own * rng.uniform(0.8, 1.2)

@@ -305,6 +305,12 @@ def test_malformed_input_and_usage(serve):
     assert out.returncode == 2 and "http://" in out.stderr
     out = subprocess.run([KPOOL, "feed", "/nonexistent.jsonl", "--url", s.url], capture_output=True, text=True)
     assert out.returncode == 2 and "cannot read" in out.stderr
+    out = subprocess.run([KPOOL, "feed", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.startswith("usage: kpool feed") and "--max-in-flight" in out.stdout
+    out = subprocess.run([KPOOL, "feed", "--url", s.url, "--max-in-flight", "0"], capture_output=True, text=True)
+    assert out.returncode == 2 and "--max-in-flight takes a number from 1 to 4096" in out.stderr
+    out = subprocess.run([KPOOL, "exec", "--token-file", "/x", "1"], capture_output=True, text=True)
+    assert out.returncode == 2 and "go with --url" in out.stderr
     code, answers, stats, _ = feed(s.url, ["", "{", '{"id": 1, "code": "1"}', "   "])
     assert [a["line"] for a in sorted(answers, key=lambda a: a["line"])] == [2, 3]
     assert code == 1 and stats["jobs"] == {"total": 2, "ok": 1, "raised": 0, "failed": 1}

@@ -29,7 +29,7 @@ def test_the_python_policy_decides_the_shared_trace_as_the_cpp_one():
     p = FeedPolicy(**trace["settings"])
     for n, e in enumerate(trace["events"]):
         if e["op"] == "sent":
-            assert p.sent(e["in_flight"]) == e["ticket"]
+            assert p.sent(e["now"], e["in_flight"]) == e["ticket"]
         elif e["op"] == "answered":
             p.answered(e["now"], e["ticket"], e["latency"], e["queued"])
         elif e["op"] == "refused":
