@@ -83,11 +83,12 @@ void resolve_remote(const std::string& url, const std::string& token_file, remot
     }
     // A kpool serve on this host, run by this user, wrote the token it made to the runtime
     // directory (docs/serve.md): what `curl -H "$T"` would read by hand.
-    const std::string rest = base.substr(base.find("://") + 3);
-    const auto colon = rest.rfind(':');
-    const std::string host = rest.substr(0, colon);
+    std::string authority = base.substr(base.find("://") + 3);
+    authority = authority.substr(0, authority.find('/'));
+    const auto colon = authority.rfind(':');
+    const std::string host = authority.substr(0, colon);
     if (colon != std::string::npos && (host == "127.0.0.1" || host == "localhost" || host == "[::1]")) {
-        const std::string made = config::default_runtime_dir() + "/serve-" + rest.substr(colon + 1) + ".token";
+        const std::string made = config::default_runtime_dir() + "/serve-" + authority.substr(colon + 1) + ".token";
         if (std::ifstream(made)) {
             settings.client.token = read_token_file(made, "the token file of the kpool serve on this host");
         }

@@ -276,12 +276,8 @@ std::string check_base_url(const std::string& url) {
         return "must start with http:// or https://";
     }
     const std::string rest = url.substr(tls ? 8 : 7);
-    if (rest.empty() || rest.front() == '/') {
-        return "names no host";
-    }
-    const auto slash = rest.find('/');
-    if (slash != std::string::npos && slash + 1 != rest.size()) {
-        return "must be the server's address alone (no path): http://HOST:PORT";
+    if (rest.empty() || rest.front() == '/' || rest.find_first_of("?#") != std::string::npos) {
+        return "names no host (http://HOST:PORT, or behind a proxy http://HOST/PREFIX)";
     }
     return "";
 }

@@ -40,7 +40,7 @@ struct http_answer {
 };
 
 struct client_settings {
-    std::string base_url; // http(s)://host:port, without a trailing slash
+    std::string base_url; // http(s)://host:port (and a proxy's path prefix), without a trailing slash
     std::string token;    // sent as `Authorization: token T` when not empty
     std::string cacert;   // a PEM file of trusted CAs (a self-signed certificate's own)
     bool http2 = false;   // HTTP/2 by ALPN (https only: kpool serve has no cleartext HTTP/2)
@@ -69,8 +69,8 @@ private:
     std::unique_ptr<state> m;
 };
 
-// A base URL's form, checked: http:// or https://, a host, no path. Empty when it is fine, else
-// what is wrong.
+// A base URL's form, checked: http:// or https://, a host, perhaps a path prefix (a reverse
+// proxy's), no query. Empty when it is fine, else what is wrong.
 std::string check_base_url(const std::string& url);
 
 } // namespace kpool::remote
