@@ -6,6 +6,7 @@
 #include "cli/stop_signals.hpp"
 #include "protocol/python_json.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -88,6 +89,10 @@ int feed_command_line(const invocation& inv) {
     std::shared_ptr<std::istream> in;
     if (input == "-") {
         in = std::shared_ptr<std::istream>(&std::cin, [](std::istream*) {});
+        struct stat st{};
+        if (::fstat(STDIN_FILENO, &st) == 0 && S_ISREG(st.st_mode)) { // `< jobs.jsonl`: countable
+            settings.total = count_lines("/proc/self/fd/0");          // (its own offset, not stdin's)
+        }
     } else {
         auto file = std::make_shared<std::ifstream>(input);
         if (!*file) {

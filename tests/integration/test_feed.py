@@ -7,6 +7,7 @@ scripted one does (feed_fakes.py). And the server's side of the contract: POST /
 notebook in the body, Kpool-Queued-Ms, and `stopped` for code a stop interrupted."""
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -398,3 +399,51 @@ def test_ctrl_c_stops_sending_and_lets_the_jobs_in_flight_finish():
     assert done and {str(a["id"]) for a in done} == sent  # those in flight finished and were answered
     assert len(by_line(answers)) == 10  # every job answered: the rest `not_sent`
     assert all(a["error"]["error"] == "not_sent" for a in answers if a["status"] != 200)
+
+
+def test_a_progress_line_on_a_terminal_and_none_when_piped(tmp_path):
+    import pty
+
+    def answer(job, attempt, in_flight):
+        return ok(0.4)
+
+    fake = ScriptedServe(answer)
+    master, slave = pty.openpty()
+    jobs = tmp_path / "jobs.jsonl"
+    jobs.write_text("".join(json.dumps({"id": i, "code": "1"}) + "\n" for i in range(6)))
+    try:
+        # stdin a file (`< jobs.jsonl`): the total is known, as for a FILE argument.
+        with open(jobs) as stdin:
+            p = subprocess.Popen([KPOOL, "feed", "--url", fake.url, "--max-in-flight", "1"], stdin=stdin,
+                                 stdout=subprocess.PIPE, stderr=slave, text=True)
+            os.close(slave)
+            out, _ = p.communicate(timeout=60)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the terminal's other side is closed: all read
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        os.close(master)
+        fake.close()
+    assert p.returncode == 0 and len(out.splitlines()) == 6  # stdout: the answers alone
+    text = seen.decode()
+    assert re.search(r"\r\x1b\[K\d+/6 done, \d+ in flight \(window \d+\), [\d.]+/s, 0 x 429, 0 retries", text), text
+    assert json.loads(text.replace("\r\x1b[K", "\n").strip().splitlines()[-1])["jobs"]["ok"] == 6
+    # Piped: the statistics alone.
+    code, answers, stats, err = feed_scripted_stderr(answer)
+    assert code == 0 and "\r" not in err and len(err.strip().splitlines()) == 1
+
+
+def feed_scripted_stderr(answer):
+    fake = ScriptedServe(answer)
+    try:
+        out = subprocess.run([KPOOL, "feed", "--url", fake.url], input=json.dumps({"id": 1, "code": "1"}) + "\n",
+                             capture_output=True, text=True, timeout=60)
+    finally:
+        fake.close()
+    return out.returncode, out.stdout, None, out.stderr
