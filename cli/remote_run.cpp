@@ -73,7 +73,7 @@ runner::run_result outcome_of(const remote::job_answer& a) {
         const std::string code = error.value("error", "");
         // No kernel within the patience (--start-timeout) is kpool run's "refused"; no server at
         // all, its "unreachable".
-        if (code == "gave_up" && message.find("the last answer: 429") != std::string::npos) {
+        if (code == "gave_up" && !error.value("last_status", nlohmann::ordered_json()).is_null()) {
             return {runner::run_outcome::refused, message};
         }
         return {code == "lost" ? runner::run_outcome::refused : runner::run_outcome::unreachable, message};

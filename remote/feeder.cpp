@@ -2,141 +2,25 @@
 // what never ran, and answers every job once.
 #include "remote/feeder.hpp"
 
+#include "remote/job_source.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstdio>
-#include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
-#include <optional>
-#include <thread>
 
 namespace kpool::remote {
 namespace {
 
 using json = nlohmann::json;
 
-constexpr std::size_t read_ahead = 1024; // lines read before they are needed, at most
 constexpr double progress_every_s = 0.5;
 
 double now_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
-
-// Where the jobs come from: a line to read into one, or one made already.
-struct source_item {
-    std::size_t line = 0;
-    std::string text;
-    std::optional<serve_job> job;
-};
-
-class job_source {
-public:
-    virtual ~job_source() = default;
-    // The next job if one is ready now (never waits).
-    virtual std::optional<source_item> next() = 0;
-    // None is left, nor will come.
-    virtual bool finished() const = 0;
-};
-
-// Jobs made by the caller (remote kpool run).
-class made_jobs final : public job_source {
-public:
-    explicit made_jobs(std::vector<serve_job> jobs) : m_jobs(std::move(jobs)) {}
-    std::optional<source_item> next() override {
-        if (m_at == m_jobs.size()) {
-            return std::nullopt;
-        }
-        source_item item;
-        item.line = m_jobs[m_at].line;
-        item.job = std::move(m_jobs[m_at++]);
-        return item;
-    }
-    bool finished() const override { return m_at == m_jobs.size(); }
-
-private:
-    std::vector<serve_job> m_jobs;
-    std::size_t m_at = 0;
-};
-
-// Lines from a stream, read on a thread of its own (a pipe may be slow to give them).
-class line_reader final : public job_source {
-public:
-    line_reader(std::shared_ptr<std::istream> in, std::function<void()> wake) : m_shared(std::make_shared<shared>()) {
-        m_shared->wake = std::move(wake);
-        m_shared->in = std::move(in);
-        m_thread = std::thread([s = m_shared] {
-            std::string text;
-            std::size_t number = 0;
-            while (std::getline(*s->in, text)) {
-                ++number;
-                std::unique_lock lock(s->mutex);
-                s->room.wait(lock, [&] { return s->lines.size() < read_ahead || s->stop; });
-                if (s->stop) {
-                    return;
-                }
-                if (text.find_first_not_of(" \t\r") != std::string::npos) {
-                    s->lines.emplace_back(number, std::move(text));
-                    s->wake(); // under the lock: a stop (and the client's end) waits for it
-                }
-            }
-            std::lock_guard lock(s->mutex);
-            s->ended = true;
-            if (!s->stop) {
-                s->wake(); // (after a stop the client it wakes may be gone)
-            }
-        });
-    }
-    ~line_reader() {
-        {
-            std::lock_guard lock(m_shared->mutex);
-            m_shared->stop = true;
-        }
-        m_shared->room.notify_all();
-        // A reader blocked on a pipe that never ends must not hold the process: it owns its state
-        // (the stream too), and the process ends soon after.
-        if (finished()) {
-            m_thread.join();
-        } else {
-            m_thread.detach();
-        }
-    }
-    line_reader(const line_reader&) = delete;
-    line_reader& operator=(const line_reader&) = delete;
-
-    std::optional<source_item> next() override {
-        std::lock_guard lock(m_shared->mutex);
-        if (m_shared->lines.empty()) {
-            return std::nullopt;
-        }
-        source_item item;
-        item.line = m_shared->lines.front().first;
-        item.text = std::move(m_shared->lines.front().second);
-        m_shared->lines.pop_front();
-        m_shared->room.notify_one();
-        return item;
-    }
-    bool finished() const override {
-        std::lock_guard lock(m_shared->mutex);
-        return m_shared->ended && m_shared->lines.empty();
-    }
-
-private:
-    struct shared {
-        std::mutex mutex;
-        std::condition_variable room;
-        std::deque<std::pair<std::size_t, std::string>> lines;
-        bool ended = false;
-        bool stop = false;
-        std::function<void()> wake;
-        std::shared_ptr<std::istream> in;
-    };
-    std::shared_ptr<shared> m_shared;
-    std::thread m_thread;
-};
 
 struct pending {
     serve_job job;
@@ -164,9 +48,9 @@ public:
         : m_settings(settings), m_answered(answered), m_client(settings.client), m_policy(settings.policy) {}
 
     void read_from(std::shared_ptr<std::istream> input) {
-        m_source = std::make_unique<line_reader>(std::move(input), [this] { m_client.wake(); });
+        m_source = read_lines(std::move(input), [this] { m_client.wake(); });
     }
-    void take(std::vector<serve_job> jobs) { m_source = std::make_unique<made_jobs>(std::move(jobs)); }
+    void take(std::vector<serve_job> jobs) { m_source = made_jobs(std::move(jobs)); }
 
     feed_result run() {
         const double started = now_s();
@@ -287,11 +171,14 @@ private:
                 return answer(unanswered(p.job, "not_sent", "not sent again: " + m_stopped_why, p.attempts));
             }
             if (retry_at - p.first_sent > m_settings.patience_s) {
-                return answer(unanswered(p.job, "gave_up",
-                                         "not run: no kernel within the patience (" +
-                                             std::to_string(static_cast<int>(m_settings.patience_s)) + " s, " +
-                                             std::to_string(p.attempts) + " attempts); the last answer: " + why,
-                                         p.attempts));
+                job_answer gave_up = unanswered(p.job, "gave_up",
+                                                "not run: no kernel within the patience (" +
+                                                    std::to_string(static_cast<int>(m_settings.patience_s)) + " s, " +
+                                                    std::to_string(p.attempts) + " attempts); the last answer: " + why,
+                                                p.attempts);
+                // 429 or 503: the server was there and had no kernel; none: no server answered.
+                gave_up.line["error"]["last_status"] = a.status != 0 ? json(a.status) : json();
+                return answer(gave_up);
             }
             m_retries.emplace(retry_at, std::move(p));
             return;

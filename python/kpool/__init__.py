@@ -13,7 +13,7 @@ Failures raise kpool.Error with the daemon's code and message (see protocol/PROT
 a daemon that cannot be reached gives the code "unreachable".
 """
 from .client import AsyncClient, Client, Error, Kernel, default_endpoint
-from .feed_policy import Result
+from .feed import Result
 from .serve_client import AsyncServeClient, ServeClient, ServeError
 
 __all__ = ["AsyncClient", "AsyncServeClient", "Client", "Error", "Kernel", "Result", "ServeClient", "ServeError",

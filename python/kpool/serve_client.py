@@ -27,7 +27,8 @@ import socket
 import time
 from typing import Any, AsyncIterator, Dict, Iterable, Iterator, Optional
 
-from .feed_policy import Answer, Feed, FeedPolicy, Result
+from .feed import Answer, Feed, Result
+from .feed_policy import FeedPolicy
 
 DEFAULT_MAX_IN_FLIGHT = 64
 DEFAULT_PATIENCE_S = 120.0

@@ -333,14 +333,17 @@ def test_post_v1_run_runs_the_notebook_in_the_body(serve, tmp_path):
     assert s.post("/v1/run/x.ipynb", {"notebook": nb}).status_code in (400, 404)  # not with a path
 
 
-def test_code_a_stop_interrupts_is_503_stopped_not_unavailable(serve):
+def test_code_a_stop_interrupts_is_503_stopped_not_unavailable(serve, tmp_path):
     s = serve("--stop-grace", "1")
+    started = tmp_path / "started"
     result = {}
-    t = threading.Thread(target=lambda: result.update(r=s.post("/v1/exec", {"code": "import time; time.sleep(60)"})))
+    code = "import time; open(%r, 'w').close(); time.sleep(60)" % str(started)
+    t = threading.Thread(target=lambda: result.update(r=s.post("/v1/exec", {"code": code})))
     t.start()
-    time.sleep(1.5)
+    wait_until(started.exists, timeout=30, what="the code running")
     s.proc.send_signal(signal.SIGTERM)
     t.join(timeout=30)
+    assert s.proc.wait(timeout=30) == 0, "".join(s.log)
     assert result["r"].status_code == 503 and result["r"].json()["error"] == "stopped"
 
 
