@@ -174,7 +174,12 @@ struct stream_generator {
             ex->flush();
         }
     }
-    static void stop(h2o_generator_t*, h2o_req_t*) {} // the request's disposal tells the exchange
+    // The response is cut short (the client went away): nothing more may be sent on it.
+    static void stop(h2o_generator_t* self, h2o_req_t*) {
+        if (auto ex = reinterpret_cast<stream_generator*>(self)->exchange.lock()) {
+            ex->m_req = nullptr;
+        }
+    }
     static void dispose(void* p) { static_cast<stream_generator*>(p)->~stream_generator(); }
 };
 
@@ -211,7 +216,7 @@ void http_exchange::flush() {
     m_in_h2o = std::move(m_waiting);
     m_waiting.clear();
     h2o_iovec_t buf = h2o_iovec_init(m_in_h2o.data(), m_in_h2o.size());
-    m_sending = !m_stream_done;
+    m_sending = true; // until H2O asks for more (proceed), which it never does after the last
     h2o_send(m_req, &buf, 1, m_stream_done ? H2O_SEND_STATE_FINAL : H2O_SEND_STATE_IN_PROGRESS);
 }
 

@@ -70,11 +70,10 @@ def _failure(e: Exception) -> Answer:
     out (any failure after the connection was made: httpx, unlike libcurl, never sends a request
     again by itself), and whether no request can get through."""
     import httpx
-    cause = e
-    hopeless = False
-    while cause is not None:
-        if isinstance(cause, (ssl.SSLCertVerificationError, socket.gaierror)):
-            hopeless = True
+    cause, seen, hopeless = e, set(), False
+    while cause is not None and id(cause) not in seen:  # the chain of causes, once each
+        seen.add(id(cause))
+        hopeless = hopeless or isinstance(cause, (ssl.SSLCertVerificationError, socket.gaierror))
         cause = cause.__cause__ or cause.__context__
     connect = isinstance(e, (httpx.ConnectError, httpx.ConnectTimeout))
     return Answer(0, {}, b"", 0.0, failure="%s: %s" % (type(e).__name__, e),
