@@ -67,7 +67,8 @@ def test_exec_run_and_map_on_a_real_kpool_serve(serve, daemon, tmp_path):
     bad = [r for r in results if r.id == "bad"][0]
     assert bad.status is None and bad.error["error"] == "bad_job"
     assert c.stats["jobs"] == {"total": 21, "ok": 20, "raised": 0, "failed": 1}
-    assert c.stats["requests"] == 20 and c.stats["latency_ms"]["p50"] > 0
+    # A request may be refused once under the module's small pool (429) and sent again.
+    assert c.stats["requests"] == 20 + c.stats["retries"] and c.stats["latency_ms"]["p50"] > 0
 
     async def main():
         async with kpool.AsyncServeClient(s.url) as ac:
