@@ -15,9 +15,6 @@ namespace {
 
 using json = nlohmann::json;
 
-double now_s() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // File-form text (lists of lines) joined, as show() takes it.
 json in_memory(json output) {
@@ -90,7 +87,7 @@ int exec_remote(const exec_options& o, bool pool_given, const remote::feed_setti
         }
     };
     remote::feed_policy policy(settings.policy);
-    const double first = now_s();
+    const double first = remote::monotonic_seconds();
     std::optional<remote::http_answer> got;
     while (!got) {
         remote::http_client client(settings.client); // a hang-up (Ctrl-C) is this going away
@@ -108,16 +105,14 @@ int exec_remote(const exec_options& o, bool pool_given, const remote::feed_setti
             break;
         }
         const double retry_at = got->status != 0
-                                    ? policy.refused(now_s(), 1, got->headers.count("retry-after")
-                                                                     ? std::atof(got->headers["retry-after"].c_str())
-                                                                     : -1)
-                                    : policy.unreachable(now_s());
+                                    ? policy.refused(remote::monotonic_seconds(), 1, got->number("retry-after"))
+                                    : policy.unreachable(remote::monotonic_seconds());
         if (retry_at - first > settings.patience_s) {
             std::fprintf(stderr, "kpool: no kernel within %g s: %s\n", settings.patience_s,
                          got->status != 0 ? message_of(err, "").c_str() : got->failure.c_str());
             return got->status != 0 ? exit_status::failed : exit_status::unreachable;
         }
-        while (now_s() < retry_at && !stop_requested()) {
+        while (remote::monotonic_seconds() < retry_at && !stop_requested()) {
             std::this_thread::sleep_for(std::chrono::milliseconds(50));
         }
         got.reset();

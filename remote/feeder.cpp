@@ -18,29 +18,11 @@ using json = nlohmann::json;
 
 constexpr double progress_every_s = 0.5;
 
-double now_s() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 struct pending {
     serve_job job;
     unsigned attempts = 0;
     double first_sent = 0;
 };
-
-double header_number(const http_answer& a, const std::string& name) {
-    const auto it = a.headers.find(name);
-    if (it == a.headers.end()) {
-        return -1;
-    }
-    try {
-        std::size_t used = 0;
-        const double v = std::stod(it->second, &used);
-        return used == it->second.size() && v >= 0 ? v : -1;
-    } catch (const std::exception&) {
-        return -1; // an HTTP date: the policy's own wait
-    }
-}
 
 class feeder {
 public:
@@ -53,10 +35,10 @@ public:
     void take(std::vector<serve_job> jobs) { m_source = made_jobs(std::move(jobs)); }
 
     feed_result run() {
-        const double started = now_s();
+        const double started = monotonic_seconds();
         double last_progress = 0;
         while (true) {
-            const double now = now_s();
+            const double now = monotonic_seconds();
             if (!m_stopped && m_settings.cancelled && m_settings.cancelled()) {
                 m_cancelled = true;
                 stop("interrupted (Ctrl-C or SIGTERM)");
@@ -73,8 +55,8 @@ public:
                 wait = std::min(wait, m_policy.held_until() - now);
             }
             m_client.run_for(static_cast<int>(std::max(0.0, wait) * 1000) + 1);
-            if (m_settings.progress && now_s() - last_progress >= progress_every_s) {
-                last_progress = now_s();
+            if (m_settings.progress && monotonic_seconds() - last_progress >= progress_every_s) {
+                last_progress = monotonic_seconds();
                 show_progress(last_progress - started);
             }
         }
@@ -84,7 +66,7 @@ public:
         feed_result out;
         out.stats = m_stats;
         out.window = m_policy.window();
-        out.seconds = now_s() - started;
+        out.seconds = monotonic_seconds() - started;
         out.stopped_why = m_stopped_why;
         out.cancelled = m_cancelled;
         return out;
@@ -133,7 +115,7 @@ private:
     }
 
     void on_answer(pending p, std::uint64_t ticket, http_answer a) {
-        const double now = now_s();
+        const double now = monotonic_seconds();
         m_stats.bytes_sent += a.bytes_sent;
         m_stats.bytes_received += a.bytes_received;
         // An error's body says which (a 503 `unavailable` may go again); a 200's is not read here.
@@ -143,7 +125,7 @@ private:
         case verdict::answered:
             ++m_stats.responses[a.status];
             m_stats.latencies_ms.push_back(a.seconds * 1000);
-            m_policy.answered(now, ticket, a.seconds * 1000, header_number(a, "kpool-queued-ms"));
+            m_policy.answered(now, ticket, a.seconds * 1000, a.number("kpool-queued-ms"));
             return answer(timed(answer_of(p.job, a, p.attempts), p, now));
         case verdict::hopeless:
             if (a.status != 0) {
@@ -161,7 +143,7 @@ private:
             if (a.status != 0) {
                 ++m_stats.responses[a.status];
                 why = std::to_string(a.status) + (body.is_object() ? ": " + body.value("message", "") : "");
-                retry_at = m_policy.refused(now, m_client.in_flight() + 1, header_number(a, "retry-after"));
+                retry_at = m_policy.refused(now, m_client.in_flight() + 1, a.number("retry-after"));
             } else {
                 ++m_stats.no_answer;
                 why = a.failure;

@@ -4,6 +4,7 @@
 #include <curl/curl.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cctype>
 #include <cstring>
 #include <stdexcept>
@@ -269,6 +270,24 @@ void http_client::run_for(int timeout_ms) {
 void http_client::wake() { curl_multi_wakeup(m->multi.get()); }
 
 std::size_t http_client::in_flight() const { return m->transfers.size(); }
+
+double http_answer::number(const std::string& header) const {
+    const auto it = headers.find(header);
+    if (it == headers.end()) {
+        return -1;
+    }
+    try {
+        std::size_t used = 0;
+        const double v = std::stod(it->second, &used);
+        return used == it->second.size() && v >= 0 ? v : -1;
+    } catch (const std::exception&) {
+        return -1;
+    }
+}
+
+double monotonic_seconds() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 std::string check_base_url(const std::string& url) {
     const bool tls = url.starts_with("https://");

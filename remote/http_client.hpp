@@ -37,7 +37,14 @@ struct http_answer {
     double seconds = 0;           // from the send to the last byte
     std::size_t bytes_sent = 0;
     std::size_t bytes_received = 0;
+
+    // A header holding a number of seconds or milliseconds (Retry-After, Kpool-Queued-Ms): -1
+    // when absent or not a plain non-negative number (an HTTP date: the caller's own wait).
+    double number(const std::string& header) const;
 };
+
+// The time on a monotonic clock, in seconds: the feed policy's clock.
+double monotonic_seconds();
 
 struct client_settings {
     std::string base_url; // http(s)://host:port (and a proxy's path prefix), without a trailing slash
