@@ -6,6 +6,7 @@
 #include "client/daemon_set.hpp"
 #include "config/config.hpp"
 #include "config/paths.hpp"
+#include "serve/routing.hpp"
 #include "serve/run_server.hpp"
 
 #include <algorithm>
@@ -18,23 +19,14 @@
 namespace kpool::cli {
 namespace {
 
-constexpr const char* serve_usage = R"usage(usage: kpool [--endpoint E] serve [options]
+constexpr const char* serve_usage_head = R"usage(usage: kpool [--endpoint E] serve [options]
 
 Answers HTTP requests, each on a fresh warm kernel from kpoold, released after it
 (docs/serve.md has every endpoint with curl examples):
-  POST /v1/exec     {"code": "...", "kernel"?, "timeout"?, "cwd"?, "env"?}; with
-                    Accept: application/x-ndjson, each output as a line as it comes
-  POST /v1/run/PATH {"parameters": {...}, "kernel"?, "timeout"?, "cwd"?, "env"?}: the notebook
-                    PATH under --root, run as `kpool run` runs it; GET /v1/run/PATH?a=1&b=x
-                    the same with parameters typed as -p types them
-  POST /v1/run      {"notebook": {...}, "parameters"?, ...}: a notebook sent in the body
-                    (kpool feed's and `kpool run --url`'s; docs/feed.md has those clients)
-  GET  /v1/health   200 when a kpoold answers and a pool has or can start a kernel, else 503
-  GET  /metrics     Prometheus text
-  /api/kernels, /api/kernelspecs, /api/kernels/ID/channels: the Kernel Gateway API, for
-                    `jupyter server --gateway-url http://HOST:PORT` (pooled kernels, restart
-                    swaps in a warm one)
+)usage";
 
+// After the endpoints, which the route tables list (serve/routing.hpp).
+constexpr const char* serve_usage_options = R"usage(
 options (each overrides its key in --config's [serve]):
   --config FILE           kpool.toml: its [serve] section, and its [daemon] control as the
                           endpoint unless --endpoint or $KPOOL_ENDPOINT says otherwise
@@ -84,6 +76,8 @@ cull_connected, cull_busy, kernel_lease_s, env_whitelist, max_kernels, allow_cre
                           the other CORS headers, sent when set
 )usage";
 
+std::string serve_usage() { return serve_usage_head + serve::endpoint_help() + serve_usage_options; }
+
 struct bad_usage : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
@@ -119,48 +113,6 @@ std::string token_of(const std::string& path) {
     }
 }
 
-// [serve] of a config file, as the starting point the flags override.
-void apply_config(const config::serve_config& c, serve::serve_options& o) {
-    const auto colon = c.listen.rfind(':');
-    o.host = c.listen.substr(0, colon);
-    if (o.host.size() > 2 && o.host.front() == '[' && o.host.back() == ']') {
-        o.host = o.host.substr(1, o.host.size() - 2);
-    }
-    o.port = std::stoi(c.listen.substr(colon + 1));
-    o.root = c.root;
-    o.save_dir = c.save_dir;
-    o.default_kernel = c.kernel;
-    if (!c.token_file.empty()) {
-        o.token = token_of(c.token_file);
-    }
-    o.no_token = !c.require_token;
-    o.allow_hosts = c.allow_hosts;
-    o.cert_file = c.cert_file;
-    o.key_file = c.key_file;
-    o.queue_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(c.queue_timeout_s * 1000));
-    o.max_queue = static_cast<std::size_t>(c.max_queue);
-    o.spares = static_cast<std::size_t>(c.spares);
-    if (c.cells_ahead > 0) {
-        o.cells_ahead = static_cast<std::size_t>(c.cells_ahead);
-    }
-    o.max_body = static_cast<std::size_t>(c.max_body);
-    o.max_header = static_cast<std::size_t>(c.max_header);
-    o.max_connections = static_cast<std::size_t>(c.max_connections);
-    o.resolve_every = std::chrono::milliseconds(static_cast<std::int64_t>(c.resolve_every_s * 1000));
-    o.stop_grace = std::chrono::milliseconds(static_cast<std::int64_t>(c.stop_grace_s * 1000));
-    serve::gateway_options& g = o.gateway;
-    g.cull_idle_timeout = std::chrono::seconds(static_cast<std::int64_t>(c.cull_idle_timeout_s));
-    g.cull_interval = std::chrono::seconds(static_cast<std::int64_t>(c.cull_interval_s));
-    g.cull_connected = c.cull_connected;
-    g.cull_busy = c.cull_busy;
-    g.kernel_lease = std::chrono::seconds(static_cast<std::int64_t>(c.kernel_lease_s));
-    g.env_whitelist = c.env_whitelist;
-    g.max_kernels = static_cast<std::size_t>(c.max_kernels);
-    o.allow_origins = serve::split_list(c.allow_origin);
-    o.cors = {.allow_credentials = c.allow_credentials, .allow_headers = c.allow_headers,
-              .allow_methods = c.allow_methods, .expose_headers = c.expose_headers, .max_age = c.max_age};
-}
-
 // `control` is the config's [daemon] control when --config names one.
 serve::serve_options parse(const std::vector<std::string>& args, std::string& control) {
     serve::serve_options o;
@@ -174,7 +126,10 @@ serve::serve_options parse(const std::vector<std::string>& args, std::string& co
             if (!cfg) {
                 throw bad_usage(cfg.err().message);
             }
-            apply_config(cfg->serve, o);
+            static_cast<config::serve_config&>(o) = cfg->serve; // the flags override it below
+            if (!o.token_file.empty()) {
+                o.token = token_of(o.token_file);
+            }
             control = cfg->daemon.control;
             if (!cfg->daemon.runtime_dir.empty()) {
                 o.token_dir = cfg->daemon.runtime_dir;
@@ -315,7 +270,7 @@ serve::serve_options parse(const std::vector<std::string>& args, std::string& co
 int serve_command_line(const invocation& inv) {
     for (const std::string& w : inv.raw) {
         if (w == "-h" || w == "--help") {
-            std::fputs(serve_usage, stdout);
+            std::fputs(serve_usage().c_str(), stdout);
             return exit_status::ok;
         }
     }
@@ -324,7 +279,7 @@ int serve_command_line(const invocation& inv) {
     try {
         options = parse(inv.raw, control);
     } catch (const bad_usage& e) {
-        std::fprintf(stderr, "kpool serve: %s\n\n%s", e.what(), serve_usage);
+        std::fprintf(stderr, "kpool serve: %s\n\n%s", e.what(), serve_usage().c_str());
         return exit_status::usage;
     }
     if (options.token_dir.empty()) {

@@ -6,6 +6,9 @@
 
 #include "protocol/result.hpp"
 
+#include <array>
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -14,10 +17,30 @@
 
 namespace kpool::config {
 
+// An enum's names as the config writes them, in the enum's order: enum_names<E>::names.
+template <class E>
+struct enum_names;
+
+template <class E>
+const char* to_string(E value) noexcept {
+    return enum_names<E>::names[static_cast<std::size_t>(value)].data();
+}
+template <class E>
+std::optional<E> named(std::string_view name) noexcept {
+    for (std::size_t i = 0; i < enum_names<E>::names.size(); ++i) {
+        if (enum_names<E>::names[i] == name) {
+            return static_cast<E>(i);
+        }
+    }
+    return std::nullopt;
+}
+
 // How a pool's kernels come to exist (daemon/process/launcher_registry.hpp).
 enum class launcher_kind { automatic, spawn, fork };
-const char* to_string(launcher_kind kind) noexcept;
-std::optional<launcher_kind> launcher_kind_named(std::string_view name) noexcept;
+template <>
+struct enum_names<launcher_kind> {
+    static constexpr std::array<std::string_view, 3> names{"auto", "spawn", "fork"};
+};
 
 // setrlimit values applied to each kernel at spawn; 0 leaves the daemon's own limit.
 struct kernel_limits {
@@ -33,7 +56,10 @@ struct kernel_limits {
 
 // isolation = "sandbox": each kernel in namespaces of its own (daemon/sandbox/, docs/security.md).
 enum class isolation_kind { none, sandbox };
-const char* to_string(isolation_kind kind) noexcept;
+template <>
+struct enum_names<isolation_kind> {
+    static constexpr std::array<std::string_view, 2> names{"none", "sandbox"};
+};
 
 // [pools.NAME.sandbox]: what a sandboxed kernel sees beyond the system's read-only directories.
 struct sandbox_config {
@@ -47,10 +73,15 @@ struct sandbox_config {
 };
 
 enum class preload_mode { learn, off, list };
-const char* to_string(preload_mode mode);
+template <>
+struct enum_names<preload_mode> {
+    static constexpr std::array<std::string_view, 3> names{"learn", "off", "list"};
+};
 enum class prefault_mode { learn, start, off };
-const char* to_string(prefault_mode mode);
-std::optional<prefault_mode> prefault_mode_named(std::string_view name);
+template <>
+struct enum_names<prefault_mode> {
+    static constexpr std::array<std::string_view, 3> names{"learn", "start", "off"};
+};
 
 struct pool_config {
     std::string name;             // what clients ask for
@@ -151,38 +182,73 @@ struct daemon_config {
     bool restricts_ipc_peers() const { return !allowed_uids.empty() || !allowed_gids.empty(); }
 };
 
-// [serve]: `kpool serve --config FILE` (docs/serve.md); its flags override each key.
+// [serve]'s Kernel Gateway API settings, named as Kernel Gateway's flags are.
+struct gateway_settings {
+    // A kernel idle (no message either way) this long is shut down; 0: never.
+    std::chrono::seconds cull_idle_timeout{0};
+    std::chrono::seconds cull_interval{300};
+    bool cull_connected = false; // cull kernels with a websocket connected too
+    bool cull_busy = false;      // cull kernels that are busy too
+    // The lease each kernel is held under, renewed every third of it while kpool serve holds
+    // the kernel: a kpool serve that dies leaves its kernels running this long at most.
+    std::chrono::seconds kernel_lease{120};
+    // Variables of a start request's env passed to the kernel besides KERNEL_*.
+    std::vector<std::string> env_whitelist;
+    std::size_t max_kernels = 0; // held at once; 0: no limit beyond the pools'
+    bool operator==(const gateway_settings&) const = default;
+};
+
+// The CORS headers an allowed origin's answers get besides Allow-Origin, when set.
+struct cors_settings {
+    std::string allow_credentials;
+    std::string allow_headers;
+    std::string allow_methods;
+    std::string expose_headers;
+    std::string max_age;
+    bool operator==(const cors_settings&) const = default;
+};
+
+// [serve]: `kpool serve --config FILE` (docs/serve.md), read straight into what kpool serve runs
+// with (serve::serve_options adds what only the command line and the running server know); its
+// flags override each key.
 struct serve_config {
-    std::string listen = "127.0.0.1:8890"; // HOST:PORT
-    std::string root;       // absolute; the notebooks /v1/run may run
-    std::string save_dir;   // absolute; every executed notebook kept there
-    std::string kernel = "python3";
-    std::string token_file; // absolute; without one kpool serve makes a token
-    bool require_token = true; // false: no token on loopback (--no-token)
-    std::vector<std::string> allow_hosts; // Host names besides loopback's without a token
+    std::string host = "127.0.0.1"; // listen = "HOST:PORT"
+    int port = 8890;
+    std::string root;       // absolute; the notebooks /v1/run/{path} may run; empty: none
+    std::string save_dir;   // absolute; each executed notebook kept as SAVE_DIR/REQUEST_ID.ipynb
+    std::string default_kernel = "python3"; // kernel: the pool a request without "kernel" runs on
+    std::string token_file; // absolute; callers must send its first line as the token
+    // No token at all (require_token = false, --no-token): loopback only, and then the Host must
+    // be a loopback name.
+    bool no_token = false;
+    // Host names accepted besides loopback's while no token is required (DNS rebinding), or "*".
+    std::vector<std::string> allow_hosts;
+    // Web page origins that may call (CORS) besides the server's own: exact origins, or "*".
+    std::vector<std::string> allow_origins;
+    cors_settings cors;
     std::string cert_file;  // absolute; with key_file: TLS
     std::string key_file;
-    double queue_timeout_s = 5;
-    int max_queue = 64;
-    int spares = 1; // per pool: fresh kernels held connected for the next requests
-    // A /v1/run notebook's execute_requests at the kernel at once; 0: kpool's default (4).
-    int cells_ahead = 0;
-    int max_body = 16 << 20;
-    int max_header = 64 << 10;
-    int max_connections = 1024;
-    double resolve_every_s = 30; // a dns: endpoint resolved again this often
-    double stop_grace_s = 30;
-    // The Kernel Gateway API (docs/serve.md), as Kernel Gateway's flags.
-    double cull_idle_timeout_s = 0; // 0: never
-    double cull_interval_s = 300;
-    bool cull_connected = false;
-    bool cull_busy = false;
-    double kernel_lease_s = 120;
-    std::vector<std::string> env_whitelist;
-    int max_kernels = 0; // 0: no limit
-    std::string allow_origin; // web page origins that may call, comma-separated; "*": any
-    std::string allow_credentials, allow_headers, allow_methods, expose_headers, max_age;
+    // A request that gets no warm kernel within this long is answered 429 (Retry-After).
+    std::chrono::milliseconds queue_timeout{5000};
+    // Requests waiting for a kernel at once; one more is answered 429 at once.
+    std::size_t max_queue = 64;
+    // Fresh kernels held connected per pool for the next requests (serve/spare_kernels.hpp).
+    std::size_t spares = 1;
+    // A /v1/run notebook's execute_requests at the kernel at once (runner/cell_pipeline); none:
+    // runner::default_cells_ahead.
+    std::optional<std::size_t> cells_ahead;
+    std::size_t max_body = 16 << 20;
+    std::size_t max_header = 64 << 10; // names and values together; more: 431
+    std::size_t max_connections = 1024; // open at once; more wait in the listen backlog
+    std::chrono::milliseconds resolve_every{30000}; // a dns: endpoint resolved again this often
+    // On SIGTERM, requests in flight get this long to finish; then their code is interrupted.
+    std::chrono::milliseconds stop_grace{30000};
+    gateway_settings gateway;
+    bool operator==(const serve_config&) const = default;
 };
+
+// "a, b c" -> {"a", "b", "c"}: the lists allow_origin, --allow-origin and --allow-host take.
+std::vector<std::string> split_list(std::string_view text);
 
 struct config {
     daemon_config daemon;

@@ -55,6 +55,7 @@ void check_value(const toml::table& table, std::string_view key, Check&& is_vali
 }
 
 bool valid_pool_name(std::string_view name);
+inline bool absolute_path(const std::string& path) { return path.starts_with('/'); }
 // A DNS name or an address, as clients on other hosts would use it.
 bool valid_host_name(const std::string& host);
 bool valid_ip(const std::string& ip);

@@ -162,20 +162,4 @@ std::vector<std::pair<std::string, std::string>> cors_headers(const door_request
     return out;
 }
 
-std::vector<std::string> split_list(std::string_view text) {
-    std::vector<std::string> out;
-    std::string item;
-    for (const char c : std::string(text) + ",") {
-        if (c == ',' || c == ' ' || c == '\t') {
-            if (!item.empty()) {
-                out.push_back(std::move(item));
-            }
-            item.clear();
-        } else {
-            item += c;
-        }
-    }
-    return out;
-}
-
 } // namespace kpool::serve

@@ -16,6 +16,8 @@
 //           client library posts JSON as text/plain with its token that way.
 #pragma once
 
+#include "config/config.hpp"
+
 #include "serve/http_response.hpp"
 
 #include <optional>
@@ -57,13 +59,7 @@ bool origin_allowed(std::string_view origin, std::string_view host, const door_p
 bool is_loopback_host(std::string_view host);
 
 // The CORS response headers (beyond the origin) as the operator set them; empty: not sent.
-struct cors_settings {
-    std::string allow_credentials;
-    std::string allow_headers;
-    std::string allow_methods;
-    std::string expose_headers;
-    std::string max_age;
-};
+using cors_settings = config::cors_settings;
 
 // The CORS headers of an answer to a request with this Origin: none unless the origin is one of
 // --allow-origin (a same-origin page needs none). The allowed origin is echoed (with
@@ -73,7 +69,6 @@ std::vector<std::pair<std::string, std::string>> cors_headers(const door_request
                                                               const cors_settings& settings, bool preflight,
                                                               const std::optional<std::string>& requested_headers);
 
-// "a, b c" -> {"a", "b", "c"}: the lists --allow-origin and --allow-host take.
-std::vector<std::string> split_list(std::string_view text);
+using config::split_list;
 
 } // namespace kpool::serve

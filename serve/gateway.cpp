@@ -71,7 +71,7 @@ json resources_of(const std::string& name, const std::string& dir) {
 } // namespace
 
 gateway::gateway(request_services& owner)
-    : m_owner(owner), m_sessions(*this, owner.options().root), m_reaper(owner.loop()), m_cull_timer(owner.loop()), m_poll_timer(owner.loop()) {
+    : m_owner(owner), m_reaper(owner.loop()), m_cull_timer(owner.loop()), m_poll_timer(owner.loop()) {
     const gateway_options& o = owner.options().gateway;
     if (o.cull_idle_timeout.count() > 0) {
         const auto every = std::chrono::duration_cast<std::chrono::milliseconds>(std::max(o.cull_interval, 1s));
@@ -93,6 +93,7 @@ void gateway::answer(const exchange_ptr& ex, http_response response) {
 }
 
 void gateway::handle(exchange_ptr ex, const do_gateway& g) {
+    // Every action its case, no default: an action added to the table without one fails to build.
     switch (g.action) {
     case gateway_action::api_info:
         return answer(ex, json_response(200, {{"version", kpool::version}, {"gateway", "kpool serve"}}));
@@ -103,12 +104,6 @@ void gateway::handle(exchange_ptr ex, const do_gateway& g) {
         return resource(std::move(ex), g);
     case gateway_action::start_kernel:
         return start(std::move(ex), g);
-    case gateway_action::list_sessions:
-    case gateway_action::create_session:
-    case gateway_action::get_session:
-    case gateway_action::update_session:
-    case gateway_action::delete_session:
-        return m_sessions.handle(std::move(ex), g);
     case gateway_action::list_kernels: {
         json list = json::array();
         for (const auto& [id, h] : m_kernels) {
@@ -116,40 +111,50 @@ void gateway::handle(exchange_ptr ex, const do_gateway& g) {
         }
         return answer(ex, json_response(200, list));
     }
-    default:
-        break;
-    }
-    auto it = m_kernels.find(g.kernel_id);
-    if (it == m_kernels.end()) {
-        return answer(ex, error_response(404, "not_found", "no kernel '" + protocol::echo_safe(g.kernel_id) + "'"));
-    }
-    gateway_kernel& k = *it->second.kernel;
-    switch (g.action) {
     case gateway_action::get_kernel:
-        return answer(ex, json_response(200, k.model()));
+        if (gateway_kernel* k = held_kernel(ex, g.kernel_id)) {
+            answer(ex, json_response(200, k->model()));
+        }
+        return;
     case gateway_action::delete_kernel:
-        remove(g.kernel_id);
-        return answer(ex, {204, "application/json", "", {}});
+        if (held_kernel(ex, g.kernel_id)) {
+            remove(g.kernel_id);
+            answer(ex, {204, "application/json", "", {}});
+        }
+        return;
     case gateway_action::interrupt_kernel:
-        m_owner.leases().interrupt(k.lease(), [this, ex](std::optional<std::string> failure) {
-                               if (failure) {
-                                   return answer(ex, error_response(502, "daemon_error", "interrupt failed: " + *failure));
-                               }
-                               answer(ex, {204, "application/json", "", {}});
-                           });
+        if (gateway_kernel* k = held_kernel(ex, g.kernel_id)) {
+            m_owner.leases().interrupt(k->lease(), [this, ex](std::optional<std::string> failure) {
+                if (failure) {
+                    return answer(ex, error_response(502, "daemon_error", "interrupt failed: " + *failure));
+                }
+                answer(ex, {204, "application/json", "", {}});
+            });
+        }
         return;
     case gateway_action::restart_kernel:
-        return restart(std::move(ex), g.kernel_id);
-    case gateway_action::channels: {
+        if (held_kernel(ex, g.kernel_id)) {
+            restart(std::move(ex), g.kernel_id);
+        }
+        return;
+    case gateway_action::channels:
         // The websocket's Origin passed the front door (serve/front_door.hpp) with the request.
-        if (auto st = k.connect(*ex, m_owner.options().max_body); !st) {
-            return answer(ex, error_response(400, "bad_request", st.err().message));
+        if (gateway_kernel* k = held_kernel(ex, g.kernel_id)) {
+            if (auto st = k->connect(*ex, m_owner.options().max_body); !st) {
+                answer(ex, error_response(400, "bad_request", st.err().message));
+            }
         }
         return;
     }
-    default:
-        return answer(ex, error_response(404, "not_found", "no such resource"));
+}
+
+gateway_kernel* gateway::held_kernel(const exchange_ptr& ex, const std::string& id) {
+    auto it = m_kernels.find(id);
+    if (it == m_kernels.end()) {
+        answer(ex, error_response(404, "not_found", "no kernel '" + protocol::echo_safe(id) + "'"));
+        return nullptr;
     }
+    return it->second.kernel.get();
 }
 
 void gateway::served_kernelspecs(std::function<void(result<served_specs>)> done) {

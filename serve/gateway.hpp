@@ -5,13 +5,13 @@
 // replaced the same way (its websockets see "restarting"). Leases are short and renewed while we
 // hold a kernel, so kernels outlive a crashed kpool serve by one lease at most; idle kernels are
 // culled as Kernel Gateway culls them; every kernel is released when kpool serve stops.
-// Sessions (/api/sessions) name kernels for notebook paths (serve/gateway_sessions.hpp).
+// Sessions (/api/sessions, serve/gateway_sessions.hpp) sit above: they name these kernels for
+// notebook paths.
 #pragma once
 
 #include "loop/uv_timer.hpp"
 #include "serve/gateway_kernel.hpp"
 #include "serve/gateway_routes.hpp"
-#include "serve/gateway_sessions.hpp"
 #include "serve/http_server.hpp"
 #include "serve/kernel_leases.hpp"
 
@@ -70,6 +70,8 @@ private:
         std::map<std::string, std::string> resource_dirs;  // by pool name
         std::string first;
     };
+    // The kernel held under `id`, else none and the caller answered 404.
+    gateway_kernel* held_kernel(const exchange_ptr& exchange, const std::string& id);
     void served_kernelspecs(std::function<void(result<served_specs>)> done);
     void kernelspecs(exchange_ptr exchange, const do_gateway& action);
     void resource(exchange_ptr exchange, const do_gateway& action);
@@ -96,7 +98,6 @@ private:
 
     request_services& m_owner;
     std::map<std::string, held> m_kernels;
-    gateway_sessions m_sessions;
     struct starting {
         connected_kernel kernel;
         obtained_fn done;

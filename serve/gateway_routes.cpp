@@ -15,40 +15,61 @@ namespace {
 
 using json = nlohmann::json;
 
-// Reads a row's body into the action; an answer (400) when the body is wrong.
-using body_reader = std::optional<http_response> (*)(std::string_view body, do_gateway& into);
+// What a matched row captured: the path's placeholders and the body's fields, before they
+// become the row's action.
+struct captured {
+    std::string kernel_id; // {id}
+    std::string session_id; // {session}
+    std::string name;      // {name}; start_kernel: the body's "name"
+    std::string resource;  // {file}
+    std::map<std::string, std::string> env;
+    session_fields session;
+};
+
+// Reads a row's body; an answer (400) when the body is wrong.
+using body_reader = std::optional<http_response> (*)(std::string_view body, captured& into);
 
 struct gateway_route {
     std::string_view method;
     // Segments joined by '/'; {id} a kernel id, {session} a session id, {name} a kernelspec
     // name, {file} a kernelspec's file: each a plain name (below), else the path is not found.
     std::string_view pattern;
-    gateway_action action;
+    std::variant<gateway_action, session_action> action;
+    std::string_view label;   // the metrics label
+    bool starts_kernel;       // may start a kernel: 503 while kpool serve is stopping
+    std::string_view help;    // kpool serve --help
     body_reader read_body = nullptr;
 };
 
-std::optional<http_response> read_start_kernel(std::string_view body, do_gateway& into);
-std::optional<http_response> read_new_session(std::string_view body, do_gateway& into);
-std::optional<http_response> read_session_change(std::string_view body, do_gateway& into);
+std::optional<http_response> read_start_kernel(std::string_view body, captured& into);
+std::optional<http_response> read_new_session(std::string_view body, captured& into);
+std::optional<http_response> read_session_change(std::string_view body, captured& into);
+
+using gw = gateway_action;
+using se = session_action;
+// Metrics labels: one per resource.
+constexpr std::string_view kernels_label = "/api/kernels";
+constexpr std::string_view sessions_label = "/api/sessions";
+constexpr std::string_view specs_label = "/api/kernelspecs";
 
 // clang-format off
 constexpr std::array gateway_table{
-    gateway_route{"GET",    "api",                           gateway_action::api_info},
-    gateway_route{"GET",    "api/kernelspecs",               gateway_action::list_kernelspecs},
-    gateway_route{"GET",    "api/kernelspecs/{name}",        gateway_action::get_kernelspec},
-    gateway_route{"GET",    "kernelspecs/{name}/{file}",     gateway_action::kernelspec_resource},
-    gateway_route{"GET",    "api/kernels",                   gateway_action::list_kernels},
-    gateway_route{"POST",   "api/kernels",                   gateway_action::start_kernel, read_start_kernel},
-    gateway_route{"GET",    "api/kernels/{id}",              gateway_action::get_kernel},
-    gateway_route{"DELETE", "api/kernels/{id}",              gateway_action::delete_kernel},
-    gateway_route{"POST",   "api/kernels/{id}/interrupt",    gateway_action::interrupt_kernel},
-    gateway_route{"POST",   "api/kernels/{id}/restart",      gateway_action::restart_kernel},
-    gateway_route{"GET",    "api/kernels/{id}/channels",     gateway_action::channels},
-    gateway_route{"GET",    "api/sessions",                  gateway_action::list_sessions},
-    gateway_route{"POST",   "api/sessions",                  gateway_action::create_session, read_new_session},
-    gateway_route{"GET",    "api/sessions/{session}",        gateway_action::get_session},
-    gateway_route{"PATCH",  "api/sessions/{session}",        gateway_action::update_session, read_session_change},
-    gateway_route{"DELETE", "api/sessions/{session}",        gateway_action::delete_session},
+    gateway_route{"GET",    "api",                       gw::api_info,            "/api",  false, "the server's version"},
+    gateway_route{"GET",    "api/kernelspecs",           gw::list_kernelspecs,    specs_label,   false, "the pools, as kernelspecs"},
+    gateway_route{"GET",    "api/kernelspecs/{name}",    gw::get_kernelspec,      specs_label,   false, "one pool's kernelspec"},
+    gateway_route{"GET",    "kernelspecs/{name}/{file}", gw::kernelspec_resource, specs_label,   false, "a kernelspec's logo or file"},
+    gateway_route{"GET",    "api/kernels",               gw::list_kernels,        kernels_label, false, "the kernels held"},
+    gateway_route{"POST",   "api/kernels",               gw::start_kernel,        kernels_label, true,  "a warm kernel, held under a new id", read_start_kernel},
+    gateway_route{"GET",    "api/kernels/{id}",          gw::get_kernel,          kernels_label, false, "one kernel"},
+    gateway_route{"DELETE", "api/kernels/{id}",          gw::delete_kernel,       kernels_label, false, "shut it down"},
+    gateway_route{"POST",   "api/kernels/{id}/interrupt", gw::interrupt_kernel,   kernels_label, false, "interrupt it"},
+    gateway_route{"POST",   "api/kernels/{id}/restart",  gw::restart_kernel,      kernels_label, true,  "swap in a warm kernel, same id"},
+    gateway_route{"GET",    "api/kernels/{id}/channels", gw::channels,  "/api/kernels/channels", true, "its websocket"},
+    gateway_route{"GET",    "api/sessions",              se::list,                sessions_label, false, "the sessions"},
+    gateway_route{"POST",   "api/sessions",              se::create,              sessions_label, true,  "a kernel for a notebook path", read_new_session},
+    gateway_route{"GET",    "api/sessions/{session}",    se::get,                 sessions_label, false, "one session"},
+    gateway_route{"PATCH",  "api/sessions/{session}",    se::update,              sessions_label, true,  "rename it or change its kernel", read_session_change},
+    gateway_route{"DELETE", "api/sessions/{session}",    se::remove,              sessions_label, false, "end it and its kernel"},
 };
 // clang-format on
 
@@ -73,7 +94,7 @@ bool plain_name(std::string_view s) {
 }
 
 // Whether `path` matches `pattern`; its placeholders' values go into `into`.
-bool matches(std::string_view pattern, const std::vector<std::string_view>& path, do_gateway& into) {
+bool matches(std::string_view pattern, const std::vector<std::string_view>& path, captured& into) {
     const auto want = segments(pattern);
     if (want.size() != path.size()) {
         return false;
@@ -105,7 +126,7 @@ bool matches(std::string_view pattern, const std::vector<std::string_view>& path
 
 http_response bad_request(const std::string& message) { return error_response(400, "bad_request", message); }
 
-std::optional<http_response> read_start_kernel(std::string_view body, do_gateway& g) {
+std::optional<http_response> read_start_kernel(std::string_view body, captured& g) {
     if (body.empty()) {
         return std::nullopt;
     }
@@ -192,7 +213,7 @@ std::optional<http_response> read_session(std::string_view body, session_fields&
     return std::nullopt;
 }
 
-std::optional<http_response> read_new_session(std::string_view body, do_gateway& g) {
+std::optional<http_response> read_new_session(std::string_view body, captured& g) {
     if (auto bad = read_session(body, g.session)) {
         return bad;
     }
@@ -202,7 +223,7 @@ std::optional<http_response> read_new_session(std::string_view body, do_gateway&
     return std::nullopt;
 }
 
-std::optional<http_response> read_session_change(std::string_view body, do_gateway& g) {
+std::optional<http_response> read_session_change(std::string_view body, captured& g) {
     return read_session(body, g.session);
 }
 
@@ -212,48 +233,57 @@ bool is_gateway_path(std::string_view path) {
     return path == "/api" || path.starts_with("/api/") || path.starts_with("/kernelspecs/");
 }
 
-std::string gateway_route_label(std::string_view path) {
-    if (path.starts_with("/api/kernels")) {
-        return path.ends_with("/channels") ? "/api/kernels/channels" : "/api/kernels";
+std::optional<std::string_view> gateway_route_label(std::string_view path) {
+    const auto s = segments(path);
+    for (const gateway_route& row : gateway_table) {
+        captured ignored;
+        if (matches(row.pattern, s, ignored)) {
+            return row.label;
+        }
     }
-    if (path.starts_with("/api/sessions")) {
-        return "/api/sessions";
-    }
-    if (path.starts_with("/api/kernelspecs") || path.starts_with("/kernelspecs/")) {
-        return "/api/kernelspecs";
-    }
-    return path == "/api" ? "/api" : "other";
+    return std::nullopt;
 }
 
-bool needs_new_kernel(gateway_action action) {
-    return action == gateway_action::start_kernel || action == gateway_action::restart_kernel ||
-           action == gateway_action::channels || action == gateway_action::create_session ||
-           action == gateway_action::update_session;
+std::string gateway_endpoint_help() {
+    std::string out;
+    for (const gateway_route& row : gateway_table) {
+        std::string line = "  " + std::string(row.method) + std::string(7 - row.method.size(), ' ') + "/" +
+                           std::string(row.pattern);
+        line.resize(std::max<std::size_t>(line.size() + 2, 38), ' ');
+        out += line + std::string(row.help) + "\n";
+    }
+    return out;
 }
 
-std::variant<http_response, do_gateway, do_preflight> decide_gateway(std::string_view method, std::string_view path,
-                                                                    std::string_view body) {
+std::variant<http_response, do_gateway, do_session, do_preflight>
+decide_gateway(std::string_view method, std::string_view path, std::string_view body, bool stopping) {
     if (method == "OPTIONS") {
         return do_preflight{};
     }
     const auto s = segments(path);
     std::string allowed; // the methods of the rows whose pattern the path matches
     for (const gateway_route& row : gateway_table) {
-        do_gateway g{};
-        if (!matches(row.pattern, s, g)) {
+        captured c;
+        if (!matches(row.pattern, s, c)) {
             continue;
         }
         if (row.method != method) {
             allowed += (allowed.empty() ? "" : ", ") + std::string(row.method);
             continue;
         }
-        g.action = row.action;
         if (row.read_body) {
-            if (auto bad = row.read_body(body, g)) {
+            if (auto bad = row.read_body(body, c)) {
                 return std::move(*bad);
             }
         }
-        return g;
+        if (stopping && row.starts_kernel) {
+            return stopping_response();
+        }
+        if (const auto* a = std::get_if<session_action>(&row.action)) {
+            return do_session{*a, std::move(c.session_id), std::move(c.session)};
+        }
+        return do_gateway{std::get<gateway_action>(row.action), std::move(c.kernel_id), std::move(c.name),
+                          std::move(c.resource), std::move(c.env)};
     }
     if (allowed.empty()) {
         return error_response(404, "not_found", "no such resource: " + protocol::echo_safe(path));

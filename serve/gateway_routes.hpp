@@ -13,6 +13,7 @@
 
 namespace kpool::serve {
 
+// What a gateway request asks of the kernels kpool serve holds (serve/gateway.hpp).
 enum class gateway_action {
     api_info,            // GET /api
     list_kernelspecs,    // GET /api/kernelspecs
@@ -25,11 +26,15 @@ enum class gateway_action {
     interrupt_kernel,    // POST /api/kernels/{id}/interrupt
     restart_kernel,      // POST /api/kernels/{id}/restart
     channels,            // GET /api/kernels/{id}/channels (websocket)
-    list_sessions,       // GET /api/sessions
-    create_session,      // POST /api/sessions
-    get_session,         // GET /api/sessions/{session}
-    update_session,      // PATCH /api/sessions/{session}
-    delete_session,      // DELETE /api/sessions/{session}
+};
+
+// What a request asks of the sessions (serve/gateway_sessions.hpp), which sit above the kernels.
+enum class session_action {
+    list,   // GET /api/sessions
+    create, // POST /api/sessions
+    get,    // GET /api/sessions/{session}
+    update, // PATCH /api/sessions/{session}
+    remove, // DELETE /api/sessions/{session}
 };
 
 // What a POST or PATCH of /api/sessions names; absent fields are left as they are (PATCH) or
@@ -47,9 +52,13 @@ struct do_gateway {
     std::string kernel_id;  // kernel actions
     std::string name;       // kernelspec actions; start_kernel: the body's "name" (empty: default)
     std::string resource;   // kernelspec_resource
-    std::string session_id; // session actions
     std::map<std::string, std::string> env; // start_kernel: the body's "env", unfiltered
-    session_fields session;                 // create_session, update_session
+};
+
+struct do_session {
+    session_action action = session_action::list;
+    std::string session_id; // get, update, remove
+    session_fields fields;  // create, update
 };
 
 // A CORS preflight (OPTIONS) on a gateway path: answered with the CORS headers, no token needed.
@@ -58,14 +67,16 @@ struct do_preflight {};
 // Whether `path` belongs to the gateway API (/api, /api/..., /kernelspecs/...).
 bool is_gateway_path(std::string_view path);
 
-// The action for a gateway path, or the answer it gets at once (404, 405, 400).
-std::variant<http_response, do_gateway, do_preflight> decide_gateway(std::string_view method, std::string_view path,
-                                                                    std::string_view body);
+// The action for a gateway path, or the answer it gets at once (404, 405, 400). `stopping`:
+// a row that may start a kernel is answered 503.
+std::variant<http_response, do_gateway, do_session, do_preflight>
+decide_gateway(std::string_view method, std::string_view path, std::string_view body, bool stopping = false);
 
-// The metrics label of a gateway path (one per resource: "/api/kernels", "/api/sessions", ...).
-std::string gateway_route_label(std::string_view path);
+// The metrics label of a gateway path: its row's ("/api/kernels", "/api/sessions", ...), or
+// none when no row's pattern matches it.
+std::optional<std::string_view> gateway_route_label(std::string_view path);
 
-// Whether an action may need a new kernel (refused with 503 while stopping).
-bool needs_new_kernel(gateway_action action);
+// One line per row, "METHOD PATH  what it does", for `kpool serve --help`.
+std::string gateway_endpoint_help();
 
 } // namespace kpool::serve

@@ -73,9 +73,10 @@ std::string gateway_sessions::cwd_for(const std::string& path) const {
     return real.string();
 }
 
-void gateway_sessions::handle(exchange_ptr ex, const do_gateway& g) {
+void gateway_sessions::handle(exchange_ptr ex, const do_session& g) {
+    // Every action its case, no default: one added to the table without a case fails to build.
     switch (g.action) {
-    case gateway_action::list_sessions: {
+    case session_action::list: {
         json list = json::array();
         std::vector<std::string> ids;
         for (const session& s : m_sessions) {
@@ -88,15 +89,15 @@ void gateway_sessions::handle(exchange_ptr ex, const do_gateway& g) {
         }
         return m_kernels.answer(ex, json_response(200, list));
     }
-    case gateway_action::create_session:
-        return create(std::move(ex), g.session);
-    case gateway_action::get_session: {
+    case session_action::create:
+        return create(std::move(ex), g.fields);
+    case session_action::get: {
         auto m = model(g.session_id);
         return m_kernels.answer(ex, m ? json_response(200, *m) : no_session(g.session_id));
     }
-    case gateway_action::update_session:
-        return update(std::move(ex), g.session_id, g.session);
-    case gateway_action::delete_session: {
+    case session_action::update:
+        return update(std::move(ex), g.session_id, g.fields);
+    case session_action::remove: {
         session* s = find(g.session_id);
         if (!s) {
             return m_kernels.answer(ex, no_session(g.session_id));
@@ -106,8 +107,6 @@ void gateway_sessions::handle(exchange_ptr ex, const do_gateway& g) {
         m_kernels.remove(kernel_id);
         return m_kernels.answer(ex, {204, "application/json", "", {}});
     }
-    default:
-        return m_kernels.answer(ex, error_response(404, "not_found", "no such resource"));
     }
 }
 

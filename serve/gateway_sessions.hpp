@@ -24,7 +24,7 @@ public:
     // there when that exists (else in the pool's own directory).
     gateway_sessions(gateway& kernels, std::string root);
 
-    void handle(exchange_ptr exchange, const do_gateway& action);
+    void handle(exchange_ptr exchange, const do_session& action);
 
 private:
     struct session {

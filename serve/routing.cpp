@@ -22,8 +22,6 @@ http_response wrong_method(std::string_view method, const std::string& route, co
     return r;
 }
 
-http_response stopping_response() { return error_response(503, "unavailable", "kpool serve is stopping"); }
-
 } // namespace
 
 bool token_matches(const std::optional<std::string>& authorization, const std::string& token) {
@@ -59,6 +57,8 @@ struct v1_route {
     bool needs_token;         // load balancers' and kubelets' probes carry none
     bool runs_code;           // refused with 503 while kpool serve is stopping
     route (*read)(const request_view&);
+    std::string_view shown_path; // kpool serve --help
+    std::string_view help;       // kpool serve --help; '\n' starts an indented line
 };
 
 route read_health(const request_view&) { return do_health{}; }
@@ -101,11 +101,19 @@ route read_run_upload(const request_view& r) {
 
 // clang-format off
 constexpr std::array v1_table{
-    v1_route{"/v1/health", "GET",       "/v1/health", false, false, read_health},
-    v1_route{"/metrics",   "GET",       "/metrics",   true,  false, read_metrics},
-    v1_route{"/v1/exec",   "POST",      "/v1/exec",   true,  true,  read_exec},
-    v1_route{run_prefix,   "GET, POST", "/v1/run",    true,  true,  read_run},
-    v1_route{"/v1/run",    "POST",      "/v1/run",    true,  true,  read_run_upload},
+    v1_route{"/v1/health", "GET",       "/v1/health", false, false, read_health, "/v1/health",
+             "200 when a kpoold answers and a pool has or can start a kernel,\nelse 503"},
+    v1_route{"/metrics",   "GET",       "/metrics",   true,  false, read_metrics, "/metrics", "Prometheus text"},
+    v1_route{"/v1/exec",   "POST",      "/v1/exec",   true,  true,  read_exec, "/v1/exec",
+             "{\"code\": \"...\", \"kernel\"?, \"timeout\"?, \"cwd\"?, \"env\"?}; with\n"
+             "Accept: application/x-ndjson, each output as a line as it comes"},
+    v1_route{run_prefix,   "GET, POST", "/v1/run",    true,  true,  read_run, "/v1/run/PATH",
+             "POST {\"parameters\": {...}, \"kernel\"?, \"timeout\"?, \"cwd\"?, \"env\"?}:\n"
+             "the notebook PATH under --root, run as `kpool run` runs it;\n"
+             "GET ?a=1&b=x the same with parameters typed as -p types them"},
+    v1_route{"/v1/run",    "POST",      "/v1/run",    true,  true,  read_run_upload, "/v1/run",
+             "{\"notebook\": {...}, \"parameters\"?, ...}: a notebook sent in the body\n"
+             "(kpool feed's and `kpool run --url`'s; docs/feed.md has those clients)"},
 };
 // clang-format on
 
@@ -142,12 +150,30 @@ route serve_row(const v1_route& row, const request_view& r, bool stopping) {
 
 } // namespace
 
+std::string endpoint_help() {
+    constexpr std::size_t help_column = 26;
+    std::string out;
+    for (const v1_route& row : v1_table) {
+        std::string line = "  " + std::string(row.methods) + " " + std::string(row.shown_path);
+        line.resize(std::max(line.size() + 2, help_column), ' ');
+        for (std::size_t at = 0; at <= row.help.size();) {
+            const std::size_t end = std::min(row.help.find('\n', at), row.help.size());
+            out += line + std::string(row.help.substr(at, end - at)) + "\n";
+            line.assign(help_column, ' ');
+            at = end + 1;
+        }
+    }
+    out += "the Kernel Gateway API, for `jupyter server --gateway-url http://HOST:PORT` (pooled\n"
+           "kernels; a restart swaps in a warm one):\n";
+    return out + gateway_endpoint_help();
+}
+
 std::string route_label(std::string_view path) {
     if (const v1_route* row = find_v1_route(path)) {
         return std::string(row->label);
     }
-    if (is_gateway_path(path)) {
-        return gateway_route_label(path);
+    if (const auto label = gateway_route_label(path)) {
+        return std::string(*label);
     }
     return "other";
 }
@@ -171,17 +197,8 @@ route decide(const request_view& r, const std::string& token, bool stopping) {
         return denied;
     }
     if (gateway) {
-        auto g = decide_gateway(r.method, r.path, r.body);
-        if (auto* answer = std::get_if<http_response>(&g)) {
-            return std::move(*answer);
-        }
-        if (auto* action = std::get_if<do_gateway>(&g)) {
-            if (stopping && needs_new_kernel(action->action)) {
-                return stopping_response();
-            }
-            return std::move(*action);
-        }
-        return do_preflight{};
+        return std::visit([](auto&& decided) -> route { return std::move(decided); },
+                          decide_gateway(r.method, r.path, r.body, stopping));
     }
     if (row) {
         return serve_row(*row, r, stopping);

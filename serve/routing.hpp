@@ -33,7 +33,7 @@ struct do_run {
 struct do_health {};
 struct do_metrics {};
 
-using route = std::variant<http_response, do_exec, do_run, do_health, do_metrics, do_gateway, do_preflight>;
+using route = std::variant<http_response, do_exec, do_run, do_health, do_metrics, do_gateway, do_session, do_preflight>;
 
 // After the front door (serve/front_door.hpp). `token` empty: none required; else
 // `Authorization: token T` (or `Bearer T`), and on a kernel's websocket (.../channels) also
@@ -41,6 +41,9 @@ using route = std::variant<http_response, do_exec, do_run, do_health, do_metrics
 // preflight, which needs no token. `stopping`: requests that would run code or start a kernel
 // get 503.
 route decide(const request_view& request, const std::string& token, bool stopping);
+
+// Every endpoint, a line or more each, from the route tables: for `kpool serve --help`.
+std::string endpoint_help();
 
 // The metrics label of a path: the route it belongs to, or "other".
 std::string route_label(std::string_view path);

@@ -9,6 +9,7 @@
 
 #include "serve/exec_call.hpp"
 #include "serve/gateway.hpp"
+#include "serve/gateway_sessions.hpp"
 #include "serve/http_response.hpp"
 #include "serve/kernel_call.hpp"
 #include "serve/routing.hpp"
@@ -39,6 +40,7 @@ server::server(uv_loop_t* loop, serve_options options)
 server::~server() {
     m_spares.reset();
     m_resolver.reset();
+    m_sessions.reset(); // names the gateway's kernels
     m_gateway.reset();
     m_http.reset();
     m_daemons.clear();
@@ -80,6 +82,7 @@ result<std::unique_ptr<server>> server::start(uv_loop_t* loop, serve_options opt
     }
     s->m_http = std::move(*http);
     s->m_gateway = std::make_unique<gateway>(*s);
+    s->m_sessions = std::make_unique<gateway_sessions>(*s->m_gateway, s->m_options.root);
     s->m_spares = std::make_unique<spare_kernels>(*s, s->m_options.spares);
     s->m_pace_timer.start(0ms, [self] {
         self->control(protocol::requests::status(), 2000ms, [self](result<json> reply, std::size_t daemon) {
@@ -140,6 +143,7 @@ void server::on_request(exchange_ptr ex) {
         void operator()(http_response& now) const { answer(std::move(now)); }
         void operator()(do_health&) const { self.health(std::move(ex)); }
         void operator()(do_gateway& g) const { self.m_gateway->handle(std::move(ex), g); }
+        void operator()(do_session& s) const { self.m_sessions->handle(std::move(ex), s); }
         void operator()(do_preflight&) const {
             answer({204, "text/plain", "", {}}); // its CORS headers, if any, are on the exchange
         }

@@ -30,6 +30,7 @@ namespace kpool::serve {
 
 class kernel_call;
 class gateway;
+class gateway_sessions;
 class spare_kernels;
 
 class server final : public request_services {
@@ -111,6 +112,7 @@ private:
     client::spread m_spread; // where acquires go: warm kernels per daemon, daemons down
     std::size_t m_next_daemon = 0; // where any other control request goes first
     std::unique_ptr<gateway> m_gateway; // reset first in ~server: its websockets need H2O
+    std::unique_ptr<gateway_sessions> m_sessions; // /api/sessions, over m_gateway's kernels
     bool m_gateway_releasing = false;    // shut_down: until kpoold has the gateway's kernels back
     std::unique_ptr<spare_kernels> m_spares;
     bool m_spares_releasing = false;     // shut_down: until kpoold has the spares back

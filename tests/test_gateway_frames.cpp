@@ -7,6 +7,7 @@
 #include "serve/routing.hpp"
 #include "serve/ws_frames.hpp"
 
+#include <algorithm>
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
@@ -33,6 +34,12 @@ do_gateway gateway_of(std::string_view method, std::string_view path, std::strin
     auto d = decide_gateway(method, path, body);
     REQUIRE(std::holds_alternative<do_gateway>(d));
     return std::get<do_gateway>(d);
+}
+
+do_session session_of(std::string_view method, std::string_view path, std::string_view body = "") {
+    auto d = decide_gateway(method, path, body);
+    REQUIRE(std::holds_alternative<do_session>(d));
+    return std::get<do_session>(d);
 }
 
 int status_of(std::string_view method, std::string_view path, std::string_view body = "") {
@@ -65,28 +72,28 @@ TEST_SUITE("gateway") {
     }
 
     TEST_CASE("routes: jupyter_server's sessions, and the bodies they read") {
-        CHECK(gateway_of("GET", "/api/sessions").action == gateway_action::list_sessions);
-        const auto made = gateway_of("POST", "/api/sessions",
+        CHECK(session_of("GET", "/api/sessions").action == session_action::list);
+        const auto made = session_of("POST", "/api/sessions",
                                      R"({"path":"a/b.ipynb","name":"b.ipynb","type":"notebook","kernel":{"name":"ir"}})");
-        CHECK(made.action == gateway_action::create_session);
-        CHECK(made.session.path == "a/b.ipynb");
-        CHECK(made.session.name == "b.ipynb");
-        CHECK(made.session.type == "notebook");
-        CHECK(made.session.kernel_name == "ir");
-        CHECK_FALSE(made.session.kernel_id);
+        CHECK(made.action == session_action::create);
+        CHECK(made.fields.path == "a/b.ipynb");
+        CHECK(made.fields.name == "b.ipynb");
+        CHECK(made.fields.type == "notebook");
+        CHECK(made.fields.kernel_name == "ir");
+        CHECK_FALSE(made.fields.kernel_id);
         // Notebook 4.x's shape: the path inside "notebook", the type implied.
-        const auto old = gateway_of("POST", "/api/sessions", R"({"notebook":{"path":"c.ipynb"}})");
-        CHECK(old.session.path == "c.ipynb");
-        CHECK(old.session.type == "notebook");
-        const auto get = gateway_of("GET", "/api/sessions/s-1");
-        CHECK(get.action == gateway_action::get_session);
+        const auto old = session_of("POST", "/api/sessions", R"({"notebook":{"path":"c.ipynb"}})");
+        CHECK(old.fields.path == "c.ipynb");
+        CHECK(old.fields.type == "notebook");
+        const auto get = session_of("GET", "/api/sessions/s-1");
+        CHECK(get.action == session_action::get);
         CHECK(get.session_id == "s-1");
-        const auto patch = gateway_of("PATCH", "/api/sessions/s-1", R"({"name":"new.ipynb","kernel":{"id":"k-2"}})");
-        CHECK(patch.action == gateway_action::update_session);
-        CHECK(patch.session.name == "new.ipynb");
-        CHECK(patch.session.kernel_id == "k-2");
-        CHECK_FALSE(patch.session.path);
-        CHECK(gateway_of("DELETE", "/api/sessions/s-1").action == gateway_action::delete_session);
+        const auto patch = session_of("PATCH", "/api/sessions/s-1", R"({"name":"new.ipynb","kernel":{"id":"k-2"}})");
+        CHECK(patch.action == session_action::update);
+        CHECK(patch.fields.name == "new.ipynb");
+        CHECK(patch.fields.kernel_id == "k-2");
+        CHECK_FALSE(patch.fields.path);
+        CHECK(session_of("DELETE", "/api/sessions/s-1").action == session_action::remove);
         CHECK(status_of("POST", "/api/sessions", R"({"name":"no path"})") == 400);
         CHECK(status_of("POST", "/api/sessions", R"({"path":7})") == 400);
         CHECK(status_of("POST", "/api/sessions", R"({"path":"a","kernel":"python3"})") == 400);
@@ -136,6 +143,22 @@ TEST_SUITE("gateway") {
         CHECK(route_label("/api/kernels/x/channels") == "/api/kernels/channels");
         CHECK(route_label("/api/sessions/s1") == "/api/sessions");
         CHECK(route_label("/kernelspecs/a/b.png") == "/api/kernelspecs");
+        request_view session{.method = "POST", .path = "/api/sessions", .query = "", .body = R"({"path":"a"})",
+                             .authorization = {}};
+        CHECK(std::get<http_response>(decide(session, "", true)).status == 503); // it starts a kernel
+        session.method = "GET";
+        CHECK(std::holds_alternative<do_session>(decide(session, "", true)));
+    }
+
+    TEST_CASE("kpool serve --help lists every route of both tables") {
+        const std::string help = endpoint_help();
+        for (const char* line : {"GET /v1/health", "POST /v1/exec", "GET, POST /v1/run/PATH", "POST /v1/run ",
+                                 "GET    /api/kernels ", "POST   /api/kernels/{id}/restart", "GET    /api/sessions ",
+                                 "PATCH  /api/sessions/{session}", "GET    /kernelspecs/{name}/{file}"}) {
+            CAPTURE(line);
+            CHECK(help.find(line) != std::string::npos);
+        }
+        CHECK(std::count(help.begin(), help.end(), '\n') == 10 + 2 + 16); // the v1 rows take 10 lines
     }
 
     TEST_CASE("the v1 subprotocol is chosen only when offered") {

@@ -3,39 +3,14 @@
 // kernel: pools that shrink or go stop unleased kernels only.
 #include "daemon/service/daemon.hpp"
 
+#include "config/config_keys.hpp"
 #include "loop/logging.hpp"
 
 namespace kpool::daemon {
-namespace {
-
-// Settings a running daemon cannot take over: they shape the control socket and the runtime
-// directory it has already bound and locked.
-std::optional<std::string> changed_socket_setting(const config::daemon_config& now,
-                                                  const config::daemon_config& next) {
-    if (now.control != next.control) return "control";
-    if (now.runtime_dir != next.runtime_dir) return "runtime_dir";
-    if (now.allowed_uids != next.allowed_uids) return "allowed_uids";
-    if (now.allowed_gids != next.allowed_gids) return "allowed_gids";
-    if (now.curve_secret_key_file != next.curve_secret_key_file) return "curve_secret_key_file";
-    if (now.curve_allowed_keys != next.curve_allowed_keys) return "curve_allowed_keys";
-    if (now.metrics != next.metrics) return "metrics";
-    return std::nullopt;
-}
-
-// Warm kernels started under `old` are not what `next` would start (another kernelspec,
-// transport, ip, limits, startup_code, launcher, python or priming). Sizes, timeouts, leases
-// and the rest leave them as they are.
-bool kernels_differ(const config::pool_config& old, const config::pool_config& next) {
-    return old.kernelspec != next.kernelspec || old.transport != next.transport ||
-           old.ip != next.ip || old.limits != next.limits || old.startup_code != next.startup_code ||
-           old.launcher != next.launcher || old.python != next.python || old.prime != next.prime;
-}
-
-} // namespace
 
 std::optional<std::string> daemon::needs_restart(const config::daemon_config& next) const {
-    if (auto key = changed_socket_setting(m_cfg.daemon, next)) {
-        return "[daemon] " + *key + " changed, and it takes a restart to change it";
+    if (auto key = config::changed_daemon_key(m_cfg.daemon, next, config::reload_effect::restart)) {
+        return "[daemon] " + std::string(*key) + " changed, and it takes a restart to change it";
     }
     return std::nullopt;
 }
@@ -91,13 +66,17 @@ void daemon::reload() {
         // Only a change to what kernels are started with replaces warm kernels (and a fork
         // pool's zygote: the old one lives on until its kernels are gone). A resize, a new
         // lease or timeout keeps both: the warm kernels are what the new config would start.
-        const bool replace = specs_changed.count(pc.name) != 0 || kernels_differ(it->second->config(), pc);
+        // Which keys do which is their rows' reload column (config/config_keys.hpp).
         const config::pool_config& was = it->second->config();
+        const auto replaced_by = config::changed_pool_key(was, pc, config::reload_effect::replace_kernels);
+        const bool replace = specs_changed.count(pc.name) != 0 || replaced_by.has_value();
+        if (replaced_by) {
+            log->info("pool {}: '{}' changed, so its warm kernels are replaced", pc.name, *replaced_by);
+        }
         const auto plan = m_learning->configure(pc, pool_environment(pc));
         if (replace) {
             m_launchers->configure(pc, kernelspec_of(pc), plan);
-        } else if (was.preload != pc.preload || was.preload_modules != pc.preload_modules ||
-                   was.preload_max_mb != pc.preload_max_mb || was.prefault != pc.prefault) {
+        } else if (config::changed_pool_key(was, pc, config::reload_effect::rebuild_zygote)) {
             m_launchers->rebuild(pc.name, plan); // the kernels stay: only what their zygote holds changes
         }
         if (replace || !(it->second->config() == pc)) {

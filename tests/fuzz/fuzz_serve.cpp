@@ -119,8 +119,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             } else if (const auto* run = std::get_if<do_run>(&d)) {
                 check(!stopping && run->body.parameters.is_object());
             } else if (const auto* g = std::get_if<do_gateway>(&d)) {
-                check(is_gateway_path(r.path) && !(stopping && needs_new_kernel(g->action)));
+                // While stopping, nothing that could start a kernel gets through.
+                const bool starts = g->action == gateway_action::start_kernel ||
+                                    g->action == gateway_action::restart_kernel || g->action == gateway_action::channels;
+                check(is_gateway_path(r.path) && !(stopping && starts));
                 check(g->kernel_id.find('/') == std::string::npos && g->resource.find('/') == std::string::npos);
+            } else if (const auto* s = std::get_if<do_session>(&d)) {
+                const bool starts = s->action == session_action::create || s->action == session_action::update;
+                check(is_gateway_path(r.path) && !(stopping && starts));
+                check(s->session_id.find('/') == std::string::npos);
             }
             (void)route_label(r.path);
         }

@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from conftest import HERE, KPOOLD, alive, wait_until
+from conftest import HERE, KPOOLD, alive, run_code, wait_until
 
 KPOOL = os.environ.get("KPOOL_CLI") or os.path.join(HERE, "..", "..", "build", "kpool")
 SOURCE_DIR = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -189,6 +189,37 @@ def test_a_reload_that_changes_the_kernelspec_replaces_warm_kernels(kpoold):
     wait_until(lambda: warm_pids(d, "p") and old not in warm_pids(d, "p"),
                what="the warm kernel to be replaced")
     assert d.acquire("p")["connection"]["transport"] == "ipc"
+
+
+def test_a_reload_that_makes_a_pool_a_sandbox_replaces_its_unsandboxed_warm_kernels(kpoold):
+    """Issue #51: which keys replace warm kernels on a reload is their rows' reload column
+    (config/config_keys.hpp). isolation and [sandbox] were missing from the hand-kept list, so a
+    pool made a sandbox by SIGHUP went on handing out the warm kernels it had: unsandboxed."""
+    pool = """
+        [pools.py]
+        kernelspec = "python3"
+        launcher = "spawn"
+        size = 1
+    """
+    d = kpoold(pool)
+    d.wait_warm("py", 1)
+    # A sandboxed kernel has mount and pid namespaces of its own (as root it runs as nobody in
+    # them; as a user, in a user namespace too: docs/security.md).
+    ours = os.readlink("/proc/self/ns/mnt")
+    which_ns = "import os; print(os.readlink('/proc/self/ns/mnt'))"
+    # Unprotected, as configured: the kernel shares our mount namespace.
+    k = d.acquire("py")
+    assert run_code(k["connection_file"], which_ns).strip() == ours
+    assert d.rpc(op="release", kernel_id=k["kernel_id"])["ok"]
+    d.wait_warm("py", 1)
+    old = warm_pids(d, "py")
+    rewrite_config(d, pool + 'isolation = "sandbox"\n')
+    d.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: warm_pids(d, "py") and not (old & warm_pids(d, "py")), timeout=60,
+               what="the unsandboxed warm kernel to be replaced")
+    k = d.acquire("py")
+    assert run_code(k["connection_file"], which_ns).strip() != ours
+    assert "pool py: 'isolation' changed, so its warm kernels are replaced" in d.log_text()
 
 
 def test_resize_and_drain_over_the_control_socket_and_the_cli(kpoold):
