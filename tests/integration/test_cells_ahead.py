@@ -14,7 +14,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from conftest import module_daemon
 from test_run import corpus, normalized
-from test_serve import serve_processes
+from serve_fixtures import serve_processes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 KPOOL = os.environ.get("KPOOL_CLI") or os.path.join(HERE, "..", "..", "build", "kpool")

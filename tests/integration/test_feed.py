@@ -21,7 +21,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 from conftest import self_signed_certificate, wait_until
 from feed_fakes import ScriptedServe, ok
-from test_serve import JSON, KPOOL, POOLS, daemon, serve, serve_processes  # noqa: F401 (fixtures)
+from serve_fixtures import JSON, KPOOL, POOLS, daemon, serve, serve_processes  # noqa: F401 (fixtures)
 
 
 def feed(url, jobs, *args, env=None, timeout=180, cwd=None):

@@ -20,7 +20,7 @@ import websocket
 from nbformat.v4 import new_code_cell, new_notebook
 
 from conftest import module_daemon, wait_until
-from test_serve import JSON, KPOOL, Serve, serve_processes
+from serve_fixtures import JSON, KPOOL, Serve, serve_processes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 JS = os.path.join(HERE, "..", "js")

@@ -18,7 +18,7 @@ import requests
 import websocket
 
 from conftest import module_daemon, wait_until
-from test_serve import JSON, serve_processes
+from serve_fixtures import JSON, serve_processes
 
 POOLS = """
 [pools.python3]
@@ -226,7 +226,7 @@ def test_kernelspecs_are_the_pools_with_their_specs_and_resources(serve):
 def test_two_pools_of_one_kernelspec_are_told_apart_by_display_name(kpoold):
     """Issue #53 item 7: a notebook's kernel menu shows display names; the second pool of a
     kernelspec says which pool it is."""
-    from test_serve import Serve
+    from serve_fixtures import Serve
     d = kpoold("[pools.python3]\nsize = 0\n[pools.untrusted]\nkernelspec = \"python3\"\nsize = 0\n"
                "[pools.fake]\nsize = 0\n")
     s = Serve(d.endpoint)

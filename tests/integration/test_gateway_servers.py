@@ -19,7 +19,7 @@ import requests
 
 from conftest import SOURCE_DIR, module_daemon, tcp_connections, tcp_nodelay, wait_until
 from test_gateway import COMM_ECHO, POOLS, KernelSocket, stdout_of
-from test_serve import Serve
+from serve_fixtures import Serve
 
 SERVER_TOKEN = "server-token"
 GATEWAY_TOKEN = "gateway-token"

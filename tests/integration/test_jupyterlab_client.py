@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from conftest import module_daemon, wait_until
-from test_serve import JSON, serve_processes
+from serve_fixtures import JSON, serve_processes
 
 JS = os.path.join(os.path.dirname(__file__), "..", "js")
 

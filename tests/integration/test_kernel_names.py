@@ -13,7 +13,7 @@ import requests
 from nbformat.v4 import new_code_cell, new_notebook
 
 from conftest import module_daemon, wait_until
-from test_serve import JSON, KPOOL, Serve
+from serve_fixtures import JSON, KPOOL, Serve
 
 POOLS = """
 [pools.py]

@@ -218,7 +218,7 @@ def test_kpool_serve_follows_a_dns_name_as_daemons_come_and_go(kpoold, tmp_path)
     """kpool serve in front of `dns:NAME:PORT` resolves NAME again every --resolve-every: a
     daemon the name starts to resolve to gets requests, one it no longer resolves to gets none.
     What NAME resolves to comes from fake_dns.c, preloaded into kpool serve."""
-    from test_serve import Serve
+    from serve_fixtures import Serve
     shim = str(tmp_path / "fake_dns.so")
     subprocess.run(["cc", "-shared", "-fPIC", "-o", shim, os.path.join(os.path.dirname(__file__), "fake_dns.c"),
                     "-ldl"], check=True)

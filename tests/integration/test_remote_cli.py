@@ -13,7 +13,7 @@ import requests
 
 from conftest import wait_until
 from test_feed import notebook_file
-from test_serve import JSON, KPOOL, daemon, serve, serve_processes  # noqa: F401 (fixtures)
+from serve_fixtures import JSON, KPOOL, daemon, serve, serve_processes  # noqa: F401 (fixtures)
 
 
 def kpool(*args, url=None, endpoint=None, input=None, cwd=None, timeout=120):

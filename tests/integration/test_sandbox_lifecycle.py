@@ -15,7 +15,7 @@ from jupyter_client import BlockingKernelClient
 
 from conftest import Daemon, alive, wait_until
 from test_gateway import KernelSocket, start_kernel
-from test_serve import Serve
+from serve_fixtures import Serve
 
 POOLS = """
 [pools.open]

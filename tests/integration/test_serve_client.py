@@ -15,7 +15,7 @@ import pytest
 
 from feed_fakes import ScriptedServe, ok
 from test_feed import free_port, notebook_file
-from test_serve import KPOOL, daemon, serve, serve_processes  # noqa: F401 (fixtures)
+from serve_fixtures import KPOOL, daemon, serve, serve_processes  # noqa: F401 (fixtures)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))

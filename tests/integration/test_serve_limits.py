@@ -1,12 +1,12 @@
 """kpool serve at kpoold's kernel limit: a refused caller's Retry-After is its turn
-(serve/wait_estimate.hpp; issue #53 item 1). A load test of its own, beside test_serve.py."""
+(serve/wait_estimate.hpp; issue #53 item 1). A load test of its own, beside test_serve_exec.py."""
 import json
 import threading
 import time
 
 import requests
 
-from test_serve import JSON, Serve
+from serve_fixtures import JSON, Serve
 
 
 def test_at_the_kernel_limit_retry_after_is_a_polite_callers_turn(kpoold):

@@ -3,7 +3,7 @@ handshake done, for the next /v1 requests and the Kernel Gateway API's starts an
 real kpool serve in front of a real kpoold with real ipykernels: when a spare appears, that a
 request runs on it (with its cwd/env) and a new one takes its place, and that a spare that died
 is never handed out, whether kpool serve's poll or the request finds it gone. Every test ends
-with no kernel leased (test_serve's fixture)."""
+with no kernel leased (serve_fixtures.py's fixture)."""
 import os
 import re
 import signal
@@ -13,7 +13,7 @@ import pytest
 
 from conftest import module_daemon, wait_until
 from test_gateway import KernelSocket, start_kernel, stdout_of
-from test_serve import POOLS, exec_, serve_processes
+from serve_fixtures import POOLS, exec_, serve_processes
 
 import requests
 
