@@ -121,7 +121,8 @@ double percentile(const std::vector<double>& sorted, double p) {
     if (sorted.empty()) {
         return 0;
     }
-    const auto i = static_cast<std::size_t>(p / 100.0 * static_cast<double>(sorted.size() - 1) + 0.5);
+    const auto i =
+        static_cast<std::size_t>(p / 100.0 * static_cast<double>(sorted.size() - 1) + 0.5);
     return sorted[std::min(i, sorted.size() - 1)];
 }
 
@@ -155,13 +156,19 @@ int bench(const options& opt) {
     std::sort(all.begin(), all.end());
     const double rps = static_cast<double>(all.size()) / seconds;
     if (opt.as_json) {
-        json out{{"op", opt.op},           {"concurrency", opt.concurrency},
-                 {"requests", all.size()}, {"failures", failures},
-                 {"seconds", seconds},     {"requests_per_s", rps},
+        json out{{"op", opt.op},
+                 {"concurrency", opt.concurrency},
+                 {"requests", all.size()},
+                 {"failures", failures},
+                 {"seconds", seconds},
+                 {"requests_per_s", rps},
                  {"min_ms", all.empty() ? 0 : all.front()},
-                 {"p50_ms", percentile(all, 50)}, {"p90_ms", percentile(all, 90)},
-                 {"p99_ms", percentile(all, 99)}, {"max_ms", all.empty() ? 0 : all.back()},
-                 {"latencies_ms", all},    {"first_error", first_error}};
+                 {"p50_ms", percentile(all, 50)},
+                 {"p90_ms", percentile(all, 90)},
+                 {"p99_ms", percentile(all, 99)},
+                 {"max_ms", all.empty() ? 0 : all.back()},
+                 {"latencies_ms", all},
+                 {"first_error", first_error}};
         std::printf("%s\n", out.dump().c_str());
         return 0;
     }

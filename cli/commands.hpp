@@ -11,12 +11,12 @@ namespace kpool::cli {
 
 struct command {
     const char* name;
-    const char* usage;       // after "kpool "
-    const char* summary;     // what it does, for the full usage (lines split by \n)
-    std::size_t min_words;   // positional words after the command
+    const char* usage;     // after "kpool "
+    const char* summary;   // what it does, for the full usage (lines split by \n)
+    std::size_t min_words; // positional words after the command
     std::size_t max_words;
-    unsigned options;        // of `option`
-    bool own_parser;         // the handler reads inv.raw and checks it itself
+    unsigned options; // of `option`
+    bool own_parser;  // the handler reads inv.raw and checks it itself
     int (*run)(const invocation& inv);
 };
 

@@ -29,9 +29,9 @@ constexpr auto quick = 5000ms; // for every op that does not wait for a kernel
 
 int signal_number(const std::string& name) {
     static const std::map<std::string, int> names = {
-        {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL},
-        {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"CONT", SIGCONT},
-        {"STOP", SIGSTOP}};
+        {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT},
+        {"KILL", SIGKILL}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
+        {"TERM", SIGTERM}, {"CONT", SIGCONT}, {"STOP", SIGSTOP}};
     std::string n = name.starts_with("SIG") ? name.substr(3) : name;
     if (auto it = names.find(n); it != names.end()) {
         return it->second;
@@ -69,15 +69,17 @@ int call_each(const invocation& inv, const json& request,
     int worst = exit_status::ok;
     for (const auto& e : daemons.endpoints()) {
         const std::string who = daemons.endpoints().size() > 1 ? e + ": " : "";
-        worst = std::max(worst, print_answer(inv, daemons.daemon(e).request(request, quick),
-                                             [&](const json& r) { on_ok(r, who); }, who));
+        worst = std::max(worst, print_answer(
+                                    inv, daemons.daemon(e).request(request, quick),
+                                    [&](const json& r) { on_ok(r, who); }, who));
     }
     return worst;
 }
 
 // A request about a kernel, to the daemon that owns it.
-int call_for_kernel(const invocation& inv, const json& request,
-                    const std::function<void(const json&)>& on_ok = [](const json&) {}) {
+int call_for_kernel(
+    const invocation& inv, const json& request,
+    const std::function<void(const json&)>& on_ok = [](const json&) {}) {
     auto daemons = inv.daemons();
     const std::string id = request.value("kernel_id", "");
     return print_answer(inv, daemons.request_for_kernel(id, request, quick).reply, on_ok);
@@ -98,12 +100,13 @@ int ping_command(const invocation& inv) {
     auto daemons = inv.daemons();
     int worst = exit_status::ok;
     for (const auto& e : daemons.endpoints()) {
-        worst = std::max(worst, print_answer(inv, daemons.daemon(e).request(protocol::requests::ping(), quick),
-                                             [&](const json& r) {
-                                                 std::printf("kpoold %s (protocol %d) at %s\n",
-                                                             r.value("version", "?").c_str(),
-                                                             r.value("protocol", 0), e.c_str());
-                                             }));
+        worst = std::max(
+            worst, print_answer(inv, daemons.daemon(e).request(protocol::requests::ping(), quick),
+                                [&](const json& r) {
+                                    std::printf("kpoold %s (protocol %d) at %s\n",
+                                                r.value("version", "?").c_str(),
+                                                r.value("protocol", 0), e.c_str());
+                                }));
     }
     return worst;
 }
@@ -111,8 +114,9 @@ int ping_command(const invocation& inv) {
 int status_command(const invocation& inv) {
     auto daemons = inv.daemons();
     if (daemons.endpoints().size() == 1) {
-        return print_answer(inv, daemons.first().request(protocol::requests::status(), quick),
-                            [&inv](const json& r) { std::fputs(format_status(r, inv.wide).c_str(), stdout); });
+        return print_answer(
+            inv, daemons.first().request(protocol::requests::status(), quick),
+            [&inv](const json& r) { std::fputs(format_status(r, inv.wide).c_str(), stdout); });
     }
     std::vector<daemon_status> all;
     json as_json = json::array();
@@ -123,8 +127,9 @@ int status_command(const invocation& inv) {
             d.status = *a.reply;
             as_json.push_back({{"endpoint", a.endpoint}, {"status", *a.reply}});
         } else {
-            d.error = a.reply ? a.reply->value("error", json::object()).value("message", std::string())
-                              : a.reply.err().message;
+            d.error = a.reply
+                          ? a.reply->value("error", json::object()).value("message", std::string())
+                          : a.reply.err().message;
             worst = std::max(worst, a.reply ? exit_status::failed : exit_status::unreachable);
             as_json.push_back({{"endpoint", a.endpoint}, {"error", d.error}});
         }
@@ -156,8 +161,10 @@ int acquire_command(const invocation& inv) {
             throw usage_error{duration_usage("--timeout", it->second, bare_unit::milliseconds)};
         }
         if (d->bare) {
-            std::fprintf(stderr, "kpool: note: --timeout %s is %s milliseconds; write %sms, or 5s for seconds\n",
-                         it->second.c_str(), it->second.c_str(), it->second.c_str());
+            std::fprintf(
+                stderr,
+                "kpool: note: --timeout %s is %s milliseconds; write %sms, or 5s for seconds\n",
+                it->second.c_str(), it->second.c_str(), it->second.c_str());
         }
         req.timeout_ms = d->value.count();
         wait = d->value;
@@ -188,28 +195,29 @@ int release_command(const invocation& inv) {
 }
 
 int signal_command(const invocation& inv) {
-    return call_for_kernel(inv, protocol::requests::signal(kernel_id_of(inv.words[0]), signal_number(inv.words[1])));
+    return call_for_kernel(
+        inv, protocol::requests::signal(kernel_id_of(inv.words[0]), signal_number(inv.words[1])));
 }
 
 int poll_command(const invocation& inv) {
-    return call_for_kernel(inv, protocol::requests::poll(kernel_id_of(inv.words[0])), [](const json& r) {
-        const auto polled = protocol::read_poll_reply(r);
-        if (!polled || polled->alive) {
-            std::printf("running\n");
-        } else {
-            std::printf("exited %d\n", polled->exit_code.value_or(0));
-        }
-    });
+    return call_for_kernel(inv, protocol::requests::poll(kernel_id_of(inv.words[0])),
+                           [](const json& r) {
+                               const auto polled = protocol::read_poll_reply(r);
+                               if (!polled || polled->alive) {
+                                   std::printf("running\n");
+                               } else {
+                                   std::printf("exited %d\n", polled->exit_code.value_or(0));
+                               }
+                           });
 }
 
 int resize_command(const invocation& inv) {
-    return call_each(inv,
-                     protocol::requests::resize(inv.words[0], number<std::int64_t>(inv.words[1], "SIZE")),
-                     [](const json& r, const std::string& who) {
-                         std::printf("%s%s: size %lld (was %lld)\n", who.c_str(),
-                                     r.value("pool", "").c_str(), r.value("size", 0LL),
-                                     r.value("previous_size", 0LL));
-                     });
+    return call_each(
+        inv, protocol::requests::resize(inv.words[0], number<std::int64_t>(inv.words[1], "SIZE")),
+        [](const json& r, const std::string& who) {
+            std::printf("%s%s: size %lld (was %lld)\n", who.c_str(), r.value("pool", "").c_str(),
+                        r.value("size", 0LL), r.value("previous_size", 0LL));
+        });
 }
 
 int drain_command(const invocation& inv) {

@@ -7,8 +7,10 @@
 
 namespace kpool::cli {
 
-std::optional<duration_text> parse_duration(const std::string& text, bare_unit bare, bool allow_zero) {
-    if (text.empty() || !(std::isdigit(static_cast<unsigned char>(text.front())) || text.front() == '.')) {
+std::optional<duration_text> parse_duration(const std::string& text, bare_unit bare,
+                                            bool allow_zero) {
+    if (text.empty() ||
+        !(std::isdigit(static_cast<unsigned char>(text.front())) || text.front() == '.')) {
         return std::nullopt; // no sign, no "inf", no leading space
     }
     char* end = nullptr;

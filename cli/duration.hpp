@@ -18,7 +18,8 @@ struct duration_text {
 
 // nullopt: not a duration (the caller says why, naming its option). Negative values, NaN and
 // more than a year are not durations. `allow_zero`: 0 (in any unit) is one.
-std::optional<duration_text> parse_duration(const std::string& text, bare_unit bare, bool allow_zero = false);
+std::optional<duration_text> parse_duration(const std::string& text, bare_unit bare,
+                                            bool allow_zero = false);
 
 // What a usage error says about `option`'s value.
 std::string duration_usage(const std::string& option, const std::string& text, bare_unit bare);

@@ -28,9 +28,13 @@ using json = nlohmann::json;
 
 int exec_command(client::daemon_set& daemons, const exec_options& options) {
     catch_stop_signals();
-    client::acquire_request request{.pool = options.pool, .cwd = options.cwd, .env = options.env,
-                                    .lease_s = std::nullopt, .wait = protocol::default_acquire_timeout,
-                                    .memory_history = true}; // one snippet: nothing for the user's history
+    client::acquire_request request{.pool = options.pool,
+                                    .cwd = options.cwd,
+                                    .env = options.env,
+                                    .lease_s = std::nullopt,
+                                    .wait = protocol::default_acquire_timeout,
+                                    .memory_history =
+                                        true}; // one snippet: nothing for the user's history
     if (options.timeout_s) {
         // Should this process be killed outright, the kernel still comes back soon after.
         request.lease_s = *options.timeout_s + 60;
@@ -53,10 +57,14 @@ int exec_command(client::daemon_set& daemons, const exec_options& options) {
             show(out);
         }
     };
-    jupyter::execute_request code{.code = options.code, .silent = false, .store_history = true,
-                                  .stop_on_error = true, .timeout = std::nullopt};
+    jupyter::execute_request code{.code = options.code,
+                                  .silent = false,
+                                  .store_history = true,
+                                  .stop_on_error = true,
+                                  .timeout = std::nullopt};
     if (options.timeout_s) {
-        code.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(*options.timeout_s * 1000));
+        code.timeout =
+            std::chrono::milliseconds(static_cast<std::int64_t>(*options.timeout_s * 1000));
     }
     const jupyter::execution done = jupyter::execute(kernel.client(), code, hooks);
     if (options.as_json) {
@@ -68,8 +76,8 @@ int exec_command(client::daemon_set& daemons, const exec_options& options) {
     }
     if (done.kernel_died) {
         const std::string why = kernel.death_reason();
-        std::fprintf(stderr, "kpool: kernel %s died while running the code%s\n", kernel.id().c_str(),
-                     why.empty() ? "" : (": " + why).c_str());
+        std::fprintf(stderr, "kpool: kernel %s died while running the code%s\n",
+                     kernel.id().c_str(), why.empty() ? "" : (": " + why).c_str());
         return exit_status::kernel_died;
     }
     if (done.cancelled) {
@@ -124,7 +132,8 @@ int exec_command_line(const invocation& inv) {
         }
         const auto token = inv.values.find("--token-file");
         resolve_remote(inv.url, token == inv.values.end() ? "" : token->second, settings);
-        settings.patience_s = std::chrono::duration<double>(protocol::default_acquire_timeout).count();
+        settings.patience_s =
+            std::chrono::duration<double>(protocol::default_acquire_timeout).count();
         return exec_remote(exec, inv.values.count("--pool") > 0, settings);
     }
     if (inv.values.count("--token-file") > 0 || inv.values.count("--cacert") > 0) {

@@ -44,7 +44,8 @@ void show(const json& output) {
             write_all(stdout, text->get<std::string>() + "\n");
         }
     } else if (type == "error") {
-        write_all(stderr, protocol::traceback_text(output.value("traceback", json()), ::isatty(STDERR_FILENO) != 0));
+        write_all(stderr, protocol::traceback_text(output.value("traceback", json()),
+                                                   ::isatty(STDERR_FILENO) != 0));
     }
 }
 
@@ -55,7 +56,8 @@ bool python_exit::swallows(const json& output) {
         return true;
     }
     return m_code && type == "stream" && output.value("name", "") == "stderr" &&
-           output.value("text", "").find("To exit: use 'exit', 'quit', or Ctrl-D.") != std::string::npos;
+           output.value("text", "").find("To exit: use 'exit', 'quit', or Ctrl-D.") !=
+               std::string::npos;
 }
 
 } // namespace kpool::cli

@@ -18,7 +18,8 @@
 namespace kpool::cli {
 namespace {
 
-constexpr const char* feed_usage_head = R"usage(usage: kpool feed [FILE.jsonl | -] --url URL [options]
+constexpr const char* feed_usage_head =
+    R"usage(usage: kpool feed [FILE.jsonl | -] --url URL [options]
 Runs every job of FILE (one JSON object a line; - or none: stdin) through a kpool serve, each on
 a fresh kernel, as many at once as the server takes without queueing them:
   {"id": 1, "code": "print(6 * 7)"}                                  POST /v1/exec
@@ -36,7 +37,8 @@ object of statistics; a progress line while it runs on a terminal.
 Options:
 )usage";
 
-constexpr const char* feed_usage_tail = R"(  --progress, --no-progress     the progress line (default: when stderr is a terminal)
+constexpr const char* feed_usage_tail =
+    R"(  --progress, --no-progress     the progress line (default: when stderr is a terminal)
 Ctrl-C: nothing more is sent, the jobs in flight finish (a second Ctrl-C ends them at once).
 Exit status: 0 every job ok, 1 some failed (or their code raised, or the token was refused:
 then nothing more is sent), 2 bad usage, 130 interrupted.
@@ -89,9 +91,9 @@ int feed_command_line(const invocation& inv) {
     std::shared_ptr<std::istream> in;
     if (input == "-") {
         in = std::shared_ptr<std::istream>(&std::cin, [](std::istream*) {});
-        struct stat st{};
+        struct stat st {};
         if (::fstat(STDIN_FILENO, &st) == 0 && S_ISREG(st.st_mode)) { // `< jobs.jsonl`: countable
-            settings.total = count_lines("/proc/self/fd/0");          // (its own offset, not stdin's)
+            settings.total = count_lines("/proc/self/fd/0"); // (its own offset, not stdin's)
         }
     } else {
         auto file = std::make_shared<std::ifstream>(input);
@@ -121,7 +123,8 @@ int feed_command_line(const invocation& inv) {
     if (!done.stopped_why.empty()) {
         std::fprintf(stderr, "kpool feed: %s; stopped\n", done.stopped_why.c_str());
     }
-    std::fprintf(stderr, "%s\n", protocol::to_json_text(done.stats.summary(done.seconds, done.window)).c_str());
+    std::fprintf(stderr, "%s\n",
+                 protocol::to_json_text(done.stats.summary(done.seconds, done.window)).c_str());
     if (done.cancelled) {
         return exit_status::interrupted;
     }

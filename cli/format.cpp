@@ -73,9 +73,10 @@ std::string pool_state(const json& p) {
 // The pool table's columns: the fixed ones, then every counter the daemon reports (status'
 // "counters": the daemon's one counter table, so a new counter needs nothing here), then the
 // recent medians and the state. Without --wide only those named in `narrow_columns`.
-const row pool_fixed_columns = {"POOL", "KERNELSPEC", "LAUNCHER", "SIZE", "WARM", "STARTING", "LEASED", "WAITING"};
+const row pool_fixed_columns = {"POOL", "KERNELSPEC", "LAUNCHER", "SIZE",
+                                "WARM", "STARTING",   "LEASED",   "WAITING"};
 const row pool_recent_columns = {"ACQUIRE_P50_MS", "ACQUIRE_P99_MS", "TO_WARM_P50_S", "STATE"};
-const row narrow_columns = {"HOST",    "POOL",     "KERNELSPEC", "SIZE",           "WARM", "STARTING",
+const row narrow_columns = {"HOST",   "POOL",    "KERNELSPEC", "SIZE",           "WARM", "STARTING",
                             "LEASED", "WAITING", "ACQUIRED",   "ACQUIRE_P50_MS", "STATE"};
 
 // The table without the columns `keep` does not name (the header row says which is which).
@@ -138,7 +139,8 @@ std::vector<std::string> counter_names(const json& status) {
 }
 
 std::string upper(std::string s) {
-    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char ch) { return std::toupper(ch); });
+    std::transform(s.begin(), s.end(), s.begin(),
+                   [](unsigned char ch) { return std::toupper(ch); });
     return s;
 }
 
@@ -154,8 +156,9 @@ row pool_header(const std::vector<std::string>& counters) {
 row pool_row(const json& p, const std::vector<std::string>& counters) {
     const json& c = p.value("counters", json::object());
     const json& recent = p.value("recent", json::object());
-    row r = {text(p["name"]), text(p["kernelspec"]), text(p.value("launcher", json())), text(p["size"]),
-             text(p["warm"]), text(p["starting"]), text(p["leased"]), text(p["waiting"])};
+    row r = {text(p["name"]),   text(p["kernelspec"]), text(p.value("launcher", json())),
+             text(p["size"]),   text(p["warm"]),       text(p["starting"]),
+             text(p["leased"]), text(p["waiting"])};
     for (const std::string& name : counters) {
         r.push_back(text(c.value(name, json())));
     }
@@ -166,14 +169,15 @@ row pool_row(const json& p, const std::vector<std::string>& counters) {
 }
 
 row kernel_row(const json& k) {
-    return {text(k["id"]), text(k["pool"]), text(k["pid"]), text(k["state"]), text(k["age_s"]),
-            text(k.value("lease_remaining_s", json()))};
+    return {text(k["id"]),    text(k["pool"]),  text(k["pid"]),
+            text(k["state"]), text(k["age_s"]), text(k.value("lease_remaining_s", json()))};
 }
 
 std::string summary_line(const json& st) {
-    return "kpoold " + text(st.value("version", json())) + "  pid " + text(st.value("pid", json())) +
-           "  up " + text(st.value("uptime_s", json())) + " s  kernels " +
-           text(st.value("kernels_total", json())) + "/" + text(st.value("max_kernels", json())) +
+    return "kpoold " + text(st.value("version", json())) + "  pid " +
+           text(st.value("pid", json())) + "  up " + text(st.value("uptime_s", json())) +
+           " s  kernels " + text(st.value("kernels_total", json())) + "/" +
+           text(st.value("max_kernels", json())) +
            (st.value("shutting_down", false) ? "  SHUTTING DOWN" : "");
 }
 
@@ -195,10 +199,12 @@ std::string preload_line(const json& p) {
         return text(p["name"]) + ": off";
     }
     const json& zygote = p.value("zygote", json::object());
-    std::string line = text(p["name"]) + ": " +
-                       (mode == "learn" ? "learned " + names(pre.value("learned", json::array()))
-                                        : "listed " + names(pre.value("listed", json::array()))) +
-                       "; pre-imported " + names(zygote.value("preload", json::object()).value("preloaded", json::array()));
+    std::string line =
+        text(p["name"]) + ": " +
+        (mode == "learn" ? "learned " + names(pre.value("learned", json::array()))
+                         : "listed " + names(pre.value("listed", json::array()))) +
+        "; pre-imported " +
+        names(zygote.value("preload", json::object()).value("preloaded", json::array()));
     if (const json& c = pre.value("candidates", json::object()); c.is_object() && !c.empty()) {
         std::string cands;
         for (const auto& [name, n] : c.items()) {
@@ -213,8 +219,9 @@ std::string preload_line(const json& p) {
         }
         line += "; refused " + refused;
     }
-    line += "; zygote +" + fixed(pre.value("growth_mb", json()), 1) + " MB (cap " + text(pre.value("max_mb", json())) +
-            ")" + (pre.value("rebuilding", false) ? ", rebuilding" : "");
+    line += "; zygote +" + fixed(pre.value("growth_mb", json()), 1) + " MB (cap " +
+            text(pre.value("max_mb", json())) + ")" +
+            (pre.value("rebuilding", false) ? ", rebuilding" : "");
     return line;
 }
 
@@ -231,8 +238,8 @@ std::string prefault_line(const json& p) {
         return line + (why_not.is_string() ? "none (" + text(why_not) + ")" : "not learned yet");
     }
     return line + text(pages) + " pages (" + fixed(zygote.value("hot_pages_mib", json()), 1) +
-           " MiB) a kernel, from its start and " + text(zygote.value("hot_pages_kernels", json(0))) +
-           " sampled kernels' lives";
+           " MiB) a kernel, from its start and " +
+           text(zygote.value("hot_pages_kernels", json(0))) + " sampled kernels' lives";
 }
 
 // One line of what a pool's isolation is: none, or the sandbox's namespaces, user and limits.
@@ -246,14 +253,16 @@ std::string isolation_line(const json& p) {
     for (const json& n : box.value("namespaces", json::array())) {
         namespaces += (namespaces.empty() ? "" : ",") + text(n);
     }
-    std::string line = name + "sandbox (" + namespaces + " namespaces; uid " + text(box.value("uid", json())) +
-                       "; no capabilities; network " + text(box.value("network", json())) + ")";
+    std::string line = name + "sandbox (" + namespaces + " namespaces; uid " +
+                       text(box.value("uid", json())) + "; no capabilities; network " +
+                       text(box.value("network", json())) + ")";
     if (const json& limits = box.value("limits", json()); limits.is_object()) {
         for (const char* kind : {"memory", "processes"}) {
             const std::string by = limits.value(std::string(kind) + "_by", "");
             if (!by.empty()) {
                 line += "; " + std::string(kind) + " " +
-                        text(limits.value(std::string(kind) == "memory" ? "memory_mb" : "processes", json())) +
+                        text(limits.value(std::string(kind) == "memory" ? "memory_mb" : "processes",
+                                          json())) +
                         (std::string(kind) == "memory" ? " MiB" : "") + " by " + by;
             }
         }
@@ -307,7 +316,7 @@ std::string format_status(const json& st, bool wide) {
     }
     out << table(wide ? pools : only(pools, narrow_columns));
     const std::pair<const char*, const std::vector<std::string>*> details[] = {
-        {"launcher", &launchers}, {"refill", &refills},         {"preload", &preloads},
+        {"launcher", &launchers}, {"refill", &refills},       {"preload", &preloads},
         {"prefault", &prefaults}, {"isolation", &isolations}, {"last error", &errors}};
     for (const auto& [what, lines] : details) {
         for (const std::string& l : *lines) {
@@ -340,8 +349,8 @@ std::string format_statuses(const std::vector<daemon_status>& daemons, bool wide
             continue;
         }
         const json& st = *d.status;
-        const std::string host = st.value("host", std::string()).empty() ? d.endpoint
-                                                                        : st.value("host", std::string());
+        const std::string host =
+            st.value("host", std::string()).empty() ? d.endpoint : st.value("host", std::string());
         out << host << " (" << d.endpoint << "): " << summary_line(st) << '\n';
         for (const json& p : st.value("pools", json::array())) {
             pools.push_back(with(host, pool_row(p, counters)));

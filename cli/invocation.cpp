@@ -3,8 +3,8 @@
 
 #include "cli/commands.hpp"
 
-#include <cstdlib>
 #include <algorithm>
+#include <cstdlib>
 
 namespace kpool::cli {
 namespace {
@@ -15,9 +15,9 @@ struct option_spec {
     bool takes_value;
 };
 constexpr option_spec command_options[] = {
-    {"--json", opt_json, false},   {"--timeout", opt_timeout, true}, {"--lease", opt_lease, true},
-    {"--cwd", opt_cwd, true},      {"--env", opt_env, true},         {"--pool", opt_pool, true},
-    {"--wide", opt_wide, false},   {"--token-file", opt_remote, true}, {"--cacert", opt_remote, true},
+    {"--json", opt_json, false}, {"--timeout", opt_timeout, true},   {"--lease", opt_lease, true},
+    {"--cwd", opt_cwd, true},    {"--env", opt_env, true},           {"--pool", opt_pool, true},
+    {"--wide", opt_wide, false}, {"--token-file", opt_remote, true}, {"--cacert", opt_remote, true},
 };
 
 const option_spec* find_option(const std::string& word) {
@@ -34,7 +34,8 @@ const option_spec* find_option(const std::string& word) {
 invocation parse_command_line(int argc, char** argv) {
     invocation inv;
     inv.endpoint = client::default_endpoint();
-    inv.endpoint_given = std::getenv("KPOOL_ENDPOINT") != nullptr && *std::getenv("KPOOL_ENDPOINT") != '\0';
+    inv.endpoint_given =
+        std::getenv("KPOOL_ENDPOINT") != nullptr && *std::getenv("KPOOL_ENDPOINT") != '\0';
     if (const char* url = std::getenv("KPOOL_URL"); url != nullptr) {
         inv.url = url;
     }
@@ -89,7 +90,8 @@ void parse_command_options(invocation& inv, const command& cmd) {
     for (std::size_t i = 0; i < words.size(); ++i) {
         const std::string& w = words[i];
         if (w == "--") { // the rest are words, not options: `kpool exec -- -x`
-            inv.words.insert(inv.words.end(), words.begin() + static_cast<std::ptrdiff_t>(i) + 1, words.end());
+            inv.words.insert(inv.words.end(), words.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+                             words.end());
             break;
         }
         const option_spec* o = find_option(w);

@@ -49,7 +49,7 @@ struct invocation {
     std::string command;
     std::vector<std::string> words; // after the command, options removed
     bool as_json = false;
-    bool wide = false; // --wide: every column, however long the lines
+    bool wide = false;                         // --wide: every column, however long the lines
     std::map<std::string, std::string> values; // --timeout, --lease, --cwd, --pool
     std::map<std::string, std::string> env;    // --env NAME=VALUE
     // Every word after the command but the global options, for a command that parses its own
@@ -69,7 +69,8 @@ invocation parse_command_line(int argc, char** argv);
 // usage_error that says what is wrong: an option it does not take, a wrong word count.
 void parse_command_options(invocation& inv, const command& cmd);
 
-template <class T> T number(const std::string& text, const std::string& what) {
+template <class T>
+T number(const std::string& text, const std::string& what) {
     try {
         std::size_t used = 0;
         T v{};

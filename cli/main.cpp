@@ -12,8 +12,8 @@
 namespace kpool::cli {
 namespace {
 
-constexpr const char* usage_head =
-    "usage: kpool [--endpoint E] [--server-key K --client-key-file F] [--url URL] COMMAND [ARGS]\n\n";
+constexpr const char* usage_head = "usage: kpool [--endpoint E] [--server-key K --client-key-file "
+                                   "F] [--url URL] COMMAND [ARGS]\n\n";
 
 constexpr const char* usage_tail = R"usage(
 Durations (T) take a unit, the same for every command: 500ms, 5s, 1.5m, 2h. A bare number
@@ -33,40 +33,46 @@ Exit status: 0 ok, 1 kpoold answered with an error, 2 bad usage, 3 kpoold unreac
 
 constexpr command command_table[] = {
     {"ping", "ping", "is kpoold there? (version, protocol)", 0, 0, opt_json, false, ping_command},
-    {"status", "status [--wide] [--json]", "pools, counters and kernels (--wide: every column)", 0, 0,
-     opt_json | opt_wide, false, status_command},
-    {"kernelspecs", "kernelspecs [--json]", "the kernelspecs kpoold can start", 0, 0, opt_json, false,
-     kernelspecs_command},
+    {"status", "status [--wide] [--json]", "pools, counters and kernels (--wide: every column)", 0,
+     0, opt_json | opt_wide, false, status_command},
+    {"kernelspecs", "kernelspecs [--json]", "the kernelspecs kpoold can start", 0, 0, opt_json,
+     false, kernelspecs_command},
     {"acquire", "acquire POOL [--timeout T] [--lease T] [--cwd DIR] [--env NAME=VALUE]... [--json]",
      "take a warm kernel; prints its connection file, e.g.\n"
      "jupyter console --existing \"$(kpool acquire python3)\"",
      1, 1, opt_json | opt_timeout | opt_lease | opt_cwd | opt_env, false, acquire_command},
-    {"release", "release KERNEL_ID|CONNECTION_FILE", "shut an acquired kernel down", 1, 1, opt_json, false,
-     release_command},
-    {"signal", "signal KERNEL_ID SIGNAL", "send a signal (INT, TERM, KILL, ... or a number)", 2, 2, opt_json, false,
-     signal_command},
-    {"poll", "poll KERNEL_ID [--json]", "is an acquired kernel still running?", 1, 1, opt_json, false, poll_command},
-    {"resize", "resize POOL SIZE", "keep SIZE warm kernels in POOL from now on (until a reload)", 2, 2, opt_json,
-     false, resize_command},
-    {"drain", "drain POOL", "stop POOL's idle kernels and refuse acquires until a resize", 1, 1, opt_json, false,
-     drain_command},
-    {"keygen", "keygen SECRET_KEY_FILE", "make a CURVE key pair: writes the secret key (mode 0600)\n"
-     "and prints the public key", 1, 1, 0, false, keygen_command},
+    {"release", "release KERNEL_ID|CONNECTION_FILE", "shut an acquired kernel down", 1, 1, opt_json,
+     false, release_command},
+    {"signal", "signal KERNEL_ID SIGNAL", "send a signal (INT, TERM, KILL, ... or a number)", 2, 2,
+     opt_json, false, signal_command},
+    {"poll", "poll KERNEL_ID [--json]", "is an acquired kernel still running?", 1, 1, opt_json,
+     false, poll_command},
+    {"resize", "resize POOL SIZE", "keep SIZE warm kernels in POOL from now on (until a reload)", 2,
+     2, opt_json, false, resize_command},
+    {"drain", "drain POOL", "stop POOL's idle kernels and refuse acquires until a resize", 1, 1,
+     opt_json, false, drain_command},
+    {"keygen", "keygen SECRET_KEY_FILE",
+     "make a CURVE key pair: writes the secret key (mode 0600)\n"
+     "and prints the public key",
+     1, 1, 0, false, keygen_command},
     {"run", "run INPUT OUTPUT [-p NAME VALUE]... [options]",
-     "run a notebook, parameterized as papermill does\n(kpool run --help lists the options)", 0, 0, 0, true,
-     run_command_line},
+     "run a notebook, parameterized as papermill does\n(kpool run --help lists the options)", 0, 0,
+     0, true, run_command_line},
     {"exec", "exec [--pool P] [--cwd DIR] [--env NAME=VALUE]... [--timeout T] [--json] [--] CODE|-",
      "run CODE (or stdin) in a warm kernel of pool P (default\n"
      "python3): its output here, the kernel released afterwards;\n"
      "exit 1 if it raised, 130 interrupted, 138 the kernel died,\n"
      "N for Python's sys.exit(N); with --url (and --token-file F,\n"
      "--cacert F), through a kpool serve",
-     1, 1, opt_json | opt_timeout | opt_cwd | opt_env | opt_pool | opt_remote, false, exec_command_line},
+     1, 1, opt_json | opt_timeout | opt_cwd | opt_env | opt_pool | opt_remote, false,
+     exec_command_line},
     {"serve", "serve [--listen HOST:PORT] [options]",
-     "an HTTP front door: each request on a fresh warm kernel\n(kpool serve --help lists the endpoints and options)",
+     "an HTTP front door: each request on a fresh warm kernel\n(kpool serve --help lists the "
+     "endpoints and options)",
      0, 0, 0, true, serve_command_line},
     {"feed", "feed [FILE.jsonl|-] --url URL [options]",
-     "jobs (JSON lines) through a kpool serve, as many at once\nas it takes; an answer line each (kpool feed --help)",
+     "jobs (JSON lines) through a kpool serve, as many at once\nas it takes; an answer line each "
+     "(kpool feed --help)",
      0, 0, 0, true, feed_command_line},
 };
 

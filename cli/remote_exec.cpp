@@ -15,7 +15,6 @@ namespace {
 
 using json = nlohmann::json;
 
-
 // File-form text (lists of lines) joined, as show() takes it.
 json in_memory(json output) {
     auto join = [](json& v) {
@@ -41,7 +40,8 @@ json in_memory(json output) {
 }
 
 std::string message_of(const json& body, const std::string& fallback) {
-    return body.is_object() && body.contains("message") ? body["message"].get<std::string>() : fallback;
+    return body.is_object() && body.contains("message") ? body["message"].get<std::string>()
+                                                        : fallback;
 }
 
 } // namespace
@@ -62,7 +62,7 @@ int exec_remote(const exec_options& o, bool pool_given, const remote::feed_setti
         body["env"] = o.env;
     }
     python_exit exiting;
-    json answer;        // the stream's last line
+    json answer;         // the stream's last line
     std::string pending; // a line not whole yet
     auto on_line = [&](const std::string& line) {
         const json j = json::parse(line, nullptr, false);
@@ -101,12 +101,13 @@ int exec_remote(const exec_options& o, bool pool_given, const remote::feed_setti
         }
         const json err = got->status != 0 ? json::parse(got->body, nullptr, false) : json();
         const std::string code = err.is_object() ? err.value("error", "") : "";
-        if (remote::classify(got->status, code, got->may_have_run, got->hopeless) != remote::verdict::retry) {
+        if (remote::classify(got->status, code, got->may_have_run, got->hopeless) !=
+            remote::verdict::retry) {
             break;
         }
-        const double retry_at = got->status != 0
-                                    ? policy.refused(remote::monotonic_seconds(), 1, got->number("retry-after"))
-                                    : policy.unreachable(remote::monotonic_seconds());
+        const double retry_at = got->status != 0 ? policy.refused(remote::monotonic_seconds(), 1,
+                                                                  got->number("retry-after"))
+                                                 : policy.unreachable(remote::monotonic_seconds());
         if (retry_at - first > settings.patience_s) {
             std::fprintf(stderr, "kpool: no kernel within %g s: %s\n", settings.patience_s,
                          got->status != 0 ? message_of(err, "").c_str() : got->failure.c_str());
@@ -127,7 +128,8 @@ int exec_remote(const exec_options& o, bool pool_given, const remote::feed_setti
         std::fprintf(stderr, "kpool: %s\n", message_of(err, got->body).c_str());
         switch (got->status) {
         case 400: return exit_status::usage;
-        case 401: case 403: return exit_status::unreachable;
+        case 401:
+        case 403: return exit_status::unreachable;
         default: return exit_status::failed;
         }
     }
@@ -151,10 +153,12 @@ int exec_remote(const exec_options& o, bool pool_given, const remote::feed_setti
         std::fprintf(stderr, "kpool: %s\n", message_of(result, "the kernel died").c_str());
         return exit_status::kernel_died;
     case 504:
-        std::fprintf(stderr, "kpool: the code did not finish within %g s (interrupted)\n", o.timeout_s.value_or(0));
+        std::fprintf(stderr, "kpool: the code did not finish within %g s (interrupted)\n",
+                     o.timeout_s.value_or(0));
         return exit_status::failed;
     default:
-        std::fprintf(stderr, "kpool: %s\n", message_of(result, "the stream ended without its answer").c_str());
+        std::fprintf(stderr, "kpool: %s\n",
+                     message_of(result, "the stream ended without its answer").c_str());
         return exit_status::failed;
     }
 }

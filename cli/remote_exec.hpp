@@ -11,6 +11,7 @@
 namespace kpool::cli {
 
 // `pool_given`: --pool was said (else kpool serve's default kernel).
-int exec_remote(const exec_options& options, bool pool_given, const remote::feed_settings& settings);
+int exec_remote(const exec_options& options, bool pool_given,
+                const remote::feed_settings& settings);
 
 } // namespace kpool::cli

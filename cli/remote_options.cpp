@@ -25,8 +25,8 @@ std::string read_token_file(const std::string& path, const std::string& option) 
     return line;
 }
 
-bool take_remote_option(const std::vector<std::string>& args, std::size_t& i, remote::feed_settings& settings,
-                        std::string& token_file) {
+bool take_remote_option(const std::vector<std::string>& args, std::size_t& i,
+                        remote::feed_settings& settings, std::string& token_file) {
     const std::string& a = args[i];
     auto value = [&]() -> const std::string& {
         if (i + 1 >= args.size()) {
@@ -60,7 +60,8 @@ bool take_remote_option(const std::vector<std::string>& args, std::size_t& i, re
     return true;
 }
 
-void resolve_remote(const std::string& url, const std::string& token_file, remote::feed_settings& settings) {
+void resolve_remote(const std::string& url, const std::string& token_file,
+                    remote::feed_settings& settings) {
     std::string base = url;
     while (base.ends_with('/')) {
         base.pop_back();
@@ -71,7 +72,8 @@ void resolve_remote(const std::string& url, const std::string& token_file, remot
     settings.client.base_url = base;
     if (settings.client.http2 && !base.starts_with("https://")) {
         // H2O answers one HTTP/2 request with prior knowledge over plain TCP, then no more.
-        throw usage_error{"--http2 needs an https:// URL: kpool serve speaks HTTP/2 over TLS (ALPN)"};
+        throw usage_error{
+            "--http2 needs an https:// URL: kpool serve speaks HTTP/2 over TLS (ALPN)"};
     }
     if (!token_file.empty()) {
         settings.client.token = read_token_file(token_file, "--token-file");
@@ -87,10 +89,13 @@ void resolve_remote(const std::string& url, const std::string& token_file, remot
     authority = authority.substr(0, authority.find('/'));
     const auto colon = authority.rfind(':');
     const std::string host = authority.substr(0, colon);
-    if (colon != std::string::npos && (host == "127.0.0.1" || host == "localhost" || host == "[::1]")) {
-        const std::string made = config::default_runtime_dir() + "/serve-" + authority.substr(colon + 1) + ".token";
+    if (colon != std::string::npos &&
+        (host == "127.0.0.1" || host == "localhost" || host == "[::1]")) {
+        const std::string made =
+            config::default_runtime_dir() + "/serve-" + authority.substr(colon + 1) + ".token";
         if (std::ifstream(made)) {
-            settings.client.token = read_token_file(made, "the token file of the kpool serve on this host");
+            settings.client.token =
+                read_token_file(made, "the token file of the kpool serve on this host");
         }
     }
 }

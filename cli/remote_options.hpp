@@ -25,12 +25,13 @@ inline constexpr const char* remote_options_usage =
 
 // Whether args[i] is one of those options: then it is read into `settings` (and `i` moved past
 // its value). A wrong value is a usage_error.
-bool take_remote_option(const std::vector<std::string>& args, std::size_t& i, remote::feed_settings& settings,
-                        std::string& token_file);
+bool take_remote_option(const std::vector<std::string>& args, std::size_t& i,
+                        remote::feed_settings& settings, std::string& token_file);
 
 // Finishes `settings` for `url`: checks it, reads the token (--token-file, $KPOOL_SERVE_TOKEN, or
 // the one a kpool serve on this host wrote for its port). A usage_error when something is wrong.
-void resolve_remote(const std::string& url, const std::string& token_file, remote::feed_settings& settings);
+void resolve_remote(const std::string& url, const std::string& token_file,
+                    remote::feed_settings& settings);
 
 // A token file's first line, trimmed; a usage_error naming `option` when there is none.
 std::string read_token_file(const std::string& path, const std::string& option);

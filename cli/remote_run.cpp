@@ -37,8 +37,9 @@ void refuse_local_only(const parsed_run& r) {
     }
 }
 
-result<remote::serve_job> job_for(const parsed_run& r, const std::string& input, const std::string& output,
-                                  const params::parameters& parameters, std::size_t line) {
+result<remote::serve_job> job_for(const parsed_run& r, const std::string& input,
+                                  const std::string& output, const params::parameters& parameters,
+                                  std::size_t line) {
     auto text = runner::read_notebook_text(input);
     if (!text) {
         return text.err();
@@ -67,7 +68,8 @@ result<remote::serve_job> job_for(const parsed_run& r, const std::string& input,
 // How an answer ends the run, as kpool run's own outcomes (hence exit statuses) say it.
 runner::run_result outcome_of(const remote::job_answer& a) {
     const auto& status = a.line["status"];
-    const nlohmann::ordered_json error = a.line.contains("error") ? a.line["error"] : nlohmann::ordered_json();
+    const nlohmann::ordered_json error =
+        a.line.contains("error") ? a.line["error"] : nlohmann::ordered_json();
     const std::string message = error.is_object() ? error.value("message", "") : "";
     if (status.is_null()) {
         const std::string code = error.value("error", "");
@@ -76,24 +78,27 @@ runner::run_result outcome_of(const remote::job_answer& a) {
         if (code == "gave_up" && !error.value("last_status", nlohmann::ordered_json()).is_null()) {
             return {runner::run_outcome::refused, message};
         }
-        return {code == "lost" ? runner::run_outcome::refused : runner::run_outcome::unreachable, message};
+        return {code == "lost" ? runner::run_outcome::refused : runner::run_outcome::unreachable,
+                message};
     }
     switch (status.get<int>()) {
     case 200:
         if (a.line.value("outcome", "") == "error") {
             return {runner::run_outcome::cell_failed, "failed"}; // kpool run's word for it
         }
-        return {runner::run_outcome::ok, "ok (" + std::to_string(a.line.value("ms", 0.0) / 1000).substr(0, 5) + " s)"};
-    case 400: case 404: case 413: case 415: case 431:
-        return {runner::run_outcome::bad_input, message};
-    case 401: case 403:
+        return {runner::run_outcome::ok,
+                "ok (" + std::to_string(a.line.value("ms", 0.0) / 1000).substr(0, 5) + " s)"};
+    case 400:
+    case 404:
+    case 413:
+    case 415:
+    case 431: return {runner::run_outcome::bad_input, message};
+    case 401:
+    case 403:
         return {runner::run_outcome::unreachable, "kpool serve refused this client: " + message};
-    case 502:
-        return {runner::run_outcome::kernel_died, message};
-    case 504:
-        return {runner::run_outcome::cell_failed, message};
-    default:
-        return {runner::run_outcome::refused, message};
+    case 502: return {runner::run_outcome::kernel_died, message};
+    case 504: return {runner::run_outcome::cell_failed, message};
+    default: return {runner::run_outcome::refused, message};
     }
 }
 
@@ -120,13 +125,15 @@ void say_warnings(const remote::job_answer& a, const std::string& input, int lev
         return;
     }
     for (const auto& w : a.line["warnings"]) {
-        std::fprintf(stderr, "kpool: warning: %s: %s\n", input.c_str(), w.get<std::string>().c_str());
+        std::fprintf(stderr, "kpool: warning: %s: %s\n", input.c_str(),
+                     w.get<std::string>().c_str());
     }
 }
 
 int run_one(const parsed_run& r) {
     const runner::run_options& o = r.options;
-    const int level = o.output == "-" && o.log_level == 20 ? 40 : o.log_level; // papermill's, for stdout
+    const int level =
+        o.output == "-" && o.log_level == 20 ? 40 : o.log_level; // papermill's, for stdout
     auto say = [level](int at, const std::string& line) {
         if (at >= level) {
             std::fprintf(stderr, "%s\n", line.c_str());
@@ -167,7 +174,8 @@ int run_many_remote(const parsed_run& r) {
     std::vector<remote::serve_job> jobs;
     std::size_t failed = 0;
     for (std::size_t i = 0; i < r.paths.size(); ++i) {
-        const std::string output = (fs::path(r.output_dir) / fs::path(r.paths[i]).filename()).string();
+        const std::string output =
+            (fs::path(r.output_dir) / fs::path(r.paths[i]).filename()).string();
         auto job = job_for(r, r.paths[i], output, merge_parameters(r, r.paths[i], output), i + 1);
         if (!job) {
             std::printf("%s -> %s: failed (exit 2: %s)\n", r.paths[i].c_str(), output.c_str(),
@@ -191,10 +199,11 @@ int run_many_remote(const parsed_run& r) {
         const std::string input = a.line["id"].get<std::string>();
         const std::string output = (fs::path(r.output_dir) / fs::path(input).filename()).string();
         std::printf("%s -> %s: %s\n", input.c_str(), output.c_str(),
-                    status == exit_status::ok ? result.summary.c_str()
-                                              : ("failed (exit " + std::to_string(status) +
-                                                 (result.summary.empty() ? "" : ": " + result.summary) + ")")
-                                                    .c_str());
+                    status == exit_status::ok
+                        ? result.summary.c_str()
+                        : ("failed (exit " + std::to_string(status) +
+                           (result.summary.empty() ? "" : ": " + result.summary) + ")")
+                              .c_str());
         std::fflush(stdout);
     });
     std::printf("%zu notebooks: %zu ok, %zu failed in %.1f s\n", total, total - failed, failed,

@@ -24,7 +24,8 @@ std::chrono::milliseconds seconds(const std::string& text, const std::string& wh
 
 // A whole number written as one (digits only), or nothing.
 std::optional<std::size_t> whole_number(const std::string& text) {
-    if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos) {
+    if (text.empty() || text.size() > 9 ||
+        text.find_first_not_of("0123456789") != std::string::npos) {
         return std::nullopt;
     }
     return static_cast<std::size_t>(std::stoul(text));
@@ -35,7 +36,7 @@ bool is_default_engine(const std::string& name) { return name.empty() || name ==
 
 // Is stdin a pipe (papermill's INPUT_PIPED: a notebook comes on stdin)?
 bool stdin_is_pipe() {
-    struct stat st{};
+    struct stat st {};
     return ::fstat(STDIN_FILENO, &st) == 0 && S_ISFIFO(st.st_mode);
 }
 
@@ -55,8 +56,9 @@ int exit_status_of(runner::run_outcome outcome) {
 }
 
 const std::map<std::string, int>& log_levels() {
-    static const std::map<std::string, int> levels = {{"NOTSET", 0}, {"DEBUG", 10}, {"INFO", 20},
-                                                      {"WARNING", 30}, {"ERROR", 40}, {"CRITICAL", 50}};
+    static const std::map<std::string, int> levels = {{"NOTSET", 0}, {"DEBUG", 10},
+                                                      {"INFO", 20},  {"WARNING", 30},
+                                                      {"ERROR", 40}, {"CRITICAL", 50}};
     return levels;
 }
 
@@ -110,7 +112,8 @@ parsed_run parse_run_args(const std::vector<std::string>& args) {
         } else if (a == "--engine") {
             const std::string engine = next();
             if (!is_default_engine(engine)) {
-                throw usage_failure{"--engine " + engine + ": kpool run executes cells as papermill's "
+                throw usage_failure{"--engine " + engine +
+                                    ": kpool run executes cells as papermill's "
                                     "default engine (nbclient) does; no other engine is supported"};
             }
         } else if (a == "--request-save-on-cell-execute") {
@@ -127,13 +130,15 @@ parsed_run parse_run_args(const std::vector<std::string>& args) {
                 }
                 r.options.autosave_every = std::chrono::seconds(v);
             } catch (const std::exception&) {
-                throw usage_failure{"--autosave-cell-every takes whole seconds (0: never), not '" + n + "'"};
+                throw usage_failure{"--autosave-cell-every takes whole seconds (0: never), not '" +
+                                    n + "'"};
             }
         } else if (a == "--cells-ahead") {
             const std::string n = next();
             const auto v = whole_number(n);
             if (!v || *v < 1 || *v > 64) {
-                throw usage_failure{"--cells-ahead takes a whole number from 1 to 64, not '" + n + "'"};
+                throw usage_failure{"--cells-ahead takes a whole number from 1 to 64, not '" + n +
+                                    "'"};
             }
             r.options.cells_ahead = *v;
         } else if (a == "--prepare-only") {
@@ -155,8 +160,9 @@ parsed_run parse_run_args(const std::vector<std::string>& args) {
         } else if (a == "--log-level") {
             r.log_level = next();
             if (log_levels().count(r.log_level) == 0) {
-                throw usage_failure{"--log-level takes NOTSET, DEBUG, INFO, WARNING, ERROR or CRITICAL, not '" +
-                                    r.log_level + "'"};
+                throw usage_failure{
+                    "--log-level takes NOTSET, DEBUG, INFO, WARNING, ERROR or CRITICAL, not '" +
+                    r.log_level + "'"};
             }
         } else if (a == "--start-timeout" || a == "--start_timeout") {
             r.options.start_timeout = seconds(next(), a);
@@ -205,8 +211,9 @@ parsed_run parse_run_args(const std::vector<std::string>& args) {
     const bool input_piped = stdin_is_pipe();
     const bool output_piped = ::isatty(STDOUT_FILENO) == 0;
     if (!r.help_notebook && !(input_piped || output_piped) && r.paths.size() < 2) {
-        throw usage_failure{r.paths.empty() ? "kpool run takes INPUT and OUTPUT (or INPUT... --output-dir DIR)"
-                                            : "missing OUTPUT (or - for stdout)"};
+        throw usage_failure{r.paths.empty()
+                                ? "kpool run takes INPUT and OUTPUT (or INPUT... --output-dir DIR)"
+                                : "missing OUTPUT (or - for stdout)"};
     }
     if (input_piped && r.paths.size() == 1 && !r.help_notebook) {
         r.paths = {"-", r.paths[0]};
@@ -217,11 +224,13 @@ parsed_run parse_run_args(const std::vector<std::string>& args) {
     return r;
 }
 
-// papermill's order: the injected paths, every -b, every -f, every -y, then -p, then -r; a later value replaces an earlier
+// papermill's order: the injected paths, every -b, every -f, every -y, then -p, then -r; a later
+// value replaces an earlier
 
 // one in its place.
 
-params::parameters merge_parameters(const parsed_run& r, const std::string& input, const std::string& output) {
+params::parameters merge_parameters(const parsed_run& r, const std::string& input,
+                                    const std::string& output) {
     params::parameters all = params::parameters::object();
     if (r.inject_input) {
         all["PAPERMILL_INPUT_PATH"] = input;

@@ -41,7 +41,8 @@ struct parsed_run {
 parsed_run parse_run_args(const std::vector<std::string>& args);
 
 // papermill's order: the injected paths, every -b, every -f, every -y, then -p, then -r.
-params::parameters merge_parameters(const parsed_run& r, const std::string& input, const std::string& output);
+params::parameters merge_parameters(const parsed_run& r, const std::string& input,
+                                    const std::string& output);
 
 // The exit status of a run's outcome (README, "Exit status").
 int exit_status_of(runner::run_outcome outcome);

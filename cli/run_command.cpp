@@ -29,7 +29,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-int run_many(const std::vector<std::string>& endpoints, const client::curve_keys& keys, const parsed_run& r) {
+int run_many(const std::vector<std::string>& endpoints, const client::curve_keys& keys,
+             const parsed_run& r) {
     std::error_code ec;
     fs::create_directories(r.output_dir, ec);
     const auto started = std::chrono::steady_clock::now();
@@ -61,10 +62,11 @@ int run_many(const std::vector<std::string>& endpoints, const client::curve_keys
             ++finished;
             std::lock_guard lock(print);
             std::printf("%s -> %s: %s\n", options.input.c_str(), options.output.c_str(),
-                        status == exit_status::ok ? result.summary.c_str()
-                                                  : ("failed (exit " + std::to_string(status) +
-                                                   (result.summary.empty() ? "" : ": " + result.summary) + ")")
-                                                      .c_str());
+                        status == exit_status::ok
+                            ? result.summary.c_str()
+                            : ("failed (exit " + std::to_string(status) +
+                               (result.summary.empty() ? "" : ": " + result.summary) + ")")
+                                  .c_str());
             std::fflush(stdout);
         }
     };
@@ -79,7 +81,8 @@ int run_many(const std::vector<std::string>& endpoints, const client::curve_keys
     const std::size_t not_run = r.paths.size() - finished;
     std::printf("%zu notebooks: %zu ok, %d failed%s in %.1f s\n", r.paths.size(),
                 finished - static_cast<std::size_t>(failed.load()), failed.load(),
-                not_run == 0 ? "" : (", " + std::to_string(not_run) + " not run (interrupted)").c_str(),
+                not_run == 0 ? ""
+                             : (", " + std::to_string(not_run) + " not run (interrupted)").c_str(),
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
     std::fflush(stdout);
     if (stop_requested()) {

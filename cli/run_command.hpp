@@ -14,9 +14,11 @@ namespace kpool::cli {
 // `daemon_named`: the endpoint came from --endpoint or $KPOOL_ENDPOINT (no local fallback).
 // `url`: through that kpool serve instead (cli/remote_run.hpp).
 int run_command(const std::string& endpoint, const client::curve_keys& keys,
-                const std::vector<std::string>& args, bool daemon_named = false, const std::string& url = "");
+                const std::vector<std::string>& args, bool daemon_named = false,
+                const std::string& url = "");
 
-inline constexpr const char* run_usage = R"(usage: kpool run INPUT OUTPUT [options]      (INPUT or OUTPUT may be -; both may be left
+inline constexpr const char* run_usage =
+    R"(usage: kpool run INPUT OUTPUT [options]      (INPUT or OUTPUT may be -; both may be left
                                               out when a notebook is piped in or out)
        kpool run INPUT... --output-dir DIR [-j N] [options]
 papermill's options, with papermill's meaning:
@@ -58,7 +60,8 @@ Through a kpool serve (--url URL, or $KPOOL_URL; the notebook is sent in the req
 OUTPUT written here; -j is the most in flight, fewer while the server queues them; the kernel
 gets --cwd and --env, not this process's environment or directory; --start-timeout is how long
 a notebook that got no kernel (429, no connection) is sent again):
-)" R"(  --token-file FILE, --cacert FILE, --http2   as for kpool feed (kpool feed --help)
+)"
+    R"(  --token-file FILE, --cacert FILE, --http2   as for kpool feed (kpool feed --help)
 With no pool for the notebook's kernelspec, or no kpoold at the default endpoint, the kernelspec
 is started here for the run (cold, as papermill would); a daemon named by --endpoint or
 $KPOOL_ENDPOINT that does not answer is exit 3 instead.

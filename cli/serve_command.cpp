@@ -76,7 +76,9 @@ cull_connected, cull_busy, kernel_lease_s, env_whitelist, max_kernels, allow_cre
                           the other CORS headers, sent when set
 )usage";
 
-std::string serve_usage() { return serve_usage_head + serve::endpoint_help() + serve_usage_options; }
+std::string serve_usage() {
+    return serve_usage_head + serve::endpoint_help() + serve_usage_options;
+}
 
 struct bad_usage : std::runtime_error {
     using std::runtime_error::runtime_error;
@@ -92,17 +94,18 @@ double positive(const std::string& text, const std::string& option) {
 }
 
 // Seconds, or a duration with its unit (cli/duration.hpp).
-std::chrono::milliseconds duration(const std::string& text, const std::string& option, bool allow_zero = false) {
+std::chrono::milliseconds duration(const std::string& text, const std::string& option,
+                                   bool allow_zero = false) {
     if (const auto d = parse_duration(text, bare_unit::seconds, allow_zero)) {
         return d->value;
     }
     throw bad_usage(duration_usage(option, text, bare_unit::seconds));
 }
 
-std::chrono::seconds whole_seconds(const std::string& text, const std::string& option, bool allow_zero = false) {
+std::chrono::seconds whole_seconds(const std::string& text, const std::string& option,
+                                   bool allow_zero = false) {
     return std::chrono::duration_cast<std::chrono::seconds>(duration(text, option, allow_zero));
 }
-
 
 // The token file's first line (cli/remote_options.hpp reads it for every client too).
 std::string token_of(const std::string& path) {
@@ -116,7 +119,8 @@ std::string token_of(const std::string& path) {
 // `control` is the config's [daemon] control when --config names one.
 serve::serve_options parse(const std::vector<std::string>& args, std::string& control) {
     serve::serve_options o;
-    bool token_file_given = false, no_token_given = false, origins_given = false, hosts_given = false;
+    bool token_file_given = false, no_token_given = false, origins_given = false,
+         hosts_given = false;
     if (const char* token = std::getenv("KPOOL_SERVE_TOKEN"); token != nullptr) {
         o.token = token;
     }
@@ -156,7 +160,8 @@ serve::serve_options parse(const std::vector<std::string>& args, std::string& co
             if (o.host.size() > 2 && o.host.front() == '[' && o.host.back() == ']') {
                 o.host = o.host.substr(1, o.host.size() - 2);
             }
-            const double port = v.substr(colon + 1) == "0" ? 0 : positive(v.substr(colon + 1), "--listen's port");
+            const double port =
+                v.substr(colon + 1) == "0" ? 0 : positive(v.substr(colon + 1), "--listen's port");
             if (port > 65535 || port != static_cast<int>(port)) {
                 throw bad_usage("--listen's port must be from 0 to 65535");
             }
@@ -254,7 +259,8 @@ serve::serve_options parse(const std::vector<std::string>& args, std::string& co
         }
     }
     if (no_token_given && (token_file_given || std::getenv("KPOOL_SERVE_TOKEN") != nullptr)) {
-        throw bad_usage("--no-token and a token (--token-file, $KPOOL_SERVE_TOKEN) contradict each other");
+        throw bad_usage(
+            "--no-token and a token (--token-file, $KPOOL_SERVE_TOKEN) contradict each other");
     }
     if (no_token_given) {
         o.token.clear(); // over a config's token_file

@@ -11,7 +11,7 @@ volatile std::sig_atomic_t caught_signal = 0;
 } // namespace
 
 void catch_stop_signals() {
-    struct sigaction action{};
+    struct sigaction action {};
     action.sa_handler = [](int signum) { caught_signal = signum; };
     sigemptyset(&action.sa_mask);
     action.sa_flags = 0; // no SA_RESTART: a poll in progress returns, and we look at the flag

@@ -45,8 +45,10 @@ std::string env_or(std::string value, const char* name) {
 // What a handshake failure seen on the monitor socket means for the user.
 std::string refusal_reason(std::uint16_t event) {
     switch (event) {
-    case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH: return "it refused this client (not an allowed uid or CURVE key)";
-    case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL: return "the security handshake failed (CURVE on one side only, or a wrong server key?)";
+    case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
+        return "it refused this client (not an allowed uid or CURVE key)";
+    case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
+        return "the security handshake failed (CURVE on one side only, or a wrong server key?)";
     default: return "the security handshake failed";
     }
 }
@@ -68,8 +70,9 @@ result<curve_keys> load_curve_keys(std::string server_key, std::string client_ke
     if (struct stat st{}; ::stat(client_key_file.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
         char mode[8];
         std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-        return error{errc::bad_request, "the client key file " + client_key_file + " may be read by others (mode " +
-                                            mode + "): chmod 600 it (kpool keygen writes it so)"};
+        return error{errc::bad_request, "the client key file " + client_key_file +
+                                            " may be read by others (mode " + mode +
+                                            "): chmod 600 it (kpool keygen writes it so)"};
     }
     std::ifstream in(client_key_file);
     std::stringstream text;
@@ -105,13 +108,14 @@ result<nlohmann::json> control_client::request(const nlohmann::json& req,
     const std::string ipc_prefix = "ipc://";
     if (m_endpoint.starts_with("tcp://") && m_keys.empty()) {
         // kpoold takes tcp only with CURVE: without keys the handshake would just be dropped.
-        return error{errc::internal, "cannot reach kpoold at " + m_endpoint +
-                                         ": a tcp:// endpoint needs CURVE keys (--server-key or $KPOOL_SERVER_KEY, "
-                                         "and --client-key-file or $KPOOL_CLIENT_KEY_FILE)"};
+        return error{errc::internal,
+                     "cannot reach kpoold at " + m_endpoint +
+                         ": a tcp:// endpoint needs CURVE keys (--server-key or $KPOOL_SERVER_KEY, "
+                         "and --client-key-file or $KPOOL_CLIENT_KEY_FILE)"};
     }
     if (m_endpoint.starts_with(ipc_prefix)) {
         // ZeroMQ would wait quietly for a socket that may never appear: say so at once.
-        struct stat st{};
+        struct stat st {};
         const std::string path = m_endpoint.substr(ipc_prefix.size());
         if (::stat(path.c_str(), &st) != 0) {
             return error{errc::internal, "cannot reach kpoold at " + m_endpoint +
@@ -170,10 +174,12 @@ result<nlohmann::json> control_client::request(const nlohmann::json& req,
                                                     ": connection refused (is kpoold running?)"};
             }
             if (id == ZMQ_EVENT_DISCONNECTED) {
-                return error{errc::unavailable,
-                             "the connection to kpoold at " + m_endpoint +
-                                 " was dropped before a reply (kpoold went away, or did not complete "
-                                 "the handshake within " + std::to_string(connect_timeout.count()) + " ms)"};
+                return error{
+                    errc::unavailable,
+                    "the connection to kpoold at " + m_endpoint +
+                        " was dropped before a reply (kpoold went away, or did not complete "
+                        "the handshake within " +
+                        std::to_string(connect_timeout.count()) + " ms)"};
             }
             return error{errc::bad_request,
                          "cannot talk to kpoold at " + m_endpoint + ": " + refusal_reason(id)};

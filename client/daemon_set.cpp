@@ -31,7 +31,8 @@ result<std::vector<std::string>> resolve_dns(const std::string& item) {
     hints.ai_socktype = SOCK_STREAM;
     addrinfo* found = nullptr;
     if (const int rc = ::getaddrinfo(name.c_str(), port.c_str(), &hints, &found); rc != 0) {
-        return error{errc::bad_request, "'" + item + "': cannot resolve " + name + ": " + gai_strerror(rc)};
+        return error{errc::bad_request,
+                     "'" + item + "': cannot resolve " + name + ": " + gai_strerror(rc)};
     }
     std::set<std::string> addresses;
     for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
@@ -56,7 +57,8 @@ result<std::vector<std::string>> parse_endpoints(const std::string& setting) {
     std::size_t start = 0;
     while (start <= setting.size()) {
         const auto comma = setting.find(',', start);
-        std::string item = setting.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        std::string item =
+            setting.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
         item.erase(0, item.find_first_not_of(" \t"));
         item.erase(item.find_last_not_of(" \t") + 1);
         if (item.starts_with("dns:")) {
@@ -104,7 +106,8 @@ void daemon_set::learn_status(const std::string& endpoint, const json& status) {
 
 void daemon_set::refresh_stale_views(std::chrono::milliseconds budget) {
     // Reading views must not eat the acquire's time: a short wait per daemon.
-    const auto each = std::clamp(budget / 4, std::chrono::milliseconds(1), std::chrono::milliseconds(200));
+    const auto each =
+        std::clamp(budget / 4, std::chrono::milliseconds(1), std::chrono::milliseconds(200));
     for (const auto& e : m_endpoints) {
         if (!m_spread.stale(e)) {
             continue;
@@ -118,7 +121,9 @@ void daemon_set::refresh_stale_views(std::chrono::milliseconds budget) {
     }
 }
 
-std::vector<std::string> daemon_set::order(const std::string& pool) { return m_spread.order(pool, m_endpoints); }
+std::vector<std::string> daemon_set::order(const std::string& pool) {
+    return m_spread.order(pool, m_endpoints);
+}
 
 daemon_set::answer daemon_set::acquire(const json& request, std::chrono::milliseconds wait) {
     const std::string pool = request.value("pool", std::string());
@@ -137,9 +142,12 @@ daemon_set::answer daemon_set::acquire(const json& request, std::chrono::millise
     if (auto it = request.find("timeout_ms"); it != request.end() && it->is_number_integer()) {
         asked = it->get<std::int64_t>();
     }
-    answer last{error{errc::timeout, "no kpoold answered within " + std::to_string(wait.count()) + " ms"}, ""};
+    answer last{
+        error{errc::timeout, "no kpoold answered within " + std::to_string(wait.count()) + " ms"},
+        ""};
     for (const auto& e : order(pool)) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
         if (left.count() <= 0) {
             break;
         }

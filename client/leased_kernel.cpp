@@ -30,7 +30,8 @@ leased_kernel::acquire(daemon_set& daemons, const acquire_request& request) {
     args.env = request.env;
     args.lease_s = request.lease_s;
     args.memory_history = request.memory_history;
-    auto answer = daemons.acquire(protocol::requests::acquire(args), request.wait + control_timeout);
+    auto answer =
+        daemons.acquire(protocol::requests::acquire(args), request.wait + control_timeout);
     auto& reply = answer.reply;
     if (!reply) {
         return acquire_failure{acquire_failure::kind::unreachable, reply.err().message};
@@ -38,18 +39,21 @@ leased_kernel::acquire(daemon_set& daemons, const acquire_request& request) {
     auto acquired = protocol::read_acquire_reply(*reply);
     if (!acquired) {
         return acquire_failure{acquire_failure::kind::refused,
-                               std::string(to_string(acquired.err().code)) + ": " + acquired.err().message};
+                               std::string(to_string(acquired.err().code)) + ": " +
+                                   acquired.err().message};
     }
     const std::string id = acquired->kernel_id;
     if (!acquired->connection) {
         (void)daemons.request_for_kernel(id, protocol::requests::release(id), control_timeout);
         return acquire_failure{acquire_failure::kind::refused,
-                               "kpoold sent an unusable connection: " + acquired->connection.err().message};
+                               "kpoold sent an unusable connection: " +
+                                   acquired->connection.err().message};
     }
     std::unique_ptr<leased_kernel> kernel(new leased_kernel(daemons, id, *acquired->connection));
     auto ready = kernel->m_client->wait_until_ready(10000ms);
     if (!ready) {
-        return acquire_failure{acquire_failure::kind::refused, "kernel " + id + ": " + ready.err().message};
+        return acquire_failure{acquire_failure::kind::refused,
+                               "kernel " + id + ": " + ready.err().message};
     }
     kernel->m_kernel_info = std::move(*ready);
     return kernel;
@@ -77,9 +81,7 @@ bool leased_kernel::alive() {
     return !polled || polled->alive;
 }
 
-void leased_kernel::interrupt() {
-    (void)request(protocol::requests::signal(m_id, SIGINT));
-}
+void leased_kernel::interrupt() { (void)request(protocol::requests::signal(m_id, SIGINT)); }
 
 jupyter::execute_hooks leased_kernel::hooks(std::function<bool()> cancelled) {
     jupyter::execute_hooks h;

@@ -5,8 +5,8 @@
 
 namespace kpool::client {
 
-void spread::learn_status(const std::string& endpoint, const std::vector<protocol::pool_summary>& pools,
-                          clock::time_point now) {
+void spread::learn_status(const std::string& endpoint,
+                          const std::vector<protocol::pool_summary>& pools, clock::time_point now) {
     view& v = m_views[endpoint];
     v.warm.clear();
     for (const protocol::pool_summary& p : pools) {
@@ -24,7 +24,9 @@ void spread::learn_acquired(const std::string& endpoint, const std::string& pool
     v.down_until.reset();
 }
 
-void spread::learn_refused(const std::string& endpoint, const std::string& pool) { m_views[endpoint].warm[pool] = 0; }
+void spread::learn_refused(const std::string& endpoint, const std::string& pool) {
+    m_views[endpoint].warm[pool] = 0;
+}
 
 void spread::mark_down(const std::string& endpoint, clock::time_point now) {
     m_views[endpoint].down_until = now + down_for;
@@ -43,7 +45,8 @@ bool spread::stale(const std::string& endpoint, clock::time_point now) const {
     return it == m_views.end() || !it->second.learnt || now - *it->second.learnt >= view_ttl;
 }
 
-std::vector<std::string> spread::order(const std::string& pool, const std::vector<std::string>& endpoints,
+std::vector<std::string> spread::order(const std::string& pool,
+                                       const std::vector<std::string>& endpoints,
                                        clock::time_point now) {
     std::vector<std::string> up;
     std::vector<std::string> down;
@@ -87,7 +90,8 @@ bool spread::fails_over(const error& refusal) {
     }
 }
 
-std::int64_t spread::attempt_timeout_ms(std::optional<std::int64_t> asked, std::chrono::milliseconds left) {
+std::int64_t spread::attempt_timeout_ms(std::optional<std::int64_t> asked,
+                                        std::chrono::milliseconds left) {
     const std::int64_t room = std::max<std::int64_t>(0, (left - reply_margin).count());
     return asked ? std::min(*asked, room) : room;
 }

@@ -44,7 +44,8 @@ public:
     // Up, and its view older than view_ttl (or never read).
     bool stale(const std::string& endpoint, clock::time_point now = clock::now()) const;
     // The order in which to try `endpoints` for an acquire of `pool` (any other request: pool "").
-    std::vector<std::string> order(const std::string& pool, const std::vector<std::string>& endpoints,
+    std::vector<std::string> order(const std::string& pool,
+                                   const std::vector<std::string>& endpoints,
                                    clock::time_point now = clock::now());
 
     // A refusal after which another daemon may serve the request: this one cannot now
@@ -52,7 +53,8 @@ public:
     static bool fails_over(const error& refusal);
     // The timeout_ms an attempt asks for when the client has `left` of its wait (and asked for
     // `asked`, if it did): the daemon stops waiting before the client does.
-    static std::int64_t attempt_timeout_ms(std::optional<std::int64_t> asked, std::chrono::milliseconds left);
+    static std::int64_t attempt_timeout_ms(std::optional<std::int64_t> asked,
+                                           std::chrono::milliseconds left);
 
 private:
     struct view {

@@ -22,7 +22,8 @@ config read_config(const toml::table& root) {
     config cfg;
     const toml::table none;
     const toml::table* daemon = sub_table(root, "daemon");
-    cfg.daemon = read_daemon(daemon != nullptr ? *daemon : none); // an lvalue: no copy, which loses positions
+    cfg.daemon = read_daemon(daemon != nullptr ? *daemon
+                                               : none); // an lvalue: no copy, which loses positions
     if (const toml::table* serve = sub_table(root, "serve")) {
         cfg.serve = read_serve(*serve);
     }
@@ -35,7 +36,8 @@ config read_config(const toml::table& root) {
     for (auto&& [key, node] : *pools) {
         const std::string name(key.str());
         if (!valid_pool_name(name)) {
-            fail(key.source(), "pool name '" + name + "' may hold only letters, digits, '-', '_', '.'");
+            fail(key.source(),
+                 "pool name '" + name + "' may hold only letters, digits, '-', '_', '.'");
         }
         if (!node.is_table()) {
             fail(node.source(), "'pools." + name + "' must be a table, not " + type_name(node));
@@ -44,9 +46,10 @@ config read_config(const toml::table& root) {
         total_size += cfg.pools.back().size;
         if (total_size > cfg.daemon.max_kernels) {
             const toml::node* size = node.as_table()->get("size");
-            fail(size != nullptr ? size->source() : key.source(),
-                 "pool sizes add up to " + std::to_string(total_size) +
-                     ", more than [daemon] max_kernels = " + std::to_string(cfg.daemon.max_kernels));
+            fail(
+                size != nullptr ? size->source() : key.source(),
+                "pool sizes add up to " + std::to_string(total_size) +
+                    ", more than [daemon] max_kernels = " + std::to_string(cfg.daemon.max_kernels));
         }
     }
     return cfg;
@@ -79,7 +82,8 @@ std::vector<std::string> split_list(std::string_view text) {
 }
 
 const pool_config* config::find_pool(std::string_view name) const {
-    auto it = std::find_if(pools.begin(), pools.end(), [&](const auto& p) { return p.name == name; });
+    auto it =
+        std::find_if(pools.begin(), pools.end(), [&](const auto& p) { return p.name == name; });
     return it != pools.end() ? &*it : nullptr;
 }
 

@@ -49,8 +49,8 @@ struct kernel_limits {
     int open_files = 0;       // RLIMIT_NOFILE
     // For a kernel and everything it starts, together (daemon/process/kernel_cgroups.hpp: a
     // cgroup where kpoold can make one, else what holds instead, as status says).
-    int memory_mb = 0;        // out of memory beyond this: the process using most is killed
-    int processes = 0;        // tasks (threads count) at once
+    int memory_mb = 0; // out of memory beyond this: the process using most is killed
+    int processes = 0; // tasks (threads count) at once
     bool operator==(const kernel_limits&) const = default;
 };
 
@@ -67,8 +67,8 @@ struct sandbox_config {
     std::vector<std::string> writable; // read-write
     // Where an acquire's cwd may be (each bound writable): another cwd is refused.
     std::vector<std::string> roots;
-    bool network = true;               // false: only its own loopback (channels over ipc)
-    std::string user = "nobody";       // kpoold as root: who kernels run as (never root)
+    bool network = true;         // false: only its own loopback (channels over ipc)
+    std::string user = "nobody"; // kpoold as root: who kernels run as (never root)
     bool operator==(const sandbox_config&) const = default;
 };
 
@@ -84,22 +84,22 @@ struct enum_names<prefault_mode> {
 };
 
 struct pool_config {
-    std::string name;             // what clients ask for
-    std::string kernelspec;       // defaults to name
-    std::string kernelspec_at;    // "file:line:col" of that choice, for problems found later
+    std::string name;          // what clients ask for
+    std::string kernelspec;    // defaults to name
+    std::string kernelspec_at; // "file:line:col" of that choice, for problems found later
     // The interpreter a kernelspec whose argv[0] is "python" or "python3" runs (see
     // resolve_kernel_program in jupyter/kernelspec.hpp).
     std::string python = "/usr/bin/python3";
-    int size = 2;                 // warm kernels kept ready (auto: the starting size, = min)
+    int size = 2; // warm kernels kept ready (auto: the starting size, = min)
     // size = "auto": the daemon sizes the pool between min and max from the arrival rate and
     // the measured time to warm (daemon/core/autosize.hpp).
     bool auto_size = false;
     int min_size = 0;
     int max_size = 0;
-    int max_starting = 2;         // kernels starting at once, so refills do not starve the host
-    double ready_timeout_s = 60;  // start to kernel_info_reply, else killed and replaced
-    double lease_s = 3600;        // default lease of an acquired kernel; 0 means no limit
-    double shutdown_grace_s = 2;  // shutdown_request to SIGTERM, and SIGTERM to SIGKILL
+    int max_starting = 2;        // kernels starting at once, so refills do not starve the host
+    double ready_timeout_s = 60; // start to kernel_info_reply, else killed and replaced
+    double lease_s = 3600;       // default lease of an acquired kernel; 0 means no limit
+    double shutdown_grace_s = 2; // shutdown_request to SIGTERM, and SIGTERM to SIGKILL
     std::string transport = "tcp";
     std::string ip = "127.0.0.1"; // tcp only; ipc sockets: see daemon/process/ipc_socket_dirs.hpp
     // Code applying a client's cwd/env in the kernel ("{context}" = JSON string literal);
@@ -145,7 +145,7 @@ struct daemon_config {
     std::string runtime_dir; // connection files, ipc sockets
     std::string state_dir;   // what survives a restart: the modules pools learned (paths.hpp)
     std::string log_level = "info";
-    int max_kernels = 64;    // warm + starting + leased + stopping, all pools together
+    int max_kernels = 64; // warm + starting + leased + stopping, all pools together
     // Starting and stopping kernels run at SCHED_IDLE, warm ones at normal priority
     // (daemon/process/cpu_priority.hpp), where the daemon may do so.
     bool background_priority = true;
@@ -214,8 +214,8 @@ struct cors_settings {
 struct serve_config {
     std::string host = "127.0.0.1"; // listen = "HOST:PORT"
     int port = 8890;
-    std::string root;       // absolute; the notebooks /v1/run/{path} may run; empty: none
-    std::string save_dir;   // absolute; each executed notebook kept as SAVE_DIR/REQUEST_ID.ipynb
+    std::string root;     // absolute; the notebooks /v1/run/{path} may run; empty: none
+    std::string save_dir; // absolute; each executed notebook kept as SAVE_DIR/REQUEST_ID.ipynb
     std::string default_kernel = "python3"; // kernel: the pool a request without "kernel" runs on
     std::string token_file; // absolute; callers must send its first line as the token
     // No token at all (require_token = false, --no-token): loopback only, and then the Host must
@@ -226,7 +226,7 @@ struct serve_config {
     // Web page origins that may call (CORS) besides the server's own: exact origins, or "*".
     std::vector<std::string> allow_origins;
     cors_settings cors;
-    std::string cert_file;  // absolute; with key_file: TLS
+    std::string cert_file; // absolute; with key_file: TLS
     std::string key_file;
     // A request that gets no warm kernel within this long is answered 429 (Retry-After).
     std::chrono::milliseconds queue_timeout{5000};
@@ -238,8 +238,8 @@ struct serve_config {
     // runner::default_cells_ahead.
     std::optional<std::size_t> cells_ahead;
     std::size_t max_body = 16 << 20;
-    std::size_t max_header = 64 << 10; // names and values together; more: 431
-    std::size_t max_connections = 1024; // open at once; more wait in the listen backlog
+    std::size_t max_header = 64 << 10;              // names and values together; more: 431
+    std::size_t max_connections = 1024;             // open at once; more wait in the listen backlog
     std::chrono::milliseconds resolve_every{30000}; // a dns: endpoint resolved again this often
     // On SIGTERM, requests in flight get this long to finish; then their code is interrupted.
     std::chrono::milliseconds stop_grace{30000};

@@ -5,8 +5,8 @@
 
 namespace kpool::config {
 
-std::optional<std::string_view> changed_daemon_key(const daemon_config& now, const daemon_config& next,
-                                                   reload_effect effect) {
+std::optional<std::string_view>
+changed_daemon_key(const daemon_config& now, const daemon_config& next, reload_effect effect) {
     return detail::daemon_key_changed(now, next, effect);
 }
 
@@ -17,7 +17,8 @@ std::optional<std::string_view> changed_pool_key(const pool_config& now, const p
 
 std::vector<section_keys> all_keys() {
     std::vector<section_keys> out;
-    for (auto&& sections : {detail::daemon_sections(), detail::pool_sections(), detail::serve_sections()}) {
+    for (auto&& sections :
+         {detail::daemon_sections(), detail::pool_sections(), detail::serve_sections()}) {
         out.insert(out.end(), sections.begin(), sections.end());
     }
     return out;

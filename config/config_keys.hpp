@@ -14,15 +14,15 @@ namespace kpool::config {
 
 // What a running kpoold does when SIGHUP brings a new value of a key.
 enum class reload_effect {
-    restart,         // nothing: it shapes the socket or directory already bound; the reload is refused
+    restart, // nothing: it shapes the socket or directory already bound; the reload is refused
     replace_kernels, // warm kernels (and a fork pool's zygote) are not what the new value starts
     rebuild_zygote,  // a fork pool's zygote is rebuilt; its kernels stay
     reconfigure,     // taken as it is: sizes, timeouts, leases, what acquires apply
 };
 
 // The first [daemon] key of `effect` whose value differs between the two, if any.
-std::optional<std::string_view> changed_daemon_key(const daemon_config& now, const daemon_config& next,
-                                                   reload_effect effect);
+std::optional<std::string_view> changed_daemon_key(const daemon_config& now,
+                                                   const daemon_config& next, reload_effect effect);
 // The first [pools.NAME] key (its limits and sandbox tables included) of `effect` whose value
 // differs between the two, if any.
 std::optional<std::string_view> changed_pool_key(const pool_config& now, const pool_config& next,

@@ -28,18 +28,24 @@ bool host_port_or_none(const std::string& text) { return text.empty() || valid_h
 void read_control(const toml::table& table, const key_row<daemon_config>&, daemon_config& d) {
     d.control = read_string(table, "control", default_control_endpoint(d.runtime_dir));
     const std::string_view ipc = "ipc://";
-    check_value(table, "control", [&] { return d.control.starts_with(ipc) || d.is_tcp(); },
-                "'control' must be an ipc:// or tcp:// endpoint");
-    check_value(table, "control",
-                [&] { return !d.control.starts_with(ipc) || d.control.size() - ipc.size() < sizeof(sockaddr_un::sun_path); },
-                "'control' ipc path is longer than a Unix socket path may be (107 bytes)");
+    check_value(
+        table, "control", [&] { return d.control.starts_with(ipc) || d.is_tcp(); },
+        "'control' must be an ipc:// or tcp:// endpoint");
+    check_value(
+        table, "control",
+        [&] {
+            return !d.control.starts_with(ipc) ||
+                   d.control.size() - ipc.size() < sizeof(sockaddr_un::sun_path);
+        },
+        "'control' ipc path is longer than a Unix socket path may be (107 bytes)");
 }
 
 // kernel_ports = "auto" | "ephemeral" | "FIRST-LAST" (room for at least one kernel's five).
 void read_kernel_ports(const toml::table& table, const key_row<daemon_config>&, daemon_config& d) {
     const std::string text = read_string(table, "kernel_ports", "auto");
     if (text == "auto" || text == "ephemeral") {
-        d.kernel_ports = text == "auto" ? kernel_port_source::automatic : kernel_port_source::ephemeral;
+        d.kernel_ports =
+            text == "auto" ? kernel_port_source::automatic : kernel_port_source::ephemeral;
         return;
     }
     unsigned first = 0;
@@ -50,14 +56,20 @@ void read_kernel_ports(const toml::table& table, const key_row<daemon_config>&, 
         const auto [at, ec] = std::from_chars(digits.data(), end, out);
         return !digits.empty() && ec == std::errc() && at == end;
     };
-    const bool parsed = dash != std::string::npos && number(std::string_view(text).substr(0, dash), first) &&
+    const bool parsed = dash != std::string::npos &&
+                        number(std::string_view(text).substr(0, dash), first) &&
                         number(std::string_view(text).substr(dash + 1), last);
-    check_value(table, "kernel_ports", [&] { return parsed; },
-                "'kernel_ports' must be \"auto\", \"ephemeral\" or a range such as "
-                "\"61000-65535\", not '" + text + "'");
-    check_value(table, "kernel_ports", [&] { return first >= 1024 && last <= 65535 && first <= last && last - first >= 4; },
-                "'kernel_ports' must lie within 1024-65535 and hold at least 5 ports (one "
-                "kernel's), not '" + text + "'");
+    check_value(
+        table, "kernel_ports", [&] { return parsed; },
+        "'kernel_ports' must be \"auto\", \"ephemeral\" or a range such as "
+        "\"61000-65535\", not '" +
+            text + "'");
+    check_value(
+        table, "kernel_ports",
+        [&] { return first >= 1024 && last <= 65535 && first <= last && last - first >= 4; },
+        "'kernel_ports' must lie within 1024-65535 and hold at least 5 ports (one "
+        "kernel's), not '" +
+            text + "'");
     d.kernel_ports = kernel_port_source::range;
     d.kernel_ports_first = static_cast<std::uint16_t>(first);
     d.kernel_ports_last = static_cast<std::uint16_t>(last);
@@ -93,16 +105,25 @@ constexpr std::array daemon_rows{
 
 // Which access keys apply: CURVE for tcp://, peer ids for ipc://.
 void check_access(const toml::table& table, const daemon_config& d) {
-    check_value(table, "control", [&] { return !d.is_tcp() || (!d.curve_secret_key_file.empty() && !d.curve_allowed_keys.empty()); },
-                "a tcp:// control endpoint needs CURVE: set 'curve_secret_key_file' and "
-                "'curve_allowed_keys' (anyone who reaches the port could take kernels otherwise)");
+    check_value(
+        table, "control",
+        [&] {
+            return !d.is_tcp() ||
+                   (!d.curve_secret_key_file.empty() && !d.curve_allowed_keys.empty());
+        },
+        "a tcp:// control endpoint needs CURVE: set 'curve_secret_key_file' and "
+        "'curve_allowed_keys' (anyone who reaches the port could take kernels otherwise)");
     for (std::string_view key : {"allowed_uids", "allowed_gids"}) {
-        check_value(table, key, [&] { return !d.is_tcp(); },
-                    "'" + std::string(key) + "' applies to ipc:// endpoints only; tcp clients "
-                    "are authenticated by 'curve_allowed_keys'");
+        check_value(
+            table, key, [&] { return !d.is_tcp(); },
+            "'" + std::string(key) +
+                "' applies to ipc:// endpoints only; tcp clients "
+                "are authenticated by 'curve_allowed_keys'");
     }
     for (std::string_view key : {"curve_secret_key_file", "curve_allowed_keys"}) {
-        check_value(table, key, [&] { return d.is_tcp(); }, "'" + std::string(key) + "' applies to tcp:// endpoints only");
+        check_value(
+            table, key, [&] { return d.is_tcp(); },
+            "'" + std::string(key) + "' applies to tcp:// endpoints only");
     }
 }
 
@@ -117,8 +138,8 @@ daemon_config read_daemon(const toml::table& table) {
     return d;
 }
 
-std::optional<std::string_view> daemon_key_changed(const daemon_config& now, const daemon_config& next,
-                                                   reload_effect effect) {
+std::optional<std::string_view>
+daemon_key_changed(const daemon_config& now, const daemon_config& next, reload_effect effect) {
     return first_changed(daemon_rows, now, next, effect);
 }
 

@@ -62,7 +62,8 @@ inline constexpr bool is_duration<std::chrono::duration<R, P>> = true;
 
 // Reads the row's key into the member, with the member's value as the default.
 template <auto Member>
-void read_member(const toml::table& table, const key_row<section_of<Member>>& row, section_of<Member>& into) {
+void read_member(const toml::table& table, const key_row<section_of<Member>>& row,
+                 section_of<Member>& into) {
     using T = typename member_of<decltype(Member)>::type;
     T& field = into.*Member;
     const std::string_view key = row.name;
@@ -71,11 +72,13 @@ void read_member(const toml::table& table, const key_row<section_of<Member>>& ro
     } else if constexpr (std::is_same_v<T, int>) {
         field = read_int(table, key, field, static_cast<int>(row.min), static_cast<int>(row.max));
     } else if constexpr (std::is_same_v<T, std::size_t>) {
-        field = static_cast<std::size_t>(
-            read_int(table, key, static_cast<int>(field), static_cast<int>(row.min), static_cast<int>(row.max)));
+        field = static_cast<std::size_t>(read_int(table, key, static_cast<int>(field),
+                                                  static_cast<int>(row.min),
+                                                  static_cast<int>(row.max)));
     } else if constexpr (std::is_same_v<T, std::optional<std::size_t>>) {
         if (table.get(key) != nullptr) {
-            field = static_cast<std::size_t>(read_int(table, key, 0, static_cast<int>(row.min), static_cast<int>(row.max)));
+            field = static_cast<std::size_t>(
+                read_int(table, key, 0, static_cast<int>(row.min), static_cast<int>(row.max)));
         }
     } else if constexpr (std::is_same_v<T, double>) {
         field = read_seconds(table, key, field, row.min, row.max, row.min_exclusive);
@@ -92,7 +95,8 @@ void read_member(const toml::table& table, const key_row<section_of<Member>>& ro
             if (const auto at = message.find("{}"); at != std::string::npos) {
                 message.replace(at, 2, field);
             }
-            check_value(table, key, [&] { return row.valid(field); }, message);
+            check_value(
+                table, key, [&] { return row.valid(field); }, message);
         }
     } else if constexpr (std::is_enum_v<T>) {
         const toml::node* node = table.get(key);
@@ -139,8 +143,8 @@ constexpr key_row<section_of<Member>> key(std::string_view name, reload_effect r
 }
 // An integer or a number of seconds (a double or a duration) from min to max.
 template <auto Member>
-constexpr key_row<section_of<Member>> number(std::string_view name, double min, double max, reload_effect reload,
-                                             bool min_exclusive = false) {
+constexpr key_row<section_of<Member>> number(std::string_view name, double min, double max,
+                                             reload_effect reload, bool min_exclusive = false) {
     auto row = key<Member>(name, reload);
     row.min = min;
     row.max = max;
@@ -150,8 +154,8 @@ constexpr key_row<section_of<Member>> number(std::string_view name, double min, 
 // A string that `valid` accepts ("'KEY' MUST" otherwise, "{}" in MUST the value).
 template <auto Member>
 constexpr key_row<section_of<Member>> text(std::string_view name, reload_effect reload,
-                                           bool (*valid)(const std::string&) = nullptr, std::string_view must = {},
-                                           bool host = false) {
+                                           bool (*valid)(const std::string&) = nullptr,
+                                           std::string_view must = {}, bool host = false) {
     auto row = key<Member>(name, reload);
     row.valid = valid;
     row.must = must;
@@ -159,7 +163,8 @@ constexpr key_row<section_of<Member>> text(std::string_view name, reload_effect 
     return row;
 }
 template <auto Member>
-constexpr key_row<section_of<Member>> list(std::string_view name, list_kind kind, reload_effect reload) {
+constexpr key_row<section_of<Member>> list(std::string_view name, list_kind kind,
+                                           reload_effect reload) {
     auto row = key<Member>(name, reload);
     row.list = kind;
     return row;
@@ -167,7 +172,8 @@ constexpr key_row<section_of<Member>> list(std::string_view name, list_kind kind
 // A key read by code of its own (several members, a default computed from other keys).
 template <class Section>
 constexpr key_row<Section> custom(std::string_view name, reload_effect reload,
-                                  void (*read)(const toml::table&, const key_row<Section>&, Section&),
+                                  void (*read)(const toml::table&, const key_row<Section>&,
+                                               Section&),
                                   bool (*same)(const Section&, const Section&)) {
     key_row<Section> row;
     row.name = name;
@@ -179,7 +185,8 @@ constexpr key_row<Section> custom(std::string_view name, reload_effect reload,
 
 // Each row reads its key, in the rows' order (a row may use what an earlier one read).
 template <class Section, std::size_t N>
-void read_each(const toml::table& table, const std::array<key_row<Section>, N>& rows, Section& into) {
+void read_each(const toml::table& table, const std::array<key_row<Section>, N>& rows,
+               Section& into) {
     for (const key_row<Section>& row : rows) {
         row.read(table, row, into);
     }
@@ -187,7 +194,8 @@ void read_each(const toml::table& table, const std::array<key_row<Section>, N>& 
 
 template <class Section, std::size_t N>
 bool has_row(const std::array<key_row<Section>, N>& rows, std::string_view name) {
-    return std::any_of(rows.begin(), rows.end(), [&](const key_row<Section>& row) { return row.name == name; });
+    return std::any_of(rows.begin(), rows.end(),
+                       [&](const key_row<Section>& row) { return row.name == name; });
 }
 
 // Every key of `table` is a row's, else "unknown key 'K' in SECTION".
@@ -195,23 +203,25 @@ template <class Known>
 void check_known(const toml::table& table, std::string_view section, Known&& known) {
     for (auto&& [key, node] : table) {
         if (!known(key.str())) {
-            fail(key.source(), "unknown key '" + std::string(key.str()) + "' in " + std::string(section));
+            fail(key.source(),
+                 "unknown key '" + std::string(key.str()) + "' in " + std::string(section));
         }
     }
 }
 
 // A table that is one section's rows alone.
 template <class Section, std::size_t N>
-void read_rows(const toml::table& table, const std::array<key_row<Section>, N>& rows, std::string_view section,
-               Section& into) {
+void read_rows(const toml::table& table, const std::array<key_row<Section>, N>& rows,
+               std::string_view section, Section& into) {
     check_known(table, section, [&](std::string_view key) { return has_row(rows, key); });
     read_each(table, rows, into);
 }
 
 // The first row of `effect` whose members differ between a and b.
 template <class Section, std::size_t N>
-std::optional<std::string_view> first_changed(const std::array<key_row<Section>, N>& rows, const Section& a,
-                                              const Section& b, reload_effect effect) {
+std::optional<std::string_view> first_changed(const std::array<key_row<Section>, N>& rows,
+                                              const Section& a, const Section& b,
+                                              reload_effect effect) {
     for (const key_row<Section>& row : rows) {
         if (row.reload == effect && !row.same(a, b)) {
             return row.name;

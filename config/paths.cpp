@@ -9,7 +9,7 @@
 namespace kpool::config {
 
 std::string default_runtime_dir() {
-    struct stat st{};
+    struct stat st {};
     if (const char* xdg = std::getenv("XDG_RUNTIME_DIR");
         xdg != nullptr && *xdg == '/' && ::stat(xdg, &st) == 0 && S_ISDIR(st.st_mode)) {
         return std::string(xdg) + "/kpool";
@@ -21,7 +21,8 @@ std::string default_runtime_dir() {
 }
 
 std::string default_state_dir() {
-    if (const char* systemd = std::getenv("STATE_DIRECTORY"); systemd != nullptr && *systemd == '/') {
+    if (const char* systemd = std::getenv("STATE_DIRECTORY");
+        systemd != nullptr && *systemd == '/') {
         const std::string first(systemd);
         return first.substr(0, first.find(':')); // a list when the unit names several
     }

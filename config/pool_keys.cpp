@@ -13,7 +13,9 @@ namespace {
 using enum reload_effect;
 
 bool transport_name(const std::string& t) { return t == "tcp" || t == "ipc"; }
-bool has_context_slot(const std::string& s) { return s.empty() || s.find("{context}") != std::string::npos; }
+bool has_context_slot(const std::string& s) {
+    return s.empty() || s.find("{context}") != std::string::npos;
+}
 bool not_root(const std::string& user) { return !user.empty() && user != "root" && user != "0"; }
 
 // A Python module's dotted name: identifiers (ASCII here) joined by dots.
@@ -40,8 +42,9 @@ void read_kernelspec(const toml::table& table, const key_row<pool_config>&, pool
     p.kernelspec = read_string(table, "kernelspec", p.name);
     const toml::node* node = table.get("kernelspec");
     p.kernelspec_at = position_text(node != nullptr ? node->source() : table.source());
-    check_value(table, "kernelspec", [&] { return valid_pool_name(p.kernelspec); },
-                "'kernelspec' must be a kernelspec name (letters, digits, '-', '_', '.')");
+    check_value(
+        table, "kernelspec", [&] { return valid_pool_name(p.kernelspec); },
+        "'kernelspec' must be a kernelspec name (letters, digits, '-', '_', '.')");
 }
 
 // size = N, or "auto" with min and max. Their bounds, which [daemon] max_kernels sets, are
@@ -49,9 +52,12 @@ void read_kernelspec(const toml::table& table, const key_row<pool_config>&, pool
 void read_size(const toml::table& table, const key_row<pool_config>&, pool_config& p) {
     const toml::node* size = table.get("size");
     if (size == nullptr || !size->is_string()) {
-        p.size = read_int(table, "size", p.size, std::numeric_limits<int>::min(), std::numeric_limits<int>::max());
+        p.size = read_int(table, "size", p.size, std::numeric_limits<int>::min(),
+                          std::numeric_limits<int>::max());
         for (std::string_view key : {"min", "max"}) {
-            check_value(table, key, [] { return false; }, "'" + std::string(key) + "' applies to size = \"auto\" only");
+            check_value(
+                table, key, [] { return false; },
+                "'" + std::string(key) + "' applies to size = \"auto\" only");
         }
         return;
     }
@@ -59,11 +65,13 @@ void read_size(const toml::table& table, const key_row<pool_config>&, pool_confi
         fail(size->source(), "'size' must be an integer or \"auto\"");
     }
     p.auto_size = true;
-    p.min_size = read_int(table, "min", 0, std::numeric_limits<int>::min(), std::numeric_limits<int>::max());
+    p.min_size =
+        read_int(table, "min", 0, std::numeric_limits<int>::min(), std::numeric_limits<int>::max());
     if (table.get("max") == nullptr) {
         fail(size->source(), "size = \"auto\" needs 'max', the most warm kernels to keep");
     }
-    p.max_size = read_int(table, "max", 0, std::numeric_limits<int>::min(), std::numeric_limits<int>::max());
+    p.max_size =
+        read_int(table, "max", 0, std::numeric_limits<int>::min(), std::numeric_limits<int>::max());
     p.size = p.min_size;
 }
 
@@ -72,21 +80,24 @@ void read_with_size(const toml::table&, const key_row<pool_config>&, pool_config
 
 // preload = "learn" | "off" | ["module", ...]
 void read_preload(const toml::table& table, const key_row<pool_config>&, pool_config& p) {
-    if (const toml::node* preload = table.get("preload"); preload != nullptr && preload->is_array()) {
+    if (const toml::node* preload = table.get("preload");
+        preload != nullptr && preload->is_array()) {
         p.preload = preload_mode::list;
         p.preload_modules = read_names(table, "preload");
         for (const toml::node& item : *preload->as_array()) {
             const std::string& module = item.as_string()->get();
             if (!valid_module_name(module)) {
-                fail(item.source(), "'preload' lists module names (\"pandas\", \"matplotlib.pyplot\"), not \"" +
-                                        module + "\"");
+                fail(item.source(),
+                     "'preload' lists module names (\"pandas\", \"matplotlib.pyplot\"), not \"" +
+                         module + "\"");
             }
         }
         return;
     }
     const std::string mode = read_string(table, "preload", "learn");
-    check_value(table, "preload", [&] { return mode == "learn" || mode == "off"; },
-                "'preload' must be \"learn\", \"off\" or a list of module names");
+    check_value(
+        table, "preload", [&] { return mode == "learn" || mode == "off"; },
+        "'preload' must be \"learn\", \"off\" or a list of module names");
     p.preload = mode == "off" ? preload_mode::off : preload_mode::learn;
 }
 
@@ -122,13 +133,15 @@ void read_sandbox(const toml::table& table, const key_row<pool_config>&, pool_co
         return;
     }
     if (p.isolation != isolation_kind::sandbox) {
-        fail(table.get("sandbox")->source(), "[pools." + p.name + ".sandbox] applies to isolation = \"sandbox\" only");
+        fail(table.get("sandbox")->source(),
+             "[pools." + p.name + ".sandbox] applies to isolation = \"sandbox\" only");
     }
     read_rows(*sandbox, sandbox_rows, "[pools." + p.name + ".sandbox]", p.sandbox);
     if (!p.sandbox.network) {
         // The kernel's 127.0.0.1 is its own: kpoold reaches its channels over ipc sockets.
-        check_value(table, "transport", [&] { return p.transport == "ipc"; },
-                    "network = false needs transport = \"ipc\" (the kernel's loopback is its own)");
+        check_value(
+            table, "transport", [&] { return p.transport == "ipc"; },
+            "network = false needs transport = \"ipc\" (the kernel's loopback is its own)");
         p.transport = "ipc";
     }
 }
@@ -173,16 +186,18 @@ constexpr std::array pool_rows{
 // A pool's sizes: within [daemon] max_kernels, max at least min.
 void check_sizes(const toml::table& table, const pool_config& p, const daemon_config& d) {
     const auto within = [&](std::string_view key, int value, int min) {
-        check_value(table, key, [&] { return value >= min && value <= d.max_kernels; },
-                    "'" + std::string(key) + "' must be from " + std::to_string(min) + " to " +
-                        std::to_string(d.max_kernels) + ", not " + std::to_string(value));
+        check_value(
+            table, key, [&] { return value >= min && value <= d.max_kernels; },
+            "'" + std::string(key) + "' must be from " + std::to_string(min) + " to " +
+                std::to_string(d.max_kernels) + ", not " + std::to_string(value));
     };
     if (!p.auto_size) {
         return within("size", p.size, 0);
     }
     within("min", p.min_size, 0);
     within("max", p.max_size, 1);
-    check_value(table, "max", [&] { return p.max_size >= p.min_size; }, "'max' must be at least 'min'");
+    check_value(
+        table, "max", [&] { return p.max_size >= p.min_size; }, "'max' must be at least 'min'");
 }
 
 } // namespace

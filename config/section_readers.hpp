@@ -18,11 +18,12 @@ namespace kpool::config::detail {
 inline constexpr int max_kernels_limit = 4096;
 
 daemon_config read_daemon(const toml::table& table);
-std::optional<std::string_view> daemon_key_changed(const daemon_config& now, const daemon_config& next,
-                                                   reload_effect effect);
+std::optional<std::string_view> daemon_key_changed(const daemon_config& now,
+                                                   const daemon_config& next, reload_effect effect);
 std::vector<section_keys> daemon_sections();
 
-pool_config read_pool(const std::string& name, const toml::table& table, const daemon_config& daemon);
+pool_config read_pool(const std::string& name, const toml::table& table,
+                      const daemon_config& daemon);
 std::optional<std::string_view> pool_key_changed(const pool_config& now, const pool_config& next,
                                                  reload_effect effect);
 std::vector<section_keys> pool_sections();

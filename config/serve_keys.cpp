@@ -17,8 +17,9 @@ void read_listen(const toml::table& table, const key_row<serve_config>&, serve_c
         return;
     }
     const std::string listen = read_string(table, "listen", "");
-    check_value(table, "listen", [&] { return valid_host_port(listen) && listen.front() != ':'; },
-                "'listen' must be HOST:PORT with an IP address, e.g. \"127.0.0.1:8890\"");
+    check_value(
+        table, "listen", [&] { return valid_host_port(listen) && listen.front() != ':'; },
+        "'listen' must be HOST:PORT with an IP address, e.g. \"127.0.0.1:8890\"");
     const auto colon = listen.rfind(':');
     s.host = listen.substr(0, colon);
     if (s.host.size() > 2 && s.host.front() == '[' && s.host.back() == ']') {

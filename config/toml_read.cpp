@@ -41,8 +41,8 @@ void check_known_keys(const toml::table& table, std::string_view section,
                       std::initializer_list<std::string_view> known) {
     for (auto&& [key, node] : table) {
         if (std::find(known.begin(), known.end(), key.str()) == known.end()) {
-            fail(key.source(), "unknown key '" + std::string(key.str()) + "' in " +
-                                   std::string(section));
+            fail(key.source(),
+                 "unknown key '" + std::string(key.str()) + "' in " + std::string(section));
         }
     }
 }
@@ -64,7 +64,8 @@ std::string read_string(const toml::table& table, std::string_view key, std::str
         return fallback;
     }
     if (!node->is_string()) {
-        fail(node->source(), "'" + std::string(key) + "' must be a string, not " + type_name(*node));
+        fail(node->source(),
+             "'" + std::string(key) + "' must be a string, not " + type_name(*node));
     }
     return node->as_string()->get();
 }
@@ -75,7 +76,8 @@ bool read_bool(const toml::table& table, std::string_view key, bool fallback) {
         return fallback;
     }
     if (!node->is_boolean()) {
-        fail(node->source(), "'" + std::string(key) + "' must be true or false, not " + type_name(*node));
+        fail(node->source(),
+             "'" + std::string(key) + "' must be true or false, not " + type_name(*node));
     }
     return node->as_boolean()->get();
 }
@@ -86,8 +88,8 @@ int read_int(const toml::table& table, std::string_view key, int fallback, int m
         return fallback;
     }
     if (!node->is_integer()) {
-        fail(node->source(), "'" + std::string(key) + "' must be an integer, not " +
-                                 type_name(*node));
+        fail(node->source(),
+             "'" + std::string(key) + "' must be an integer, not " + type_name(*node));
     }
     const std::int64_t v = node->as_integer()->get();
     if (v < min || v > max) {
@@ -109,8 +111,8 @@ double read_seconds(const toml::table& table, std::string_view key, double fallb
     } else if (node->is_floating_point()) {
         v = node->as_floating_point()->get();
     } else {
-        fail(node->source(), "'" + std::string(key) + "' must be a number of seconds, not " +
-                                 type_name(*node));
+        fail(node->source(),
+             "'" + std::string(key) + "' must be a number of seconds, not " + type_name(*node));
     }
     if (!std::isfinite(v) || v < min || (min_exclusive && v == min) || v > max) {
         std::ostringstream msg;
@@ -130,11 +132,9 @@ std::optional<double> read_optional_seconds(const toml::table& table, std::strin
 }
 
 bool valid_pool_name(std::string_view name) {
-    return !name.empty() && name.size() <= 64 &&
-           std::all_of(name.begin(), name.end(), [](char c) {
-               return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ||
-                      c == '.';
-           });
+    return !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+    });
 }
 
 std::string read_host(const toml::table& table, std::string_view key, std::string fallback) {
@@ -143,8 +143,9 @@ std::string read_host(const toml::table& table, std::string_view key, std::strin
         const std::string name = value.substr(2, value.size() - 3);
         const char* env = std::getenv(name.c_str());
         if (env == nullptr || *env == '\0') {
-            fail(table.get(key)->source(),
-                 "'" + std::string(key) + "' names the environment variable " + name + ", which is not set");
+            fail(table.get(key)->source(), "'" + std::string(key) +
+                                               "' names the environment variable " + name +
+                                               ", which is not set");
         }
         value = env;
     }
@@ -152,10 +153,9 @@ std::string read_host(const toml::table& table, std::string_view key, std::strin
 }
 
 bool valid_host_name(const std::string& host) {
-    return !host.empty() && host.size() <= 253 &&
-           std::all_of(host.begin(), host.end(), [](char c) {
-               return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == ':';
-           });
+    return !host.empty() && host.size() <= 253 && std::all_of(host.begin(), host.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == ':';
+    });
 }
 
 bool valid_ip(const std::string& ip) {
@@ -187,7 +187,8 @@ std::vector<unsigned> read_ids(const toml::table& table, std::string_view key) {
         for (const toml::node& item : *items) {
             const auto* v = item.as_integer();
             if (v == nullptr || v->get() < 0 || v->get() > 4294967294) {
-                fail(item.source(), "'" + std::string(key) + "' holds numeric ids from 0 to 4294967294");
+                fail(item.source(),
+                     "'" + std::string(key) + "' holds numeric ids from 0 to 4294967294");
             }
             ids.push_back(static_cast<unsigned>(v->get()));
         }
@@ -198,9 +199,9 @@ std::vector<unsigned> read_ids(const toml::table& table, std::string_view key) {
 bool valid_z85_key(std::string_view key) {
     constexpr std::string_view alphabet =
         "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
-    return key.size() == 40 &&
-           std::all_of(key.begin(), key.end(),
-                       [&](char c) { return alphabet.find(c) != std::string_view::npos; });
+    return key.size() == 40 && std::all_of(key.begin(), key.end(), [&](char c) {
+               return alphabet.find(c) != std::string_view::npos;
+           });
 }
 
 std::vector<std::string> read_names(const toml::table& table, std::string_view key) {
@@ -209,7 +210,8 @@ std::vector<std::string> read_names(const toml::table& table, std::string_view k
         for (const toml::node& item : *items) {
             const auto* v = item.as_string();
             if (v == nullptr || v->get().empty()) {
-                fail(item.source(), "'" + std::string(key) + "' must be an array of non-empty strings");
+                fail(item.source(),
+                     "'" + std::string(key) + "' must be an array of non-empty strings");
             }
             names.push_back(v->get());
         }
@@ -240,10 +242,14 @@ std::vector<std::string> read_paths(const toml::table& table, std::string_view k
             const auto* v = item.as_string();
             const std::string normal =
                 v == nullptr ? "" : std::filesystem::path(v->get()).lexically_normal().string();
-            if (normal.empty() || normal.front() != '/' || normal.find("/..") != std::string::npos) {
-                fail(item.source(), "'" + std::string(key) + "' must be an array of absolute paths");
+            if (normal.empty() || normal.front() != '/' ||
+                normal.find("/..") != std::string::npos) {
+                fail(item.source(),
+                     "'" + std::string(key) + "' must be an array of absolute paths");
             }
-            paths.push_back(normal.size() > 1 && normal.back() == '/' ? normal.substr(0, normal.size() - 1) : normal);
+            paths.push_back(normal.size() > 1 && normal.back() == '/'
+                                ? normal.substr(0, normal.size() - 1)
+                                : normal);
         }
     }
     return paths;

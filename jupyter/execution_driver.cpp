@@ -31,7 +31,9 @@ void single_execution::kernel_died(clock::time_point) {
     }
 }
 
-bool single_execution::finished(clock::time_point now) const { return !m_tracker || m_tracker->finished(now); }
+bool single_execution::finished(clock::time_point now) const {
+    return !m_tracker || m_tracker->finished(now);
+}
 
 std::optional<execution_driver::clock::time_point> single_execution::next_deadline() const {
     return m_tracker ? m_tracker->next_deadline() : std::nullopt;
@@ -49,7 +51,8 @@ void drive(kernel_client& client, execution_driver& driver, const execute_hooks&
         // A second at most: a cancel is asked for, and a silent kernel's life checked, that often.
         auto wait = 1000ms;
         if (const auto deadline = driver.next_deadline()) {
-            wait = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(*deadline - clock::now()), 0ms, wait);
+            wait = std::clamp(
+                std::chrono::ceil<std::chrono::milliseconds>(*deadline - clock::now()), 0ms, wait);
         }
         auto got = client.receive(wait);
         const auto now = clock::now();
@@ -64,7 +67,8 @@ void drive(kernel_client& client, execution_driver& driver, const execute_hooks&
     }
 }
 
-execution execute(kernel_client& client, const execute_request& request, const execute_hooks& hooks) {
+execution execute(kernel_client& client, const execute_request& request,
+                  const execute_hooks& hooks) {
     single_execution one(
         [&client](const execute_request& r) {
             return client.send(channel::shell, "execute_request", execute_request_content(r));

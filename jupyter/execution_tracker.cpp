@@ -6,9 +6,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr auto after_cancel = 5000ms;    // for the interrupted cell's last messages
-constexpr auto after_timeout = 10000ms;  // an interrupt may take a while to land in C code
-constexpr auto after_reply = 5000ms;     // idle follows the reply at once, normally
+constexpr auto after_cancel = 5000ms;   // for the interrupted cell's last messages
+constexpr auto after_timeout = 10000ms; // an interrupt may take a while to land in C code
+constexpr auto after_reply = 5000ms;    // idle follows the reply at once, normally
 
 } // namespace
 
@@ -30,7 +30,8 @@ bool execution_tracker::on_message(const incoming& in, clock::time_point now) {
         return false;
     }
     if (in.from == channel::iopub) {
-        if (in.msg.msg_type() == "status" && in.msg.content.value("execution_state", "") == "idle") {
+        if (in.msg.msg_type() == "status" &&
+            in.msg.content.value("execution_state", "") == "idle") {
             m_idle = true;
         }
     } else if (in.from == channel::shell && in.msg.msg_type() == "execute_reply" &&
@@ -80,7 +81,8 @@ nlohmann::json execute_request_content(const execute_request& request) {
     return {{"code", request.code},
             {"silent", request.silent},
             {"store_history", request.store_history},
-            {"user_expressions", request.user_expressions.is_object() ? request.user_expressions : nlohmann::json::object()},
+            {"user_expressions", request.user_expressions.is_object() ? request.user_expressions
+                                                                      : nlohmann::json::object()},
             {"allow_stdin", false},
             {"stop_on_error", request.stop_on_error}};
 }

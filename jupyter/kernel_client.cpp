@@ -20,7 +20,8 @@ std::optional<std::vector<std::string>> recv_multipart(zmq::socket_t& socket) {
     std::vector<std::string> frames;
     for (;;) {
         zmq::message_t part;
-        if (!socket.recv(part, frames.empty() ? zmq::recv_flags::dontwait : zmq::recv_flags::none)) {
+        if (!socket.recv(part,
+                         frames.empty() ? zmq::recv_flags::dontwait : zmq::recv_flags::none)) {
             return std::nullopt;
         }
         frames.emplace_back(part.data<char>(), part.size());

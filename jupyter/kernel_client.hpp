@@ -54,9 +54,9 @@ private:
 struct execution {
     nlohmann::json reply;        // execute_reply content; null if none came
     nlohmann::json reply_header; // its header (the kernel's timestamp)
-    bool timed_out = false;    // the time limit passed (the kernel was interrupted)
-    bool kernel_died = false;  // the kernel went away before it answered
-    bool cancelled = false;    // the caller gave up (the kernel was interrupted)
+    bool timed_out = false;      // the time limit passed (the kernel was interrupted)
+    bool kernel_died = false;    // the kernel went away before it answered
+    bool cancelled = false;      // the caller gave up (the kernel was interrupted)
 };
 
 struct execute_request {
@@ -84,6 +84,7 @@ struct execute_hooks {
 
 // Sends an execute_request and pumps messages until its execute_reply has arrived and iopub
 // has gone idle for it (so every output was seen), as nbclient does.
-execution execute(kernel_client& client, const execute_request& request, const execute_hooks& hooks);
+execution execute(kernel_client& client, const execute_request& request,
+                  const execute_hooks& hooks);
 
 } // namespace kpool::jupyter

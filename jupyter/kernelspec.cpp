@@ -167,11 +167,11 @@ result<std::string> resolve_kernel_program(const kernelspec& spec, const std::st
     const bool means_python = argv0 == "python" || argv0 == "python3";
     auto program = resolve_executable(means_python ? python : argv0, path_var);
     if (!program) {
-        return spec_error(spec.name, program.err().message +
-                                         (means_python ? " (argv[0] '" + argv0 +
-                                                             "' means the pool's python = \"" +
-                                                             python + "\")"
-                                                       : std::string()));
+        return spec_error(spec.name,
+                          program.err().message +
+                              (means_python ? " (argv[0] '" + argv0 +
+                                                  "' means the pool's python = \"" + python + "\")"
+                                            : std::string()));
     }
     return program;
 }
@@ -208,7 +208,8 @@ std::string expand_env_value(const std::string& value,
         while (end < value.size() && is_identifier_char(value[end], end == start)) {
             ++end;
         }
-        const bool well_formed = end > start && (!braced || (end < value.size() && value[end] == '}'));
+        const bool well_formed =
+            end > start && (!braced || (end < value.size() && value[end] == '}'));
         auto it = well_formed ? lookup.find(value.substr(start, end - start)) : lookup.end();
         if (it == lookup.end()) {
             out += value[i]; // safe_substitute keeps what it cannot substitute

@@ -71,7 +71,8 @@ result<std::string> bash_context(const kernel_context& ctx) {
             return error{errc::bad_request, "env name '" + protocol::echo_safe(name) +
                                                 "' cannot be exported by a shell"};
         }
-        body += (body.empty() ? "" : " && ") + std::string("export ") + name + "=" + shell_literal(value);
+        body += (body.empty() ? "" : " && ") + std::string("export ") + name + "=" +
+                shell_literal(value);
     }
     return body.empty() ? std::string(":") : body;
 }

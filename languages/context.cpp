@@ -9,15 +9,15 @@
 
 namespace kpool::languages {
 
-std::string render_context_snippet(const std::string& snippet_template, const kernel_context& context) {
+std::string render_context_snippet(const std::string& snippet_template,
+                                   const kernel_context& context) {
     const nlohmann::json value{
         {"cwd", context.cwd ? nlohmann::json(*context.cwd) : nlohmann::json(nullptr)},
         {"env", context.env}};
     // JSON text, then that text as a JSON string: quotes and backslashes escaped, non-ASCII as
     // \u escapes, so the literal is plain ASCII.
-    const std::string literal =
-        nlohmann::json(protocol::dump_json(value)).dump(-1, ' ', true,
-                                                        nlohmann::json::error_handler_t::replace);
+    const std::string literal = nlohmann::json(protocol::dump_json(value))
+                                    .dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
     std::string code = snippet_template;
     const std::string placeholder = "{context}";
     for (std::size_t pos = 0; (pos = code.find(placeholder, pos)) != std::string::npos;

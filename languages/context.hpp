@@ -27,7 +27,8 @@ struct kernel_context {
 // holding {"cwd": <string or null>, "env": {...}}, plain ASCII (non-ASCII as \u escapes); such a
 // literal is a valid string in Python, R, Julia, JavaScript and most languages, so a template
 // only has to decode JSON.
-std::string render_context_snippet(const std::string& snippet_template, const kernel_context& context);
+std::string render_context_snippet(const std::string& snippet_template,
+                                   const kernel_context& context);
 
 // A double-quoted literal with C-style escapes: backslash, the quote, control characters as
 // \n, \t, \r or \xHH (R, Julia and Octave all read these); `also` lists characters the language

@@ -17,10 +17,15 @@ protected:
     std::string integer(const ordered_value& v) const override {
         return integer_text(v) + (beyond_int32(v) ? "L" : "");
     }
-    std::string list(const ordered_value& v) const override { return "new [] { " + join(v, ", ") + " }"; }
+    std::string list(const ordered_value& v) const override {
+        return "new [] { " + join(v, ", ") + " }";
+    }
     std::string dict(const ordered_value& v) const override {
         return "new Dictionary<string,Object>{ " +
-               pairs(v, ", ", [](const std::string& k, const std::string& x) { return "{ " + k + " , " + x + " }"; }) +
+               pairs(v, ", ",
+                     [](const std::string& k, const std::string& x) {
+                         return "{ " + k + " , " + x + " }";
+                     }) +
                " }";
     }
     std::string comment(const std::string& text) const override { return "// " + text; }

@@ -18,7 +18,10 @@ protected:
     std::string list(const ordered_value& v) const override { return "[ " + join(v, "; ") + " ]"; }
     std::string dict(const ordered_value& v) const override {
         return "[ " +
-               pairs(v, "; ", [](const std::string& k, const std::string& x) { return "(" + k + ", " + x + " :> IComparable)"; }) +
+               pairs(v, "; ",
+                     [](const std::string& k, const std::string& x) {
+                         return "(" + k + ", " + x + " :> IComparable)";
+                     }) +
                " ] |> Map.ofList";
     }
     std::string comment(const std::string& text) const override { return "(* " + text + " *)"; }

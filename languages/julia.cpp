@@ -15,7 +15,10 @@ protected:
     std::string none() const override { return "nothing"; }
     std::string list(const ordered_value& v) const override { return "[" + join(v, ", ") + "]"; }
     std::string dict(const ordered_value& v) const override {
-        return "Dict(" + pairs(v, ", ", [](const std::string& k, const std::string& x) { return k + " => " + x; }) + ")";
+        return "Dict(" +
+               pairs(v, ", ",
+                     [](const std::string& k, const std::string& x) { return k + " => " + x; }) +
+               ")";
     }
     const std::regex& assignment() const override {
         static const std::regex r(R"(^\s*([A-Za-z_]\w*)\s*=[^=])");

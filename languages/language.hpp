@@ -56,7 +56,8 @@ const std::vector<const language*>& all();
 const language* for_kernelspec(std::string_view spec_language);
 
 // papermill's lookup: the translator for a kernel name, else for a language, or nullptr.
-const params::translator* translator_for(const std::string& kernel_name, const std::string& language);
+const params::translator* translator_for(const std::string& kernel_name,
+                                         const std::string& language);
 // papermill's registry names kpool answers, sorted, for an error message.
 std::string translator_names();
 
@@ -64,7 +65,8 @@ std::string translator_names();
 bool has_builtin_context_snippet(std::string_view spec_language);
 // That snippet applying `context`; an error for a language without one, or a value the
 // language cannot take (an env name bash cannot export).
-result<std::string> builtin_context_code(std::string_view spec_language, const kernel_context& context);
+result<std::string> builtin_context_code(std::string_view spec_language,
+                                         const kernel_context& context);
 // Whether kernels of that language may have IPython's history (Python ones: ipykernel; in
 // others, such as xeus-python, the history code finds no IPython shell and does nothing).
 bool may_have_ipython_history(std::string_view spec_language);

@@ -20,12 +20,17 @@ protected:
         if (std::isfinite(d)) {
             return params::python_float_repr(d);
         }
-        return std::isnan(d) ? "[double]::NaN" : d < 0 ? "[double]::NegativeInfinity" : "[double]::PositiveInfinity";
+        return std::isnan(d) ? "[double]::NaN"
+               : d < 0       ? "[double]::NegativeInfinity"
+                             : "[double]::PositiveInfinity";
     }
     std::string str(const std::string& s) const override { return quoted(s, "`\""); }
     std::string list(const ordered_value& v) const override { return "@(" + join(v, ", ") + ")"; }
     std::string dict(const ordered_value& v) const override {
-        return "@{" + pairs(v, "\n ", [](const std::string& k, const std::string& x) { return k + " = " + x; }) + "}";
+        return "@{" +
+               pairs(v, "\n ",
+                     [](const std::string& k, const std::string& x) { return k + " = " + x; }) +
+               "}";
     }
     std::string assign(const std::string& name, const std::string& value) const override {
         return "$" + name + " = " + value;

@@ -38,7 +38,10 @@ protected:
     }
     std::string list(const ordered_value& v) const override { return "[" + join(v, ", ") + "]"; }
     std::string dict(const ordered_value& v) const override {
-        return "{" + pairs(v, ", ", [](const std::string& k, const std::string& x) { return k + ": " + x; }) + "}";
+        return "{" +
+               pairs(v, ", ",
+                     [](const std::string& k, const std::string& x) { return k + ": " + x; }) +
+               "}";
     }
     const std::regex& assignment() const override {
         static const std::regex r(R"(^\s*([A-Za-z_]\w*)\s*(:[^=]*)?=[^=])");
@@ -48,7 +51,8 @@ protected:
 
 // papermill's PythonTranslator.inspect: assignments grouped with the lines that continue them
 // (comments dropped but on the last line, whose comment is the help), then its pattern.
-std::optional<std::vector<parameter_info>> python_translator::inspect(const std::string& source) const {
+std::optional<std::vector<parameter_info>>
+python_translator::inspect(const std::string& source) const {
     static const std::regex pattern(
         R"(^(\w[\w_]*)\s*(:\s*["']?(\w[\w_\[\],\s]*)["']?\s*)?=\s*(.*?)(\s*#\s*(type:\s*([^\s]*)\s*)?(.*))?$)");
     auto trim = [](const std::string& s) {
@@ -93,7 +97,8 @@ std::optional<std::vector<parameter_info>> python_translator::inspect(const std:
             continue;
         }
         const std::string type = m[3].matched ? m[3].str() : m[7].matched ? m[7].str() : "None";
-        found.push_back({trim(m[1].str()), trim(type), trim(m[4].str()), trim(m[8].matched ? m[8].str() : "")});
+        found.push_back(
+            {trim(m[1].str()), trim(type), trim(m[4].str()), trim(m[8].matched ? m[8].str() : "")});
     }
     return found;
 }
@@ -135,7 +140,8 @@ std::vector<nlohmann::json> python_priming() {
     static const std::string first_cell_defaults =
         "exec(" +
         nlohmann::json(std::string("try:\n    ip = get_ipython()\n    ip.ast_node_interactivity\n"
-                                   "    for name in " FIRST_CELL_TRAITS ":\n        getattr(ip.history_manager, name)\n"
+                                   "    for name in " FIRST_CELL_TRAITS
+                                   ":\n        getattr(ip.history_manager, name)\n"
                                    "except Exception:\n    pass\n"))
             .dump() +
         ", {})";

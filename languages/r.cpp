@@ -13,9 +13,14 @@ public:
 protected:
     std::string none() const override { return "NULL"; }
     std::string boolean(bool b) const override { return b ? "TRUE" : "FALSE"; }
-    std::string list(const ordered_value& v) const override { return "list(" + join(v, ", ") + ")"; }
+    std::string list(const ordered_value& v) const override {
+        return "list(" + join(v, ", ") + ")";
+    }
     std::string dict(const ordered_value& v) const override {
-        return "list(" + pairs(v, ", ", [](const std::string& k, const std::string& x) { return k + " = " + x; }) + ")";
+        return "list(" +
+               pairs(v, ", ",
+                     [](const std::string& k, const std::string& x) { return k + " = " + x; }) +
+               ")";
     }
     std::string assign(const std::string& name, const std::string& value) const override {
         // Leading '_' is not legal in R names: papermill drops it.
@@ -36,7 +41,8 @@ result<std::string> r_context(const kernel_context& ctx) {
     if (!ctx.env.empty()) {
         std::string args;
         for (const auto& [name, value] : ctx.env) {
-            args += (args.empty() ? "" : ", ") + c_style_literal(name) + " = " + c_style_literal(value);
+            args +=
+                (args.empty() ? "" : ", ") + c_style_literal(name) + " = " + c_style_literal(value);
         }
         body += "Sys.setenv(" + args + "); ";
     }

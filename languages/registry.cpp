@@ -20,21 +20,20 @@ std::string lower(std::string_view s) {
 
 } // namespace
 
-nlohmann::json builtin::priming_execute(std::string_view code, bool silent, nlohmann::json user_expressions) {
-    return {{"code", std::string(code)},
-            {"silent", silent},
-            {"store_history", false},
-            {"user_expressions", std::move(user_expressions)},
-            {"allow_stdin", false},
-            {"stop_on_error", false}};
+nlohmann::json builtin::priming_execute(std::string_view code, bool silent,
+                                        nlohmann::json user_expressions) {
+    return {{"code", std::string(code)}, {"silent", silent},
+            {"store_history", false},    {"user_expressions", std::move(user_expressions)},
+            {"allow_stdin", false},      {"stop_on_error", false}};
 }
 
 const std::vector<const language*>& all() {
     // Listed, not self-registered: a static library drops an object file nothing refers to,
     // and its registration with it.
     static const std::vector<const language*> rows = {
-        &builtin::python(), &builtin::r(),      &builtin::julia(),  &builtin::matlab(),     &builtin::bash(),
-        &builtin::scala(),  &builtin::csharp(), &builtin::fsharp(), &builtin::powershell(),
+        &builtin::python(), &builtin::r(),      &builtin::julia(),
+        &builtin::matlab(), &builtin::bash(),   &builtin::scala(),
+        &builtin::csharp(), &builtin::fsharp(), &builtin::powershell(),
     };
     return rows;
 }
@@ -42,18 +41,21 @@ const std::vector<const language*>& all() {
 const language* for_kernelspec(std::string_view spec_language) {
     const std::string wanted = lower(spec_language);
     for (const language* row : all()) {
-        if (std::find(row->spec_languages.begin(), row->spec_languages.end(), wanted) != row->spec_languages.end()) {
+        if (std::find(row->spec_languages.begin(), row->spec_languages.end(), wanted) !=
+            row->spec_languages.end()) {
             return row;
         }
     }
     return nullptr;
 }
 
-const params::translator* translator_for(const std::string& kernel_name, const std::string& language) {
+const params::translator* translator_for(const std::string& kernel_name,
+                                         const std::string& language) {
     for (const std::string& key : {kernel_name, language}) {
         for (const auto* row : all()) {
             const auto& keys = row->translator_keys;
-            if (row->translator != nullptr && std::find(keys.begin(), keys.end(), key) != keys.end()) {
+            if (row->translator != nullptr &&
+                std::find(keys.begin(), keys.end(), key) != keys.end()) {
                 return row->translator;
             }
         }
@@ -80,7 +82,8 @@ bool has_builtin_context_snippet(std::string_view spec_language) {
     return row != nullptr && row->context_code != nullptr;
 }
 
-result<std::string> builtin_context_code(std::string_view spec_language, const kernel_context& context) {
+result<std::string> builtin_context_code(std::string_view spec_language,
+                                         const kernel_context& context) {
     const language* row = for_kernelspec(spec_language);
     if (row == nullptr || row->context_code == nullptr) {
         return error{errc::bad_request, "kpool has no cwd/env snippet for language '" +
@@ -96,7 +99,8 @@ bool may_have_ipython_history(std::string_view spec_language) {
 
 std::vector<nlohmann::json> priming_requests(std::string_view spec_language) {
     const language* row = for_kernelspec(spec_language);
-    return row != nullptr && row->priming != nullptr ? row->priming() : std::vector<nlohmann::json>{};
+    return row != nullptr && row->priming != nullptr ? row->priming()
+                                                     : std::vector<nlohmann::json>{};
 }
 
 } // namespace kpool::languages

@@ -17,7 +17,10 @@ protected:
     }
     std::string list(const ordered_value& v) const override { return "Seq(" + join(v, ", ") + ")"; }
     std::string dict(const ordered_value& v) const override {
-        return "Map(" + pairs(v, ", ", [](const std::string& k, const std::string& x) { return k + " -> " + x; }) + ")";
+        return "Map(" +
+               pairs(v, ", ",
+                     [](const std::string& k, const std::string& x) { return k + " -> " + x; }) +
+               ")";
     }
     std::string comment(const std::string& text) const override { return "// " + text; }
     std::string assign(const std::string& name, const std::string& value) const override {

@@ -17,7 +17,8 @@ namespace kpool::loop {
 
 // Closes a handle and deletes the object that embeds it once libuv is done with it. `Owner` is a
 // struct whose first member is the uv handle, so the handle pointer is the owner pointer.
-template <class Owner> struct uv_close_deleter {
+template <class Owner>
+struct uv_close_deleter {
     void operator()(Owner* owner) const noexcept {
         auto* handle = reinterpret_cast<uv_handle_t*>(owner);
         if (uv_is_closing(handle) == 0) {
@@ -25,19 +26,23 @@ template <class Owner> struct uv_close_deleter {
         }
     }
 };
-template <class Owner> using uv_ptr = std::unique_ptr<Owner, uv_close_deleter<Owner>>;
+template <class Owner>
+using uv_ptr = std::unique_ptr<Owner, uv_close_deleter<Owner>>;
 
 // The base of an object holding several handles (CRTP: `struct x final : uv_handle_group<x>`).
 // Self provides `bool releasable() const`: true once nothing but its handles uses it.
-template <class Self> class uv_handle_group {
+template <class Self>
+class uv_handle_group {
 public:
     // After a successful uv_*_init: the handle points here and counts.
-    template <class Handle> void adopt(Handle* handle) {
+    template <class Handle>
+    void adopt(Handle* handle) {
         handle->data = static_cast<Self*>(this);
         ++m_open;
     }
     // Closes an adopted handle (once); the last close may delete the object.
-    template <class Handle> void close(Handle* handle) {
+    template <class Handle>
+    void close(Handle* handle) {
         auto* h = reinterpret_cast<uv_handle_t*>(handle);
         if (uv_is_closing(h) == 0) {
             uv_close(h, &closed);

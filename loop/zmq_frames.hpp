@@ -14,8 +14,8 @@ inline std::optional<std::vector<std::string>> recv_frames(zmq::socket_t& socket
     std::vector<std::string> frames;
     for (;;) {
         zmq::message_t part;
-        const auto got = socket.recv(part, frames.empty() ? zmq::recv_flags::dontwait
-                                                          : zmq::recv_flags::none);
+        const auto got =
+            socket.recv(part, frames.empty() ? zmq::recv_flags::dontwait : zmq::recv_flags::none);
         if (!got) {
             return std::nullopt; // EAGAIN before the first frame
         }

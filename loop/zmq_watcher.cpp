@@ -40,7 +40,10 @@ struct zmq_watcher::handles final : uv_handle_group<zmq_watcher::handles> {
         }
     }
 
-    template <class H> static handles* of(H* h) { return static_cast<handles*>(h->data); }
+    template <class H>
+    static handles* of(H* h) {
+        return static_cast<handles*>(h->data);
+    }
 };
 
 zmq_watcher::zmq_watcher(uv_loop_t* loop, zmq::socket_t& socket, std::function<void()> on_readable)

@@ -22,7 +22,8 @@ bool splits_mime(const std::string& key) {
 
 // On read, lists are joined for every mime type but JSON ones (those hold JSON values).
 bool joins_mime(const std::string& key) {
-    return key != "application/json" && !(key.starts_with("application/") && key.ends_with("+json"));
+    return key != "application/json" &&
+           !(key.starts_with("application/") && key.ends_with("+json"));
 }
 
 // Joins a list of strings into one string (nbformat's rejoin_lines); other values unchanged.
@@ -47,7 +48,8 @@ void split_if_string(json& value) {
     }
 }
 
-template <class Fn> void for_each_mimebundle_value(json& bundle, bool on_write, Fn fn) {
+template <class Fn>
+void for_each_mimebundle_value(json& bundle, bool on_write, Fn fn) {
     if (!bundle.is_object()) {
         return;
     }
@@ -59,7 +61,8 @@ template <class Fn> void for_each_mimebundle_value(json& bundle, bool on_write, 
 }
 
 // Applies fn to every multi-line field of a notebook: what nbformat splits and joins.
-template <class Fn> void for_each_multiline_field(json& nb, bool on_write, Fn fn) {
+template <class Fn>
+void for_each_multiline_field(json& nb, bool on_write, Fn fn) {
     json& cells = nb["cells"];
     for (json& cell : cells) {
         if (!cell.is_object()) {
@@ -141,9 +144,11 @@ std::vector<std::string> split_lines(std::string_view text) {
             end_line(i + 1 < text.size() && text[i + 1] == '\n' ? i + 2 : i + 1);
         } else if (c == '\n' || c == '\v' || c == '\f' || (c >= 0x1c && c <= 0x1e)) {
             end_line(i + 1);
-        } else if (c == 0xC2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) == 0x85) {
+        } else if (c == 0xC2 && i + 1 < text.size() &&
+                   static_cast<unsigned char>(text[i + 1]) == 0x85) {
             end_line(i + 2); // U+0085 NEXT LINE
-        } else if (c == 0xE2 && i + 2 < text.size() && static_cast<unsigned char>(text[i + 1]) == 0x80 &&
+        } else if (c == 0xE2 && i + 2 < text.size() &&
+                   static_cast<unsigned char>(text[i + 1]) == 0x80 &&
                    (static_cast<unsigned char>(text[i + 2]) == 0xA8 ||
                     static_cast<unsigned char>(text[i + 2]) == 0xA9)) {
             end_line(i + 3); // U+2028, U+2029
@@ -166,7 +171,8 @@ result<json> read_notebook(std::string_view text, const std::string& source) {
         const auto colon = what.find("; ");
         return error{errc::bad_request,
                      source + ":" + position_of(text, e.byte > 0 ? e.byte - 1 : 0) +
-                         ": not valid JSON: " + (colon == std::string::npos ? what : what.substr(colon + 2))};
+                         ": not valid JSON: " +
+                         (colon == std::string::npos ? what : what.substr(colon + 2))};
     } catch (const json::exception& e) { // no other is known to come out of parsing; never a crash
         return error{errc::bad_request, source + ": not valid JSON: " + e.what()};
     }
@@ -253,8 +259,9 @@ void write_json(const json& j, std::string& out, int depth) {
     }
     case json::value_t::number_float: {
         const double d = j.get<double>();
-        out += std::isnan(d) ? "NaN" : std::isinf(d) ? (d < 0 ? "-Infinity" : "Infinity")
-                                                     : protocol::python_float_repr(d);
+        out += std::isnan(d)   ? "NaN"
+               : std::isinf(d) ? (d < 0 ? "-Infinity" : "Infinity")
+                               : protocol::python_float_repr(d);
         return;
     }
     case json::value_t::binary:
@@ -264,8 +271,7 @@ void write_json(const json& j, std::string& out, int depth) {
         }
         out += j.dump(-1, ' ', false, json::error_handler_t::replace);
         return;
-    default:
-        out += j.dump(-1, ' ', false, json::error_handler_t::replace);
+    default: out += j.dump(-1, ' ', false, json::error_handler_t::replace);
     }
 }
 

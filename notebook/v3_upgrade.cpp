@@ -62,12 +62,14 @@ json upgrade_output(json output) {
         }
         if (type == "pyout") {
             output["output_type"] = "execute_result";
-            output["execution_count"] = output.contains("prompt_number") ? output["prompt_number"] : json();
+            output["execution_count"] =
+                output.contains("prompt_number") ? output["prompt_number"] : json();
             output.erase("prompt_number");
         }
         json data = json::object();
         for (auto it = output.begin(); it != output.end();) {
-            if (it.key() == "output_type" || it.key() == "execution_count" || it.key() == "metadata") {
+            if (it.key() == "output_type" || it.key() == "execution_count" ||
+                it.key() == "metadata") {
                 ++it;
                 continue;
             }
@@ -127,7 +129,8 @@ json upgrade_cell(json cell) {
             }
             single += (single.empty() ? "" : " ") + line;
         }
-        cell["source"] = std::string(static_cast<std::size_t>(std::max(level, 0)), '#') + " " + single;
+        cell["source"] =
+            std::string(static_cast<std::size_t>(std::max(level, 0)), '#') + " " + single;
     } else if (type == "html") {
         cell["cell_type"] = "markdown";
     }
@@ -138,14 +141,16 @@ json upgrade_cell(json cell) {
 
 result<json> upgrade_v3(json nb, const std::string& source) {
     if (!nb.contains("worksheets") || !nb["worksheets"].is_array()) {
-        return error{errc::bad_request, source + ": not an nbformat 3 notebook (no 'worksheets' list)"};
+        return error{errc::bad_request,
+                     source + ": not an nbformat 3 notebook (no 'worksheets' list)"};
     }
     if (!nb.contains("metadata") || !nb["metadata"].is_object()) {
         nb["metadata"] = json::object();
     }
     json& meta = nb["metadata"];
     meta["orig_nbformat"] = nb.contains("orig_nbformat") ? nb["orig_nbformat"] : json(3);
-    meta["orig_nbformat_minor"] = nb.contains("orig_nbformat_minor") ? nb["orig_nbformat_minor"] : json(0);
+    meta["orig_nbformat_minor"] =
+        nb.contains("orig_nbformat_minor") ? nb["orig_nbformat_minor"] : json(0);
     nb.erase("orig_nbformat");
     nb.erase("orig_nbformat_minor");
     nb["nbformat"] = 4;
@@ -153,11 +158,13 @@ result<json> upgrade_v3(json nb, const std::string& source) {
     json cells = json::array();
     for (json& ws : nb["worksheets"]) {
         if (!ws.is_object() || !ws.contains("cells") || !ws["cells"].is_array()) {
-            return error{errc::bad_request, source + ": an nbformat 3 worksheet without a 'cells' list"};
+            return error{errc::bad_request,
+                         source + ": an nbformat 3 worksheet without a 'cells' list"};
         }
         for (json& cell : ws["cells"]) {
             if (!cell.is_object()) {
-                return error{errc::bad_request, source + ": a cell is not an object with a cell_type"};
+                return error{errc::bad_request,
+                             source + ": a cell is not an object with a cell_type"};
             }
             cells.push_back(upgrade_cell(std::move(cell)));
         }

@@ -64,7 +64,8 @@ std::string translator::quoted(const std::string& s, const std::string& quote_es
 }
 
 bool translator::beyond_int32(const ordered_value& v) {
-    return protocol::is_big_integer(v) || v.get<double>() > 2147483647.0 || v.get<double>() < -2147483648.0;
+    return protocol::is_big_integer(v) || v.get<double>() > 2147483647.0 ||
+           v.get<double>() < -2147483648.0;
 }
 
 std::string translator::literal(const ordered_value& v) const {
@@ -113,7 +114,8 @@ result<std::string> translator::codify(const parameters& values) const {
             content += assign(n, literal(value)) + line_end();
         }
     } catch (const unsupported& u) {
-        return error{errc::bad_request, std::string("a ") + u.what + " parameter cannot be written in " + name()};
+        return error{errc::bad_request,
+                     std::string("a ") + u.what + " parameter cannot be written in " + name()};
     }
     return content;
 }

@@ -85,7 +85,8 @@ protected:
     // The items' literals joined by `sep`.
     std::string join(const ordered_value& items, const std::string& sep) const;
     // A key: value list of a dict, each pair as `pair(key literal, value literal)`.
-    template <class F> std::string pairs(const ordered_value& v, const std::string& sep, F pair) const {
+    template <class F>
+    std::string pairs(const ordered_value& v, const std::string& sep, F pair) const {
         std::string out;
         for (const auto& [k, item] : v.items()) {
             out += (out.empty() ? "" : sep) + pair(str(k), literal(item));

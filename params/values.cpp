@@ -37,8 +37,8 @@ std::optional<ojson> python_int(const std::string& text) {
     }
     std::erase(s, '_');
     const bool signed_ = s[0] == '-' || s[0] == '+';
-    return protocol::integer_value<ojson>(protocol::decimal_digits(std::string_view(s).substr(signed_ ? 1 : 0), 10),
-                                          s[0] == '-');
+    return protocol::integer_value<ojson>(
+        protocol::decimal_digits(std::string_view(s).substr(signed_ ? 1 : 0), 10), s[0] == '-');
 }
 
 // Python's float(): decimal or scientific (underscores between digits), nan, inf, infinity.
@@ -49,8 +49,8 @@ bool python_float(const std::string& text, double& out) {
     std::string s = strip(text);
     if (std::regex_match(s, special)) {
         const bool negative = s[0] == '-';
-        const char first = static_cast<char>(std::tolower(static_cast<unsigned char>(
-            s[s[0] == '-' || s[0] == '+' ? 1 : 0])));
+        const char first = static_cast<char>(
+            std::tolower(static_cast<unsigned char>(s[s[0] == '-' || s[0] == '+' ? 1 : 0])));
         out = first == 'n' ? std::nan("") : (negative ? -HUGE_VAL : HUGE_VAL);
         return true;
     }
@@ -92,8 +92,8 @@ ojson resolve_plain_scalar(const std::string& s) {
         std::erase(digits, '_');
         const bool negative = digits[0] == '-';
         const std::size_t skip = (digits[0] == '-' || digits[0] == '+' ? 1 : 0) + prefix;
-        const std::string decimal =
-            protocol::decimal_digits(std::string_view(digits).substr(std::min(skip, digits.size())), base);
+        const std::string decimal = protocol::decimal_digits(
+            std::string_view(digits).substr(std::min(skip, digits.size())), base);
         if (decimal.empty()) {
             return s; // no digits after the prefix: not a number after all
         }
@@ -129,7 +129,8 @@ ojson resolve_plain_scalar(const std::string& s) {
             } else if (pos == start) {
                 whole = protocol::decimal_digits(part, 10);
             } else { // later parts are 0-59 (the pattern says so)
-                whole = protocol::decimal_multiply_add(whole, 60, static_cast<unsigned>(std::stoi(part)));
+                whole = protocol::decimal_multiply_add(whole, 60,
+                                                       static_cast<unsigned>(std::stoi(part)));
             }
             pos = colon + 1;
         }
@@ -168,7 +169,8 @@ ojson from_yaml(const YAML::Node& node) {
             (tag == "tag:yaml.org,2002:float" && !v.is_number() && !integer) ||
             (tag == "tag:yaml.org,2002:bool" && !v.is_boolean()) ||
             (tag == "tag:yaml.org,2002:null" && !v.is_null())) {
-            throw YAML::RepresentationException(node.Mark(), "'" + node.Scalar() + "' is not a " + tag.substr(18));
+            throw YAML::RepresentationException(node.Mark(), "'" + node.Scalar() + "' is not a " +
+                                                                 tag.substr(18));
         }
         if (tag == "tag:yaml.org,2002:float" && v.is_number_integer()) {
             return static_cast<double>(v.get<long long>());
@@ -226,7 +228,8 @@ result<parameters> parse_yaml_parameters(std::string_view text, const std::strin
             return parameters::object();
         }
         if (!root.IsMap()) {
-            return error{errc::bad_request, source + ": parameters must be a YAML mapping of names to values"};
+            return error{errc::bad_request,
+                         source + ": parameters must be a YAML mapping of names to values"};
         }
         return from_yaml(root);
     } catch (const YAML::Exception& e) {
@@ -240,7 +243,8 @@ result<std::string> base64_decode(std::string_view text) {
     std::size_t length = 0;
     const char* end = nullptr;
     if (sodium_base642bin(reinterpret_cast<unsigned char*>(out.data()), out.size(), text.data(),
-                          text.size(), " \t\r\n", &length, &end, sodium_base64_VARIANT_ORIGINAL) != 0 ||
+                          text.size(), " \t\r\n", &length, &end,
+                          sodium_base64_VARIANT_ORIGINAL) != 0 ||
         end != text.data() + text.size()) {
         return error{errc::bad_request, "not valid base64 (standard alphabet, with padding)"};
     }

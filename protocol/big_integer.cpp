@@ -1,4 +1,5 @@
-// big_integer: base conversion and the one arithmetic step YAML's base 60 needs, on decimal strings.
+// big_integer: base conversion and the one arithmetic step YAML's base 60 needs, on decimal
+// strings.
 #include "protocol/big_integer.hpp"
 
 #include <algorithm>
@@ -28,11 +29,14 @@ std::string decimal_digits(std::string_view digits, int base) {
     std::string decimal = "0";
     for (const char c : digits) {
         const int lower = std::tolower(static_cast<unsigned char>(c));
-        const int d = std::isdigit(lower) ? lower - '0' : (lower >= 'a' && lower <= 'z') ? lower - 'a' + 10 : 99;
+        const int d = std::isdigit(lower)              ? lower - '0'
+                      : (lower >= 'a' && lower <= 'z') ? lower - 'a' + 10
+                                                       : 99;
         if (d >= base) {
             return {};
         }
-        decimal = decimal_multiply_add(decimal, static_cast<unsigned>(base), static_cast<unsigned>(d));
+        decimal =
+            decimal_multiply_add(decimal, static_cast<unsigned>(base), static_cast<unsigned>(d));
     }
     return digits.empty() ? std::string() : decimal;
 }

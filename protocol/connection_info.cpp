@@ -19,10 +19,14 @@ std::string connection_info::endpoint(std::uint16_t port) const {
 }
 
 json to_json(const connection_info& info) {
-    return json{{"shell_port", info.shell_port},     {"iopub_port", info.iopub_port},
-                {"stdin_port", info.stdin_port},     {"control_port", info.control_port},
-                {"hb_port", info.hb_port},           {"ip", info.ip},
-                {"key", info.key},                   {"transport", info.transport},
+    return json{{"shell_port", info.shell_port},
+                {"iopub_port", info.iopub_port},
+                {"stdin_port", info.stdin_port},
+                {"control_port", info.control_port},
+                {"hb_port", info.hb_port},
+                {"ip", info.ip},
+                {"key", info.key},
+                {"transport", info.transport},
                 {"signature_scheme", info.signature_scheme},
                 {"kernel_name", info.kernel_name}};
 }
@@ -56,7 +60,10 @@ result<connection_info> connection_info_from_json(const json& j) {
         return error{errc::bad_request, "connection info is not a JSON object"};
     }
     connection_info info;
-    struct port_slot { const char* name; std::uint16_t* dest; };
+    struct port_slot {
+        const char* name;
+        std::uint16_t* dest;
+    };
     const port_slot ports[] = {{"shell_port", &info.shell_port},
                                {"iopub_port", &info.iopub_port},
                                {"stdin_port", &info.stdin_port},
@@ -69,7 +76,11 @@ result<connection_info> connection_info_from_json(const json& j) {
         }
         *slot.dest = *port;
     }
-    struct string_slot { const char* name; std::string* dest; bool required; };
+    struct string_slot {
+        const char* name;
+        std::string* dest;
+        bool required;
+    };
     const string_slot strings[] = {{"ip", &info.ip, true},
                                    {"key", &info.key, true},
                                    {"transport", &info.transport, true},

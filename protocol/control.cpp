@@ -54,7 +54,9 @@ result<std::string> required_string(const json& body, const char* name) {
 
 } // namespace
 
-std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string dump_json(const json& j) {
+    return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 std::string echo_safe(std::string_view user_text) {
     std::string out;
@@ -114,9 +116,9 @@ json salvage_req_id(std::string_view bytes) {
     json body = json::parse(bytes, nullptr, false);
     if (body.is_object()) {
         auto it = body.find("req_id");
-        if (it != body.end() && (it->is_number_integer() ||
-                                 (it->is_string() && it->get_ref<const std::string&>().size() <=
-                                                         max_echo_bytes))) {
+        if (it != body.end() &&
+            (it->is_number_integer() ||
+             (it->is_string() && it->get_ref<const std::string&>().size() <= max_echo_bytes))) {
             return *it;
         }
     }
@@ -190,8 +192,8 @@ result<context_args> parse_context(const json& body) {
     if (auto st = check_op("context", body); !st) {
         return st.err();
     }
-    context_args args{body.at("kernel_id").get<std::string>(), optional_path(body, "cwd"), env_field_of(body),
-                      memory_history(body)};
+    context_args args{body.at("kernel_id").get<std::string>(), optional_path(body, "cwd"),
+                      env_field_of(body), memory_history(body)};
     if (!args.cwd && args.env.empty() && !args.memory_history) {
         return bad("give 'cwd', 'env' or 'history'");
     }

@@ -34,7 +34,8 @@ const std::vector<op_spec>& control_ops() {
           env_field,
           history_field}},
         {"release", {kernel_id_field}},
-        {"signal", {kernel_id_field, {"signum", field_kind::integer, true, 1, 64, "a signal number"}}},
+        {"signal",
+         {kernel_id_field, {"signum", field_kind::integer, true, 1, 64, "a signal number"}}},
         {"poll", {kernel_id_field}},
         {"renew", {kernel_id_field, {"lease_s", field_kind::seconds, true}}},
         {"context", {kernel_id_field, cwd_field, env_field, history_field}},
@@ -48,7 +49,8 @@ const std::vector<op_spec>& control_ops() {
 
 const op_spec* find_control_op(std::string_view name) {
     const auto& ops = control_ops();
-    auto it = std::find_if(ops.begin(), ops.end(), [&](const op_spec& o) { return o.name == name; });
+    auto it =
+        std::find_if(ops.begin(), ops.end(), [&](const op_spec& o) { return o.name == name; });
     return it == ops.end() ? nullptr : &*it;
 }
 
@@ -63,8 +65,8 @@ status check_field(const field_spec& spec, const json& value) {
     case field_kind::integer:
         if (!value.is_number_integer() || value.get<std::int64_t>() < spec.min ||
             value.get<std::int64_t>() > spec.max) {
-            return bad_field(field + " must be " + std::string(spec.what) + " from " + std::to_string(spec.min) +
-                       " to " + std::to_string(spec.max));
+            return bad_field(field + " must be " + std::string(spec.what) + " from " +
+                             std::to_string(spec.min) + " to " + std::to_string(spec.max));
         }
         break;
     case field_kind::seconds:
@@ -74,7 +76,8 @@ status check_field(const field_spec& spec, const json& value) {
         }
         break;
     case field_kind::path:
-        if (!value.is_null() && (!value.is_string() || !value.get_ref<const std::string&>().starts_with("/"))) {
+        if (!value.is_null() &&
+            (!value.is_string() || !value.get_ref<const std::string&>().starts_with("/"))) {
             return bad_field(field + " must be an absolute path");
         }
         break;
@@ -87,7 +90,8 @@ status check_field(const field_spec& spec, const json& value) {
         }
         for (const auto& [name, v] : value.items()) {
             if (name.empty() || name.find('=') != std::string::npos || !v.is_string()) {
-                return bad_field(field + ": '" + echo_safe(name) + "' must be a name without '=' with a string value");
+                return bad_field(field + ": '" + echo_safe(name) +
+                                 "' must be a name without '=' with a string value");
             }
         }
         break;
@@ -105,7 +109,8 @@ status check_fields(const op_spec& op, const json& body) {
         // A named copy: clang before 16 cannot capture a structured binding in a lambda.
         const std::string& key = item.key();
         if (key != "op" && key != "req_id" &&
-            std::none_of(op.fields.begin(), op.fields.end(), [&](const field_spec& f) { return f.name == key; })) {
+            std::none_of(op.fields.begin(), op.fields.end(),
+                         [&](const field_spec& f) { return f.name == key; })) {
             return bad_field("unknown field '" + echo_safe(key) + "'");
         }
     }

@@ -29,8 +29,8 @@ struct field_spec {
     std::string_view name;
     field_kind kind;
     bool required = false;
-    std::int64_t min = 0; // integer only
-    std::int64_t max = 0; // integer only
+    std::int64_t min = 0;                 // integer only
+    std::int64_t max = 0;                 // integer only
     std::string_view what = "an integer"; // integer only: how its error names the value
 };
 

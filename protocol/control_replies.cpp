@@ -9,11 +9,12 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr std::array all_codes = {errc::bad_request,  errc::unknown_op,  errc::unknown_pool,
-                                  errc::unknown_kernel, errc::timeout,   errc::capacity,
-                                  errc::unavailable,  errc::shutting_down, errc::internal};
+constexpr std::array all_codes = {errc::bad_request,    errc::unknown_op,    errc::unknown_pool,
+                                  errc::unknown_kernel, errc::timeout,       errc::capacity,
+                                  errc::unavailable,    errc::shutting_down, errc::internal};
 
-template <class T> T field_or(const json& object, const char* name, T fallback) {
+template <class T>
+T field_or(const json& object, const char* name, T fallback) {
     auto it = object.find(name);
     if (it == object.end() || it->is_null()) {
         return fallback;
@@ -107,7 +108,8 @@ result<std::vector<pool_summary>> read_status_pools(const json& reply) {
         s.language = field_or<std::string>(p, "language", "");
         s.sandboxed = field_or<std::string>(p, "isolation", "none") == "sandbox";
         const json recent = field_or(p, "recent", json::object());
-        if (recent.is_object() && recent.contains("time_to_warm_s_p50") && recent["time_to_warm_s_p50"].is_number()) {
+        if (recent.is_object() && recent.contains("time_to_warm_s_p50") &&
+            recent["time_to_warm_s_p50"].is_number()) {
             s.time_to_warm_s_p50 = recent["time_to_warm_s_p50"].get<double>();
         }
         pools.push_back(std::move(s));

@@ -15,8 +15,8 @@ json about_kernel(std::string_view name, std::string_view kernel_id) {
 }
 
 // cwd, env and history, as acquire and context carry them.
-void put_context(json& r, const std::optional<std::string>& cwd, const std::map<std::string, std::string>& env,
-                 bool memory_history) {
+void put_context(json& r, const std::optional<std::string>& cwd,
+                 const std::map<std::string, std::string>& env, bool memory_history) {
     if (cwd) {
         r["cwd"] = *cwd;
     }
@@ -83,8 +83,9 @@ json drain(std::string_view pool) {
 
 std::string_view op_of(const json& request) {
     auto it = request.find("op");
-    return it != request.end() && it->is_string() ? std::string_view(it->get_ref<const std::string&>())
-                                                  : std::string_view();
+    return it != request.end() && it->is_string()
+               ? std::string_view(it->get_ref<const std::string&>())
+               : std::string_view();
 }
 
 } // namespace kpool::protocol::requests

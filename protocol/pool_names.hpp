@@ -24,12 +24,13 @@ struct pool_summary {
     bool failing = false;
     bool drained = false;
     bool removed = false;
-    std::string language{}; // its kernelspec's, when the daemon knows it
+    std::string language{};                     // its kernelspec's, when the daemon knows it
     std::optional<double> time_to_warm_s_p50{}; // recent; none before a kernel got warm
-    bool sandboxed{}; // isolation = "sandbox" (docs/security.md)
+    bool sandboxed{};                           // isolation = "sandbox" (docs/security.md)
 };
 
 // The pool `wanted` names among `pools` (those that can serve: not removed), if any.
-std::optional<std::string> resolve_pool_name(std::string_view wanted, const std::vector<pool_summary>& pools);
+std::optional<std::string> resolve_pool_name(std::string_view wanted,
+                                             const std::vector<pool_summary>& pools);
 
 } // namespace kpool::protocol

@@ -5,22 +5,25 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
-#include <string>
 #include <limits>
+#include <string>
 
 namespace kpool::protocol {
 namespace {
 
 bool number_char(char c) {
-    return std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '+' || c == '.' || c == 'e' ||
-           c == 'E';
+    return std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '+' || c == '.' ||
+           c == 'e' || c == 'E';
 }
 
 // A word that touches a letter, digit or number sign on either side is not Python's constant
 // ("NaN1", "1NaN", "NaNa" stay invalid JSON rather than becoming a number).
 bool stands_alone(std::string_view text, std::size_t at, std::size_t length) {
-    auto joins = [](char c) { return number_char(c) || std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-    return (at == 0 || !joins(text[at - 1])) && (at + length == text.size() || !joins(text[at + length]));
+    auto joins = [](char c) {
+        return number_char(c) || std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+    };
+    return (at == 0 || !joins(text[at - 1])) &&
+           (at + length == text.size() || !joins(text[at + length]));
 }
 
 // A JSON number (RFC 8259's grammar, exactly) too large for a double: its infinity; else 0.

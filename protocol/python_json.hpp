@@ -18,9 +18,10 @@
 namespace kpool::protocol {
 
 // `text` with each NaN, Infinity and -Infinity outside strings, and each float too large for a
-// double (Python's inf), replaced by a number literal of the same length (so parse errors keep their positions), and for each one replaced, its place
-// among the number tokens of the text and the value it stands for. `text` stays empty when
-// nothing was replaced (the input is then parsed as it is).
+// double (Python's inf), replaced by a number literal of the same length (so parse errors keep
+// their positions), and for each one replaced, its place among the number tokens of the text and
+// the value it stands for. `text` stays empty when nothing was replaced (the input is then parsed
+// as it is).
 struct python_constants {
     std::string text;
     std::vector<std::pair<std::size_t, double>> replaced; // ascending places
@@ -35,7 +36,8 @@ class python_json_sax : public nlohmann::detail::json_sax_dom_parser<Json> {
     using base = nlohmann::detail::json_sax_dom_parser<Json>;
 
 public:
-    python_json_sax(Json& into, const std::vector<std::pair<std::size_t, double>>& replaced, bool exceptions)
+    python_json_sax(Json& into, const std::vector<std::pair<std::size_t, double>>& replaced,
+                    bool exceptions)
         : base(into, exceptions), m_replaced(replaced) {}
 
     // The stand-ins are all floats ("0.0", "1.000000", ...): an integer token is only counted.

@@ -28,7 +28,8 @@ struct error {
     std::string message;
 };
 
-template <class T> class [[nodiscard]] result {
+template <class T>
+class [[nodiscard]] result {
 public:
     result(T value) : m_v(std::move(value)) {}
     result(error e) : m_v(std::move(e)) {}
@@ -36,15 +37,27 @@ public:
     bool ok() const noexcept { return m_v.index() == 0; }
     explicit operator bool() const noexcept { return ok(); }
 
-    T& value() & { assert(ok()); return std::get<0>(m_v); }
-    const T& value() const& { assert(ok()); return std::get<0>(m_v); }
-    T&& value() && { assert(ok()); return std::get<0>(std::move(m_v)); }
+    T& value() & {
+        assert(ok());
+        return std::get<0>(m_v);
+    }
+    const T& value() const& {
+        assert(ok());
+        return std::get<0>(m_v);
+    }
+    T&& value() && {
+        assert(ok());
+        return std::get<0>(std::move(m_v));
+    }
     T* operator->() { return &value(); }
     const T* operator->() const { return &value(); }
     T& operator*() & { return value(); }
     const T& operator*() const& { return value(); }
 
-    const error& err() const { assert(!ok()); return std::get<1>(m_v); }
+    const error& err() const {
+        assert(!ok());
+        return std::get<1>(m_v);
+    }
 
 private:
     std::variant<T, error> m_v;

@@ -9,7 +9,8 @@ namespace {
 using json = nlohmann::json;
 
 // Each field once: its JSON name and where it lives in the struct.
-template <class F> void each_field(sandbox_spec& s, F&& f) {
+template <class F>
+void each_field(sandbox_spec& s, F&& f) {
     f("user_namespace", s.user_namespace);
     f("uid", s.uid);
     f("gid", s.gid);

@@ -10,14 +10,15 @@ namespace kpool::protocol {
 
 std::string random_uuid() {
     std::string hex = random_hex(16);
-    hex[12] = '4';                                                    // version 4
+    hex[12] = '4';                                                   // version 4
     hex[16] = "89ab"[std::stoi(hex.substr(16, 1), nullptr, 16) & 3]; // RFC 4122 variant
-    return hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-" + hex.substr(16, 4) + "-" +
-           hex.substr(20);
+    return hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-" +
+           hex.substr(16, 4) + "-" + hex.substr(20);
 }
 
 std::string iso8601_utc(std::chrono::system_clock::time_point t) {
-    const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+    const auto micros =
+        std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
     const std::time_t seconds = static_cast<std::time_t>(micros / 1000000);
     std::tm tm{};
     gmtime_r(&seconds, &tm);

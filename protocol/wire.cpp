@@ -15,7 +15,9 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string dump(const json& j) { return to_json_text(j); } // a big integer read from a message stays one
+std::string dump(const json& j) {
+    return to_json_text(j);
+} // a big integer read from a message stays one
 
 std::string string_field(const json& obj, const char* key) {
     if (!obj.is_object()) {
@@ -34,12 +36,9 @@ std::string wire_message::msg_id() const { return string_field(header, "msg_id")
 std::string wire_message::parent_msg_id() const { return string_field(parent_header, "msg_id"); }
 
 json make_header(std::string_view msg_type, std::string_view session) {
-    return json{{"msg_id", random_hex(16)},
-                {"session", session},
-                {"username", "kpool"},
-                {"date", iso8601_now()},
-                {"msg_type", msg_type},
-                {"version", wire_protocol_version}};
+    return json{{"msg_id", random_hex(16)}, {"session", session},
+                {"username", "kpool"},      {"date", iso8601_now()},
+                {"msg_type", msg_type},     {"version", wire_protocol_version}};
 }
 
 wire_message make_message(std::string_view msg_type, std::string_view session, json content) {
@@ -88,7 +87,8 @@ result<wire_message> parse(const std::vector<std::string>& frames, std::string_v
         // As Python reads it: an int beyond 64 bits stays exact (a display of 2**70 as JSON).
         *parts[i] = parse_python_json_or_discarded<json>(delim[2 + i]);
         if (parts[i]->is_discarded() || !parts[i]->is_object()) {
-            return malformed("wire message frame " + std::to_string(i + 2) + " is not a JSON object");
+            return malformed("wire message frame " + std::to_string(i + 2) +
+                             " is not a JSON object");
         }
     }
     if (msg.msg_type().empty()) {
@@ -120,7 +120,8 @@ std::string traceback_text(const nlohmann::json& traceback, bool keep_colour) {
     }
     for (const nlohmann::json& line : traceback) {
         if (line.is_string()) {
-            text += (keep_colour ? line.get<std::string>() : strip_ansi(line.get<std::string>())) + "\n";
+            text += (keep_colour ? line.get<std::string>() : strip_ansi(line.get<std::string>())) +
+                    "\n";
         }
     }
     return text;

@@ -12,7 +12,9 @@ namespace {
 
 using json = nlohmann::json;
 
-error bad(std::string what) { return error{errc::bad_request, "zygote message: " + std::move(what)}; }
+error bad(std::string what) {
+    return error{errc::bad_request, "zygote message: " + std::move(what)};
+}
 
 json plan_json(const preload_plan& plan) {
     return {{"modules", plan.modules},
@@ -23,19 +25,24 @@ json plan_json(const preload_plan& plan) {
 }
 
 // A field that must be there with the right type: unsigned, int, string or bool.
-template <class T> bool read(const json& j, const char* key, T& out) {
+template <class T>
+bool read(const json& j, const char* key, T& out) {
     auto it = j.find(key);
     if (it == j.end()) {
         return false;
     }
     if constexpr (std::is_same_v<T, std::string>) {
-        if (!it->is_string()) return false;
+        if (!it->is_string())
+            return false;
     } else if constexpr (std::is_same_v<T, bool>) {
-        if (!it->is_boolean()) return false;
+        if (!it->is_boolean())
+            return false;
     } else if constexpr (std::is_unsigned_v<T>) {
-        if (!it->is_number_unsigned()) return false;
+        if (!it->is_number_unsigned())
+            return false;
     } else {
-        if (!it->is_number_integer()) return false;
+        if (!it->is_number_integer())
+            return false;
     }
     out = it->get<T>();
     return true;
@@ -52,7 +59,8 @@ bool read_text(const json& j, const char* key, std::string& out) {
 }
 
 // An optional list (absent or null: empty): `each` reads an item, false when it is malformed.
-template <class F> bool read_list(const json& j, const char* key, F each) {
+template <class F>
+bool read_list(const json& j, const char* key, F each) {
     auto it = j.find(key);
     if (it == j.end() || it->is_null()) {
         return true;
@@ -63,7 +71,8 @@ template <class F> bool read_list(const json& j, const char* key, F each) {
 // A list of module names (dotted or not, at most 200 characters).
 bool read_names(const json& j, const char* key, std::vector<std::string>& out) {
     return read_list(j, key, [&](const json& v) {
-        if (!v.is_string() || v.get_ref<const std::string&>().empty() || v.get_ref<const std::string&>().size() > 200) {
+        if (!v.is_string() || v.get_ref<const std::string&>().empty() ||
+            v.get_ref<const std::string&>().size() > 200) {
             return false;
         }
         out.push_back(v.get<std::string>());
@@ -72,7 +81,8 @@ bool read_names(const json& j, const char* key, std::vector<std::string>& out) {
 }
 
 // A list of [name, text] pairs.
-bool read_pairs(const json& j, const char* key, std::vector<std::pair<std::string, std::string>>& out) {
+bool read_pairs(const json& j, const char* key,
+                std::vector<std::pair<std::string, std::string>>& out) {
     return read_list(j, key, [&](const json& v) {
         if (!v.is_array() || v.size() != 2 || !v[0].is_string() || !v[1].is_string()) {
             return false;
@@ -107,9 +117,10 @@ bool read_preload(const json& j, preload_report& out) {
         out.preloaded.push_back(std::move(pm));
         return true;
     });
-    return modules && read_pairs(j, "refused", out.refused) && read_names(j, "warmed", out.warmed) &&
-           read_pairs(j, "warm_ups_refused", out.warm_ups_refused) && read_number(j, "growth_mb", out.growth_mb) &&
-           read_number(j, "rss_mb", out.rss_mb);
+    return modules && read_pairs(j, "refused", out.refused) &&
+           read_names(j, "warmed", out.warmed) &&
+           read_pairs(j, "warm_ups_refused", out.warm_ups_refused) &&
+           read_number(j, "growth_mb", out.growth_mb) && read_number(j, "rss_mb", out.rss_mb);
 }
 
 } // namespace
@@ -123,9 +134,9 @@ std::string format(const fork_request& r) {
     for (const auto& [resource, value] : r.limits) {
         limits.push_back({resource, value});
     }
-    json j{{"fork", r.id},   {"args", r.args}, {"connection_file", r.connection_file},
-                 {"env", env},     {"cwd", r.cwd},   {"log", r.log},
-                 {"limits", limits}, {"idle", r.idle}};
+    json j{{"fork", r.id},     {"args", r.args}, {"connection_file", r.connection_file},
+           {"env", env},       {"cwd", r.cwd},   {"log", r.log},
+           {"limits", limits}, {"idle", r.idle}};
     if (r.sandbox) {
         j["sandbox"] = json::parse(format(*r.sandbox));
         j["sandbox_helper"] = r.sandbox_helper;
@@ -159,7 +170,8 @@ result<message> parse(std::string_view line) {
         if (!read(j, "ready", m.pid) || !read(j, "threads", m.threads)) {
             return bad("'ready' needs pid and threads");
         }
-        if (j.contains("prebuilt") && (!read(j, "prebuilt", m.prebuilt) || !read_text(j, "why_not", m.why_not))) {
+        if (j.contains("prebuilt") &&
+            (!read(j, "prebuilt", m.prebuilt) || !read_text(j, "why_not", m.why_not))) {
             return bad("'ready' has a malformed prebuilt or why_not");
         }
         if (j.contains("preload") && !read_preload(j["preload"], m.preload)) {
@@ -172,7 +184,8 @@ result<message> parse(std::string_view line) {
         if (!read(j, "forked", m.request) || !read(j, "pid", m.pid) || m.pid <= 0) {
             return bad("'forked' needs a request id and a pid");
         }
-        if (j.contains("prebuilt") && (!read(j, "prebuilt", m.prebuilt) || !read_text(j, "why_not", m.why_not))) {
+        if (j.contains("prebuilt") &&
+            (!read(j, "prebuilt", m.prebuilt) || !read_text(j, "why_not", m.why_not))) {
             return bad("'forked' has a malformed prebuilt or why_not");
         }
         if (j.contains("at_idle") && !read(j, "at_idle", m.at_idle)) {
@@ -189,7 +202,8 @@ result<message> parse(std::string_view line) {
     }
     if (j.contains("exited")) {
         exited m;
-        if (!read(j, "exited", m.pid) || !read(j, "code", m.code) || !read(j, "signal", m.term_signal)) {
+        if (!read(j, "exited", m.pid) || !read(j, "code", m.code) ||
+            !read(j, "signal", m.term_signal)) {
             return bad("'exited' needs pid, code and signal");
         }
         return message{m};
@@ -204,7 +218,8 @@ result<message> parse(std::string_view line) {
     }
     if (j.contains("imports")) {
         imports m;
-        if (!read(j, "imports", m.pid) || !read_names(j, "modules", m.modules) || !read_pairs(j, "other", m.other) ||
+        if (!read(j, "imports", m.pid) || !read_names(j, "modules", m.modules) ||
+            !read_pairs(j, "other", m.other) ||
             (j.contains("running") && !read(j, "running", m.running))) {
             return bad("'imports' needs a pid, modules and other");
         }

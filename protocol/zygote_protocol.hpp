@@ -1,5 +1,5 @@
-// The line protocol between kpoold and its fork servers (daemon/process/zygote.py): one JSON object per
-// line each way. Pure code: requests to lines, lines to messages, bytes to lines. The zygote's
+// The line protocol between kpoold and its fork servers (daemon/process/zygote.py): one JSON object
+// per line each way. Pure code: requests to lines, lines to messages, bytes to lines. The zygote's
 // docstring shows the same protocol from its side.
 #pragma once
 
@@ -19,13 +19,13 @@ namespace kpool::protocol::zygote {
 // kpoold -> zygote: fork one kernel.
 struct fork_request {
     std::uint64_t id = 0;
-    std::vector<std::string> args;                           // after `PYTHON -m ipykernel_launcher`
-    std::string connection_file;                             // fills the template's {connection_file}
-    std::vector<std::pair<std::string, std::string>> env;    // the complete environment
-    std::string cwd;                                         // empty: the zygote's
-    std::string log;                                         // stdout and stderr go here
-    std::vector<std::pair<int, std::uint64_t>> limits;       // setrlimit(resource, value)
-    bool idle = false;                                       // start at SCHED_IDLE
+    std::vector<std::string> args;                        // after `PYTHON -m ipykernel_launcher`
+    std::string connection_file;                          // fills the template's {connection_file}
+    std::vector<std::pair<std::string, std::string>> env; // the complete environment
+    std::string cwd;                                      // empty: the zygote's
+    std::string log;                                      // stdout and stderr go here
+    std::vector<std::pair<int, std::uint64_t>> limits;    // setrlimit(resource, value)
+    bool idle = false;                                    // start at SCHED_IDLE
     // isolation = "sandbox": the child makes this sandbox with the helper at `sandbox_helper`
     // before it becomes the kernel (daemon/process/zygote_sandbox.py).
     std::optional<sandbox_spec> sandbox;
@@ -61,24 +61,24 @@ struct settings {
 std::string format(const settings& s); // JSON, no newline
 
 // zygote -> kpoold.
-struct preloaded_module {      // a module the zygote pre-imported
+struct preloaded_module { // a module the zygote pre-imported
     std::string name;
-    std::string file;          // its __file__ ("" for a namespace package or a built-in)
-    double mtime = 0;          // of `file` when it was imported: a later one means an upgrade
+    std::string file; // its __file__ ("" for a namespace package or a built-in)
+    double mtime = 0; // of `file` when it was imported: a later one means an upgrade
 };
-struct preload_report {        // what came of the zygote's preload plan
+struct preload_report { // what came of the zygote's preload plan
     std::vector<preloaded_module> preloaded;
     std::vector<std::pair<std::string, std::string>> refused; // module, why
-    std::vector<std::string> warmed;                           // warm-ups that ran
+    std::vector<std::string> warmed;                          // warm-ups that ran
     std::vector<std::pair<std::string, std::string>> warm_ups_refused;
     double growth_mb = 0; // what pre-importing and warming added to the zygote
     double rss_mb = 0;    // the zygote's resident size after it
 };
-struct ready {                 // once, after the imports and pre-building
+struct ready { // once, after the imports and pre-building
     int pid = 0;
     int threads = 0;
     bool prebuilt = false;
-    std::string why_not;       // why kernels are not pre-built, when they are not
+    std::string why_not; // why kernels are not pre-built, when they are not
     preload_report preload;
 };
 struct forked {
@@ -97,19 +97,19 @@ struct exited {
     std::int64_t code = 0;
     int term_signal = 0;
 };
-struct learned {               // hot pages learned (the first kernel's start, sampled lives)
+struct learned { // hot pages learned (the first kernel's start, sampled lives)
     std::uint64_t pages = 0;
     std::string why_not;       // why none will be pre-faulted, when none will
     std::uint64_t kernels = 0; // how many sampled kernels' whole lives it comes from
 };
-struct complaint {             // a request line the zygote could not read
+struct complaint { // a request line the zygote could not read
     std::string error;
 };
-struct imports {               // the top-level modules a kernel used, sent as it ended
+struct imports { // the top-level modules a kernel used, sent as it ended
     int pid = 0;
-    bool running = false;      // sent while it runs (now and then): a later one replaces it
-    std::vector<std::string> modules;                        // installed ones
-    std::vector<std::pair<std::string, std::string>> other;  // the rest: module, where it was found
+    bool running = false;             // sent while it runs (now and then): a later one replaces it
+    std::vector<std::string> modules; // installed ones
+    std::vector<std::pair<std::string, std::string>> other; // the rest: module, where it was found
 };
 using message = std::variant<ready, forked, fork_failed, exited, learned, complaint, imports>;
 
@@ -124,7 +124,10 @@ public:
     // Complete lines in `bytes` (with what was held before), without their '\n'.
     std::vector<std::string> feed(std::string_view bytes);
     std::uint64_t dropped() const { return m_dropped; }
-    void reset() { m_partial.clear(); m_skipping = false; }
+    void reset() {
+        m_partial.clear();
+        m_skipping = false;
+    }
 
 private:
     std::size_t m_max;

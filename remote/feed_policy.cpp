@@ -12,8 +12,8 @@ constexpr double min_gradient = 0.5;    // at most halved by one round
 constexpr std::size_t min_round = 3;    // answers per round at the least, however small the window
 constexpr double first_backoff_s = 0.1; // after a refused connection, doubling
 constexpr double max_backoff_s = 2.0;
-constexpr double min_gain = 0.05;       // a growth must raise the rate by this much to stay
-constexpr int quiet_rounds = 4;         // after a growth taken back, rounds before the next
+constexpr double min_gain = 0.05; // a growth must raise the rate by this much to stay
+constexpr int quiet_rounds = 4;   // after a growth taken back, rounds before the next
 
 } // namespace
 
@@ -34,9 +34,12 @@ verdict classify(int status, std::string_view error_code, bool may_have_run, boo
 
 feed_policy::feed_policy(policy_settings settings)
     : m_settings(settings),
-      m_window(static_cast<double>(std::clamp<std::size_t>(settings.initial_window, 1, std::max<std::size_t>(1, settings.max_in_flight)))) {}
+      m_window(static_cast<double>(std::clamp<std::size_t>(
+          settings.initial_window, 1, std::max<std::size_t>(1, settings.max_in_flight)))) {}
 
-std::size_t feed_policy::window() const { return std::max<std::size_t>(1, static_cast<std::size_t>(m_window)); }
+std::size_t feed_policy::window() const {
+    return std::max<std::size_t>(1, static_cast<std::size_t>(m_window));
+}
 
 bool feed_policy::may_send(double now, std::size_t in_flight) const {
     return in_flight < window() && now >= m_hold_until;
@@ -59,8 +62,9 @@ void feed_policy::answered(double now, std::uint64_t ticket, double latency_ms, 
     }
     m_round_latency += latency_ms;
     // Without the server's word, the lowest latency seen stands for the code's own time.
-    m_round_own += queued_ms >= 0 ? std::max(0.0, latency_ms - queued_ms)
-                                  : (m_min_latency > 0 ? std::min(latency_ms, m_min_latency) : latency_ms);
+    m_round_own += queued_ms >= 0
+                       ? std::max(0.0, latency_ms - queued_ms)
+                       : (m_min_latency > 0 ? std::min(latency_ms, m_min_latency) : latency_ms);
     if (++m_round_answers >= std::max<std::size_t>(min_round, window())) {
         end_round(now);
     }
@@ -96,7 +100,8 @@ void feed_policy::end_round(double now) {
             m_slow_start = false;
             m_window = std::max(1.0, std::min(m_window, m_window * gradient + 1));
         }
-        m_window = std::min(m_window, static_cast<double>(std::max<std::size_t>(1, m_settings.max_in_flight)));
+        m_window = std::min(
+            m_window, static_cast<double>(std::max<std::size_t>(1, m_settings.max_in_flight)));
     }
     m_round_answers = 0;
     m_round_latency = m_round_own = 0;
@@ -113,7 +118,8 @@ double feed_policy::refused(double now, std::size_t in_flight, double retry_afte
         m_grown_from = 0;
         m_window = std::max(1.0, std::min(m_window, static_cast<double>(in_flight)) * cut_factor);
     }
-    const double retry_at = now + (retry_after_s >= 0 ? retry_after_s : std::max(first_backoff_s, m_backoff_s));
+    const double retry_at =
+        now + (retry_after_s >= 0 ? retry_after_s : std::max(first_backoff_s, m_backoff_s));
     m_hold_until = std::max(m_hold_until, retry_at);
     return retry_at;
 }

@@ -73,14 +73,15 @@ private:
     double m_window;
     bool m_slow_start = true;
     double m_hold_until = 0;
-    double m_backoff_s = 0;  // after connections refused; 0 once an answer came
-    double m_min_latency = 0; // ms, the lowest round mean: the code's time when the server does not say
+    double m_backoff_s = 0; // after connections refused; 0 once an answer came
+    double m_min_latency =
+        0; // ms, the lowest round mean: the code's time when the server does not say
     std::uint64_t m_tickets = 0;     // requests sent
     std::uint64_t m_round_first = 0; // the first ticket the round counts
     double m_round_start = -1;       // when the round began (its rate's clock)
-    double m_grown_from = 0;         // the window before the last growth (0: the last change was none)
-    double m_rate_before = 0;        // the answers a second of the round that decided that growth
-    int m_quiet = 0;                 // rounds left without growth, after one was taken back
+    double m_grown_from = 0;  // the window before the last growth (0: the last change was none)
+    double m_rate_before = 0; // the answers a second of the round that decided that growth
+    int m_quiet = 0;          // rounds left without growth, after one was taken back
     // The round under way.
     std::size_t m_round_answers = 0;
     double m_round_latency = 0;

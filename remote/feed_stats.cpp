@@ -12,7 +12,8 @@ double rounded(double v) { return std::round(v * 100) / 100; }
 
 // The nearest-rank percentile of sorted values.
 double percentile(const std::vector<double>& sorted, double p) {
-    const auto rank = static_cast<std::size_t>(std::ceil(p / 100 * static_cast<double>(sorted.size())));
+    const auto rank =
+        static_cast<std::size_t>(std::ceil(p / 100 * static_cast<double>(sorted.size())));
     return sorted[std::clamp<std::size_t>(rank, 1, sorted.size()) - 1];
 }
 

@@ -12,13 +12,13 @@
 namespace kpool::remote {
 
 struct feed_stats {
-    std::size_t jobs = 0;      // answered, one way or another
-    std::size_t ok = 0;        // 200, and the code did not raise
-    std::size_t raised = 0;    // 200, and the code raised (Kpool-Outcome: error)
-    std::size_t failed = 0;    // any other answer, or none
-    std::size_t requests = 0;  // sent, retries included
+    std::size_t jobs = 0;     // answered, one way or another
+    std::size_t ok = 0;       // 200, and the code did not raise
+    std::size_t raised = 0;   // 200, and the code raised (Kpool-Outcome: error)
+    std::size_t failed = 0;   // any other answer, or none
+    std::size_t requests = 0; // sent, retries included
     std::size_t retries = 0;
-    std::size_t no_answer = 0; // requests without an HTTP answer (refused, reset)
+    std::size_t no_answer = 0;            // requests without an HTTP answer (refused, reset)
     std::map<int, std::size_t> responses; // by HTTP status
     std::size_t bytes_sent = 0;
     std::size_t bytes_received = 0;

@@ -27,7 +27,8 @@ struct pending {
 class feeder {
 public:
     feeder(const feed_settings& settings, const std::function<void(const job_answer&)>& answered)
-        : m_settings(settings), m_answered(answered), m_client(settings.client), m_policy(settings.policy) {}
+        : m_settings(settings), m_answered(answered), m_client(settings.client),
+          m_policy(settings.policy) {}
 
     void read_from(std::shared_ptr<std::istream> input) {
         m_source = read_lines(std::move(input), [this] { m_client.wake(); });
@@ -44,7 +45,8 @@ public:
                 stop("interrupted (Ctrl-C or SIGTERM)");
             }
             send_what_may_go(now);
-            if (m_client.in_flight() == 0 && m_retries.empty() && (m_stopped || m_source->finished())) {
+            if (m_client.in_flight() == 0 && m_retries.empty() &&
+                (m_stopped || m_source->finished())) {
                 break;
             }
             double wait = progress_every_s;
@@ -109,8 +111,9 @@ private:
         http_request request = p.job.request;
         auto shared = std::make_shared<pending>(std::move(p));
         const std::uint64_t ticket = m_policy.sent(now, m_client.in_flight() + 1);
-        m_client.send(std::move(request),
-                      [this, shared, ticket](http_answer a) { on_answer(std::move(*shared), ticket, std::move(a)); });
+        m_client.send(std::move(request), [this, shared, ticket](http_answer a) {
+            on_answer(std::move(*shared), ticket, std::move(a));
+        });
         m_stats.peak_in_flight = std::max(m_stats.peak_in_flight, m_client.in_flight());
     }
 
@@ -142,7 +145,8 @@ private:
             double retry_at = 0;
             if (a.status != 0) {
                 ++m_stats.responses[a.status];
-                why = std::to_string(a.status) + (body.is_object() ? ": " + body.value("message", "") : "");
+                why = std::to_string(a.status) +
+                      (body.is_object() ? ": " + body.value("message", "") : "");
                 retry_at = m_policy.refused(now, m_client.in_flight() + 1, a.number("retry-after"));
             } else {
                 ++m_stats.no_answer;
@@ -150,14 +154,16 @@ private:
                 retry_at = m_policy.unreachable(now);
             }
             if (m_stopped) {
-                return answer(unanswered(p.job, "not_sent", "not sent again: " + m_stopped_why, p.attempts));
+                return answer(
+                    unanswered(p.job, "not_sent", "not sent again: " + m_stopped_why, p.attempts));
             }
             if (retry_at - p.first_sent > m_settings.patience_s) {
-                job_answer gave_up = unanswered(p.job, "gave_up",
-                                                "not run: no kernel within the patience (" +
-                                                    std::to_string(static_cast<int>(m_settings.patience_s)) + " s, " +
-                                                    std::to_string(p.attempts) + " attempts); the last answer: " + why,
-                                                p.attempts);
+                job_answer gave_up = unanswered(
+                    p.job, "gave_up",
+                    "not run: no kernel within the patience (" +
+                        std::to_string(static_cast<int>(m_settings.patience_s)) + " s, " +
+                        std::to_string(p.attempts) + " attempts); the last answer: " + why,
+                    p.attempts);
                 // 429 or 503: the server was there and had no kernel; none: no server answered.
                 gave_up.line["error"]["last_status"] = a.status != 0 ? json(a.status) : json();
                 return answer(gave_up);
@@ -225,11 +231,15 @@ private:
     }
 
     void show_progress(double elapsed) {
-        const std::string total = m_settings.total > 0 ? "/" + std::to_string(m_settings.total) : "";
+        const std::string total =
+            m_settings.total > 0 ? "/" + std::to_string(m_settings.total) : "";
         const auto throttled = m_stats.responses.count(429) ? m_stats.responses.at(429) : 0;
-        std::fprintf(stderr, "\r\033[K%zu%s done, %zu in flight (window %zu), %.1f/s, %zu x 429, %zu retries",
-                     m_stats.jobs, total.c_str(), m_client.in_flight(), m_policy.window(),
-                     elapsed > 0 ? static_cast<double>(m_stats.jobs) / elapsed : 0.0, throttled, m_stats.retries);
+        std::fprintf(
+            stderr,
+            "\r\033[K%zu%s done, %zu in flight (window %zu), %.1f/s, %zu x 429, %zu retries",
+            m_stats.jobs, total.c_str(), m_client.in_flight(), m_policy.window(),
+            elapsed > 0 ? static_cast<double>(m_stats.jobs) / elapsed : 0.0, throttled,
+            m_stats.retries);
         std::fflush(stderr);
     }
 

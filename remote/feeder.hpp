@@ -30,7 +30,7 @@ struct feed_settings {
 
 struct feed_result {
     feed_stats stats;
-    std::size_t window = 0;  // the policy's at the end
+    std::size_t window = 0; // the policy's at the end
     double seconds = 0;
     std::string stopped_why; // no request could get through (a refused token...), or cancelled
     bool cancelled = false;

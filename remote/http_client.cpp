@@ -4,8 +4,8 @@
 #include <curl/curl.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cctype>
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
 
@@ -46,7 +46,8 @@ struct transfer {
     http_request request;
     http_client::done_fn done;
     std::size_t body_at = 0;
-    bool body_read = false; // libcurl asked for the body: a connection was up and the request going out
+    bool body_read =
+        false; // libcurl asked for the body: a connection was up and the request going out
     http_answer answer;
 };
 
@@ -79,11 +80,13 @@ std::size_t on_header_line(char* data, std::size_t size, std::size_t n, void* us
         t->answer.headers.clear(); // a new response (after a 100 Continue, or a retried request)
     } else if (colon != std::string::npos) {
         std::string name = line.substr(0, colon);
-        std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+        std::transform(name.begin(), name.end(), name.begin(),
+                       [](unsigned char c) { return std::tolower(c); });
         std::string value = line.substr(colon + 1);
         const auto first = value.find_first_not_of(" \t");
         const auto last = value.find_last_not_of(" \t\r\n");
-        t->answer.headers[name] = first == std::string::npos ? "" : value.substr(first, last - first + 1);
+        t->answer.headers[name] =
+            first == std::string::npos ? "" : value.substr(first, last - first + 1);
     }
     return size * n;
 }
@@ -101,7 +104,8 @@ std::size_t on_body_wanted(char* buffer, std::size_t size, std::size_t n, void* 
 // attempt before counts as sent (body_read stays set).
 int on_rewind(void* user, curl_off_t offset, int origin) {
     auto* t = static_cast<transfer*>(user);
-    if (origin != SEEK_SET || offset < 0 || static_cast<std::size_t>(offset) > t->request.body.size()) {
+    if (origin != SEEK_SET || offset < 0 ||
+        static_cast<std::size_t>(offset) > t->request.body.size()) {
         return CURL_SEEKFUNC_CANTSEEK;
     }
     t->body_at = static_cast<std::size_t>(offset);
@@ -171,7 +175,8 @@ void http_client::send(http_request request, done_fn done) {
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, m->settings.connect_timeout_ms);
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
-    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, m->settings.http2 ? CURL_HTTP_VERSION_2TLS : CURL_HTTP_VERSION_1_1);
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
+                     m->settings.http2 ? CURL_HTTP_VERSION_2TLS : CURL_HTTP_VERSION_1_1);
     curl_easy_setopt(e, CURLOPT_PIPEWAIT, m->settings.http2 ? 1L : 0L);
     if (!m->settings.cacert.empty()) {
         curl_easy_setopt(e, CURLOPT_CAINFO, m->settings.cacert.c_str());
@@ -192,7 +197,8 @@ void http_client::send(http_request request, done_fn done) {
     if (t->request.method == "POST") {
         add("Content-Type: application/json");
         curl_easy_setopt(e, CURLOPT_POST, 1L);
-        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(t->request.body.size()));
+        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
+                         static_cast<curl_off_t>(t->request.body.size()));
         curl_easy_setopt(e, CURLOPT_READFUNCTION, on_body_wanted);
         curl_easy_setopt(e, CURLOPT_READDATA, t.get());
         curl_easy_setopt(e, CURLOPT_SEEKFUNCTION, on_rewind);
@@ -257,7 +263,8 @@ void http_client::run_for(int timeout_ms) {
         curl_easy_getinfo(t->easy.get(), CURLINFO_REQUEST_SIZE, &request_bytes);
         a.bytes_sent = static_cast<std::size_t>(up) + static_cast<std::size_t>(request_bytes);
         a.bytes_received += a.body.size() + static_cast<std::size_t>(header_bytes);
-        auto it = std::find_if(m->transfers.begin(), m->transfers.end(), [t](const auto& p) { return p.get() == t; });
+        auto it = std::find_if(m->transfers.begin(), m->transfers.end(),
+                               [t](const auto& p) { return p.get() == t; });
         ended.push_back(std::move(*it));
         m->transfers.erase(it);
     }
@@ -286,7 +293,8 @@ double http_answer::number(const std::string& header) const {
 }
 
 double monotonic_seconds() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
 }
 
 std::string check_base_url(const std::string& url) {

@@ -26,15 +26,15 @@ struct http_request {
 };
 
 struct http_answer {
-    int status = 0;               // 0: no answer came
+    int status = 0;                             // 0: no answer came
     std::map<std::string, std::string> headers; // names in lower case
     std::string body;
-    std::string failure;          // libcurl's words when no answer came
-    bool may_have_run = false;    // some of the request went out on a connection
+    std::string failure;       // libcurl's words when no answer came
+    bool may_have_run = false; // some of the request went out on a connection
     // No request can get through, this one's or another's: the certificate is not trusted, the
     // host has no address, the URL is wrong. Not worth sending again.
     bool hopeless = false;
-    double seconds = 0;           // from the send to the last byte
+    double seconds = 0; // from the send to the last byte
     std::size_t bytes_sent = 0;
     std::size_t bytes_received = 0;
 
@@ -47,10 +47,11 @@ struct http_answer {
 double monotonic_seconds();
 
 struct client_settings {
-    std::string base_url; // http(s)://host:port (and a proxy's path prefix), without a trailing slash
-    std::string token;    // sent as `Authorization: token T` when not empty
-    std::string cacert;   // a PEM file of trusted CAs (a self-signed certificate's own)
-    bool http2 = false;   // HTTP/2 by ALPN (https only: kpool serve has no cleartext HTTP/2)
+    std::string
+        base_url;       // http(s)://host:port (and a proxy's path prefix), without a trailing slash
+    std::string token;  // sent as `Authorization: token T` when not empty
+    std::string cacert; // a PEM file of trusted CAs (a self-signed certificate's own)
+    bool http2 = false; // HTTP/2 by ALPN (https only: kpool serve has no cleartext HTTP/2)
     long connect_timeout_ms = 10000;
 };
 

@@ -34,7 +34,8 @@ private:
 // Lines from a stream, read on a thread of its own (a pipe may be slow to give them).
 class line_reader final : public job_source {
 public:
-    line_reader(std::shared_ptr<std::istream> in, std::function<void()> wake) : m_shared(std::make_shared<shared>()) {
+    line_reader(std::shared_ptr<std::istream> in, std::function<void()> wake)
+        : m_shared(std::make_shared<shared>()) {
         m_shared->wake = std::move(wake);
         m_shared->in = std::move(in);
         m_thread = std::thread([s = m_shared] {
@@ -109,7 +110,8 @@ private:
 
 } // namespace
 
-std::unique_ptr<job_source> read_lines(std::shared_ptr<std::istream> in, std::function<void()> wake) {
+std::unique_ptr<job_source> read_lines(std::shared_ptr<std::istream> in,
+                                       std::function<void()> wake) {
     return std::make_unique<line_reader>(std::move(in), std::move(wake));
 }
 

@@ -33,7 +33,8 @@ public:
 // `wake` is called from the reader's thread when a line is ready or the stream ended. The reader
 // shares the stream: one left blocked on a pipe when the source goes keeps it, and the process
 // ends soon after.
-std::unique_ptr<job_source> read_lines(std::shared_ptr<std::istream> in, std::function<void()> wake);
+std::unique_ptr<job_source> read_lines(std::shared_ptr<std::istream> in,
+                                       std::function<void()> wake);
 std::unique_ptr<job_source> made_jobs(std::vector<serve_job> jobs);
 
 } // namespace kpool::remote

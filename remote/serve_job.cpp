@@ -16,7 +16,8 @@ namespace {
 using json = nlohmann::json;
 using ordered = nlohmann::ordered_json;
 
-constexpr const char* job_fields = "id, code, notebook, root_notebook, parameters, output, kernel, timeout, cwd, env";
+constexpr const char* job_fields =
+    "id, code, notebook, root_notebook, parameters, output, kernel, timeout, cwd, env";
 
 // What kpool serve takes as a request id of the caller's own (docs/serve.md: a plain name).
 std::optional<std::string> request_id_of(const ordered& id) {
@@ -121,11 +122,13 @@ result<serve_job> read_job(const std::string& text, std::size_t line) {
     serve_job job;
     job.line = line;
     job.id = j.contains("id") ? json::parse(j["id"].dump()) : json();
-    const int kinds = static_cast<int>(j.contains("code")) + static_cast<int>(j.contains("notebook")) +
+    const int kinds = static_cast<int>(j.contains("code")) +
+                      static_cast<int>(j.contains("notebook")) +
                       static_cast<int>(j.contains("root_notebook"));
     if (kinds != 1) {
-        return error{errc::bad_request, where + "a job has one of \"code\", \"notebook\" (a local file) or "
-                                                "\"root_notebook\" (a path under the server's --root)"};
+        return error{errc::bad_request,
+                     where + "a job has one of \"code\", \"notebook\" (a local file) or "
+                             "\"root_notebook\" (a path under the server's --root)"};
     }
     ordered body = ordered::object();
     for (const auto& [key, value] : j.items()) {
@@ -134,7 +137,8 @@ result<serve_job> read_job(const std::string& text, std::size_t line) {
         }
         if (key == "code" || key == "notebook" || key == "root_notebook" || key == "output") {
             if (!value.is_string() || value.get<std::string>().empty()) {
-                return error{errc::bad_request, where + "\"" + key + "\" must be a non-empty string"};
+                return error{errc::bad_request,
+                             where + "\"" + key + "\" must be a non-empty string"};
             }
         }
         if (key == "code") {
@@ -145,16 +149,18 @@ result<serve_job> read_job(const std::string& text, std::size_t line) {
             job.output = value.get<std::string>();
         } else if (key == "root_notebook") {
             job.request.target = "/v1/run/" + url_path(value.get<std::string>());
-        } else if (key == "parameters" || key == "kernel" || key == "timeout" || key == "cwd" || key == "env") {
+        } else if (key == "parameters" || key == "kernel" || key == "timeout" || key == "cwd" ||
+                   key == "env") {
             body[key] = value; // kpool serve checks them, and says what is wrong
         } else {
-            return error{errc::bad_request, where + "unknown field \"" + protocol::echo_safe(key) + "\" (fields: " +
-                                                job_fields + ")"};
+            return error{errc::bad_request, where + "unknown field \"" + protocol::echo_safe(key) +
+                                                "\" (fields: " + job_fields + ")"};
         }
     }
     if (j.contains("code")) {
         if (j.contains("parameters") || j.contains("output")) {
-            return error{errc::bad_request, where + "\"parameters\" and \"output\" go with a notebook, not \"code\""};
+            return error{errc::bad_request,
+                         where + "\"parameters\" and \"output\" go with a notebook, not \"code\""};
         }
         job.request.target = "/v1/exec";
     } else {
@@ -165,7 +171,8 @@ result<serve_job> read_job(const std::string& text, std::size_t line) {
             }
             auto nb = ordered::parse(*nb_text, nullptr, false);
             if (nb.is_discarded() || !nb.is_object()) {
-                return error{errc::bad_request, where + job.notebook + " is not a notebook (not a JSON object)"};
+                return error{errc::bad_request,
+                             where + job.notebook + " is not a notebook (not a JSON object)"};
             }
             body["notebook"] = std::move(nb);
             job.request.target = "/v1/run";
@@ -252,7 +259,8 @@ job_answer answer_of(const serve_job& job, const http_answer& a, unsigned attemp
     return out;
 }
 
-job_answer unanswered(const serve_job& job, const std::string& error, const std::string& message, unsigned attempts) {
+job_answer unanswered(const serve_job& job, const std::string& error, const std::string& message,
+                      unsigned attempts) {
     job_answer out;
     out.line = line_head(job, attempts);
     out.line["status"] = nullptr;
@@ -262,7 +270,10 @@ job_answer unanswered(const serve_job& job, const std::string& error, const std:
 
 job_answer bad_line(std::size_t line, const std::string& message) {
     job_answer out;
-    out.line = {{"id", nullptr}, {"line", line}, {"attempts", 0}, {"status", nullptr},
+    out.line = {{"id", nullptr},
+                {"line", line},
+                {"attempts", 0},
+                {"status", nullptr},
                 {"error", ordered{{"error", "bad_job"}, {"message", message}}}};
     return out;
 }

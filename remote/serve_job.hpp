@@ -3,7 +3,8 @@
 //   {"id": ..., "code": "..."}                                        POST /v1/exec
 //   {"id": ..., "notebook": "local.ipynb", "parameters": {...},
 //    "output": "out.ipynb"}                                           POST /v1/run (the file sent)
-//   {"id": ..., "root_notebook": "reports/x.ipynb", ...}              POST /v1/run/{path} (--root's)
+//   {"id": ..., "root_notebook": "reports/x.ipynb", ...}              POST /v1/run/{path}
+//   (--root's)
 // each with `kernel`, `timeout`, `cwd`, `env` as kpool serve takes them.
 #pragma once
 
@@ -19,11 +20,11 @@
 namespace kpool::remote {
 
 struct serve_job {
-    nlohmann::json id;   // the caller's, echoed (null when the line had none)
+    nlohmann::json id; // the caller's, echoed (null when the line had none)
     std::size_t line = 0;
-    std::string notebook;      // a local notebook, read and sent in the body
-    std::string output;        // where the executed notebook goes (a run job's)
-    http_request request;      // what is sent, built once
+    std::string notebook; // a local notebook, read and sent in the body
+    std::string output;   // where the executed notebook goes (a run job's)
+    http_request request; // what is sent, built once
     bool is_run() const { return request.target.starts_with("/v1/run"); }
 };
 
@@ -53,12 +54,13 @@ result<serve_job> read_job(const std::string& text, std::size_t line);
 // `attempts`: how many requests it took.
 struct job_answer {
     nlohmann::ordered_json line; // id first, then what happened
-    bool ok = false; // answered 200 and its code did not raise
-    nlohmann::json notebook; // a run job's executed notebook, when one came back (else null)
+    bool ok = false;             // answered 200 and its code did not raise
+    nlohmann::json notebook;     // a run job's executed notebook, when one came back (else null)
 };
 job_answer answer_of(const serve_job& job, const http_answer& answer, unsigned attempts);
 // A job that got no answer: `error` a short code, `message` what happened.
-job_answer unanswered(const serve_job& job, const std::string& error, const std::string& message, unsigned attempts);
+job_answer unanswered(const serve_job& job, const std::string& error, const std::string& message,
+                      unsigned attempts);
 // A line that is no job.
 job_answer bad_line(std::size_t line, const std::string& message);
 

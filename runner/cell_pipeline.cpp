@@ -18,15 +18,16 @@ std::optional<run_ahead_plan> run_ahead_for(const json& kernel_info) {
     const std::string name = language_info.is_object() ? language_info.value("name", "") : "";
     const languages::language* row = languages::for_kernelspec(name);
     const std::string implementation = kernel_info.value("implementation", "");
-    if (row == nullptr || std::find(row->aborting_implementations.begin(), row->aborting_implementations.end(),
-                                    implementation) == row->aborting_implementations.end()) {
+    if (row == nullptr ||
+        std::find(row->aborting_implementations.begin(), row->aborting_implementations.end(),
+                  implementation) == row->aborting_implementations.end()) {
         return std::nullopt;
     }
     return run_ahead_plan{std::string(row->abort_window_expression)};
 }
 
-cell_pipeline::cell_pipeline(notebook_engine& engine, jupyter::send_execute_fn send, std::size_t window,
-                             pipeline_hooks hooks)
+cell_pipeline::cell_pipeline(notebook_engine& engine, jupyter::send_execute_fn send,
+                             std::size_t window, pipeline_hooks hooks)
     : m_engine(engine), m_send(std::move(send)), m_window(std::max<std::size_t>(window, 1)),
       m_hooks(std::move(hooks)) {}
 
@@ -163,7 +164,10 @@ void cell_pipeline::send_more(clock::time_point now) {
             request->user_expressions = {{window_expression_name, m_plan->abort_window_expression}};
         }
         const std::string id = m_send(*request);
-        m_sent.push_back({m_scan, request->stop_on_error, jupyter::execution_tracker(id, request->timeout, now), {}});
+        m_sent.push_back({m_scan,
+                          request->stop_on_error,
+                          jupyter::execution_tracker(id, request->timeout, now),
+                          {}});
         m_sent_ahead += ahead ? 1 : 0;
         ++m_scan;
     }

@@ -60,7 +60,8 @@ std::optional<run_ahead_plan> run_ahead_for(const nlohmann::json& kernel_info);
 class cell_pipeline final : public jupyter::execution_driver {
 public:
     // `window`: the most requests at the kernel at once (1: one cell at a time, nbclient's way).
-    cell_pipeline(notebook_engine& engine, jupyter::send_execute_fn send, std::size_t window, pipeline_hooks hooks);
+    cell_pipeline(notebook_engine& engine, jupyter::send_execute_fn send, std::size_t window,
+                  pipeline_hooks hooks);
 
     void start(clock::time_point now) override;
     void on_message(const jupyter::incoming& in, clock::time_point now) override;
@@ -93,10 +94,10 @@ private:
     pipeline_hooks m_hooks;
     std::deque<in_flight> m_sent; // in the kernel's order; the front is the running cell once begun
     bool m_front_begun = false;
-    std::size_t m_scan = 0;       // the first cell not yet sent nor passed over
-    bool m_decided = false;                 // kernel_info was known
-    std::optional<run_ahead_plan> m_plan;   // what it allows, if anything
-    bool m_window_widened = false;          // a reply said the abort window expression ran
+    std::size_t m_scan = 0;               // the first cell not yet sent nor passed over
+    bool m_decided = false;               // kernel_info was known
+    std::optional<run_ahead_plan> m_plan; // what it allows, if anything
+    bool m_window_widened = false;        // a reply said the abort window expression ran
     std::size_t m_sent_ahead = 0;
     bool m_finished = false;
 };

@@ -64,7 +64,8 @@ result<std::unique_ptr<local_kernel>> local_kernel::start(const request& req) {
     if (!spec) {
         return spec.err();
     }
-    const auto path_var = req.env.count("PATH") != 0 ? req.env.at("PATH") : std::string("/usr/bin:/bin");
+    const auto path_var =
+        req.env.count("PATH") != 0 ? req.env.at("PATH") : std::string("/usr/bin:/bin");
     auto program = jupyter::resolve_kernel_program(*spec, config::pool_config{}.python, path_var);
     if (!program) {
         return program.err();
@@ -90,7 +91,8 @@ result<std::unique_ptr<local_kernel>> local_kernel::start(const request& req) {
         *port = *p;
     }
     const std::string connection_file = dir + "/kernel-" + k->m_id + ".json";
-    if (auto st = write_private(connection_file, protocol::dump_json(protocol::to_json(k->m_info))); !st) {
+    if (auto st = write_private(connection_file, protocol::dump_json(protocol::to_json(k->m_info)));
+        !st) {
         return st.err();
     }
 
@@ -126,7 +128,8 @@ result<std::unique_ptr<local_kernel>> local_kernel::start(const request& req) {
     posix_spawn_file_actions_t actions;
     posix_spawnattr_init(&attr);
     posix_spawn_file_actions_init(&actions);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+                                        POSIX_SPAWN_SETSIGDEF);
     posix_spawnattr_setpgroup(&attr, 0); // a group of its own: signals reach what it starts
     sigset_t none;
     sigemptyset(&none);
@@ -153,7 +156,8 @@ result<std::unique_ptr<local_kernel>> local_kernel::start(const request& req) {
     k->m_client = std::make_unique<jupyter::kernel_client>(k->m_zmq, k->m_info);
     auto ready = k->m_client->wait_until_ready(req.ready_timeout);
     if (!ready) {
-        return error{errc::timeout, "kernelspec '" + spec->name + "' started but " + ready.err().message};
+        return error{errc::timeout,
+                     "kernelspec '" + spec->name + "' started but " + ready.err().message};
     }
     k->m_kernel_info = std::move(*ready);
     return k;

@@ -88,12 +88,14 @@ void notebook_engine::on_executed(const jupyter::execution& done) {
     m_cut_off = done.kernel_died || done.cancelled || done.timed_out;
     if (done.kernel_died) {
         // papermill: the cell stays "completed", no markers, exit 138 (DeadKernelError).
-        m_stop = {run_outcome::kernel_died, "the kernel died while running cell " + std::to_string(index)};
+        m_stop = {run_outcome::kernel_died,
+                  "the kernel died while running cell " + std::to_string(index)};
         return;
     }
     if (done.cancelled) {
         // papermill, stopped by Ctrl-C, leaves the cell "completed" and adds no error cells.
-        m_stop = {run_outcome::interrupted, "interrupted while running cell " + std::to_string(index)};
+        m_stop = {run_outcome::interrupted,
+                  "interrupted while running cell " + std::to_string(index)};
         return;
     }
     if (done.timed_out) {

@@ -54,14 +54,15 @@ status check_output_writable(const std::string& path) {
 
 status write_atomically(const std::string& path, const std::string& text) {
     const fs::path target = fs::absolute(path);
-    std::string temp = (target.parent_path() / ("." + target.filename().string() + ".kpool-XXXXXX")).string();
+    std::string temp =
+        (target.parent_path() / ("." + target.filename().string() + ".kpool-XXXXXX")).string();
     const int fd = ::mkstemp(temp.data());
     if (fd < 0) {
         return error{errc::bad_request, path + ": cannot write: " + std::strerror(errno)};
     }
     // An existing OUTPUT keeps its mode (papermill rewrites it in place); a new one gets what an
     // ordinary file would (mkstemp makes 0600).
-    struct stat existing{};
+    struct stat existing {};
     if (::stat(target.c_str(), &existing) == 0) {
         ::fchmod(fd, existing.st_mode & 07777);
     } else {
@@ -101,8 +102,9 @@ std::string output_target(const std::string& output) {
 }
 
 bool is_remote_path(const std::string& path) {
-    static const char* const schemes[] = {"s3://", "gs://", "abs://", "adl://", "http://", "https://",
-                                          "wasb://", "wasbs://", "hdfs://", "gdrive://"};
+    static const char* const schemes[] = {"s3://",   "gs://",    "abs://",  "adl://",
+                                          "http://", "https://", "wasb://", "wasbs://",
+                                          "hdfs://", "gdrive://"};
     for (const char* scheme : schemes) {
         if (path.starts_with(scheme)) {
             return true;

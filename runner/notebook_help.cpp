@@ -40,19 +40,24 @@ int print_notebook_help(const std::string& path, const std::string& kernel,
                      kernel_name.c_str(), lang.c_str());
         return 2;
     }
-    const auto found = translator->inspect(nb["cells"][static_cast<std::size_t>(at)].value("source", ""));
+    const auto found =
+        translator->inspect(nb["cells"][static_cast<std::size_t>(at)].value("source", ""));
     if (!found) {
-        std::fprintf(log, "Translator for '%s' language does not support parameter introspection.\n",
+        std::fprintf(log,
+                     "Translator for '%s' language does not support parameter introspection.\n",
                      lang.c_str());
     }
     if (!found || found->empty()) {
-        std::fprintf(out, "\n  Can't infer anything about this notebook's parameters. It may not have any "
-                          "parameter defined.\n");
+        std::fprintf(
+            out, "\n  Can't infer anything about this notebook's parameters. It may not have any "
+                 "parameter defined.\n");
         return 0;
     }
     for (const params::parameter_info& p : *found) {
-        const std::string type = p.inferred_type_name == "None" ? "Unknown type" : p.inferred_type_name;
-        const std::string definition = "  " + p.name + ": " + type + " (default " + p.default_value + ")";
+        const std::string type =
+            p.inferred_type_name == "None" ? "Unknown type" : p.inferred_type_name;
+        const std::string definition =
+            "  " + p.name + ": " + type + " (default " + p.default_value + ")";
         if (definition.size() > 30) {
             std::fprintf(out, "%s\n", definition.c_str());
             if (!p.help.empty()) {

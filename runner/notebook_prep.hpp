@@ -18,7 +18,7 @@ struct prep_options {
     std::string kernel_name; // the kernelspec the parameters are written for
     std::string language;    // papermill's nb_language, already resolved
     params::parameters parameters = params::parameters::object();
-    std::string input_path;  // recorded in metadata.papermill
+    std::string input_path; // recorded in metadata.papermill
     std::string output_path;
     nlohmann::json environment = nlohmann::json::object(); // the --env ones, recorded
     bool report_mode = false;

@@ -38,13 +38,14 @@ struct pool_choice {
     std::string pool;        // empty: no pool serves the kernelspec (or no kpoold answered)
     std::string kernel_name; // its kernelspec
     std::string language;
-    std::string why_none;    // when pool is empty: why, for the notice
+    std::string why_none; // when pool is empty: why, for the notice
 };
 
 pool_choice choose_pool(client::daemon_set& daemons, const run_options& options, const json& nb) {
     const json& spec = nb["metadata"].value("kernelspec", json::object());
-    const std::string wanted_kernel =
-        !options.kernel.empty() ? options.kernel : spec.is_object() ? spec.value("name", "") : "";
+    const std::string wanted_kernel = !options.kernel.empty() ? options.kernel
+                                      : spec.is_object()      ? spec.value("name", "")
+                                                              : "";
     // The first daemon that answers: every daemon of a set serves the same pools.
     std::optional<json> status;
     std::string unreachable;
@@ -81,26 +82,29 @@ pool_choice choose_pool(client::daemon_set& daemons, const run_options& options,
     }
     if (!options.pool.empty()) {
         throw failure{run_outcome::bad_input, "kpoold has no pool '" + options.pool +
-                                                  "' nor one that serves kernelspec '" + options.pool +
-                                                  "'; its pools: " + names};
+                                                  "' nor one that serves kernelspec '" +
+                                                  options.pool + "'; its pools: " + names};
     }
     if (wanted_kernel.empty()) {
-        throw failure{run_outcome::bad_input,
-                      "the notebook names no kernelspec: choose one with --pool or -k; kpoold's pools: " +
-                          (names.empty() ? std::string("none") : names)};
+        throw failure{
+            run_outcome::bad_input,
+            "the notebook names no kernelspec: choose one with --pool or -k; kpoold's pools: " +
+                (names.empty() ? std::string("none") : names)};
     }
     return {"", wanted_kernel, "",
-            "no pool runs kernelspec '" + wanted_kernel + "' (kpoold's pools: " +
-                (names.empty() ? std::string("none") : names) + ")"};
+            "no pool runs kernelspec '" + wanted_kernel +
+                "' (kpoold's pools: " + (names.empty() ? std::string("none") : names) + ")"};
 }
 
 class progress_line {
 public:
-    progress_line(std::FILE* log, bool on, std::size_t total) : m_log(log), m_on(on), m_total(total) {}
+    progress_line(std::FILE* log, bool on, std::size_t total)
+        : m_log(log), m_on(on), m_total(total) {}
     void show(std::size_t done) {
         if (m_on) {
-            std::fprintf(m_log, "\rkpool run: %zu/%zu cells, %.1f s", done, m_total,
-                         std::chrono::duration<double>(std::chrono::steady_clock::now() - m_start).count());
+            std::fprintf(
+                m_log, "\rkpool run: %zu/%zu cells, %.1f s", done, m_total,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - m_start).count());
             std::fflush(m_log);
         }
     }
@@ -164,8 +168,8 @@ private:
 // after every cell (and during long ones), papermill's log lines and the stream files.
 class cell_executor {
 public:
-    cell_executor(json& nb, const run_options& options, std::FILE* log, jupyter::kernel_handle& kernel,
-                  stream_files& files)
+    cell_executor(json& nb, const run_options& options, std::FILE* log,
+                  jupyter::kernel_handle& kernel, stream_files& files)
         : m_nb(nb), m_options(options), m_log(log), m_kernel(kernel), m_files(files),
           m_engine(nb, {.allow_errors = options.allow_errors,
                         .execution_timeout = options.execution_timeout}) {}
@@ -179,7 +183,8 @@ public:
         cell_pipeline cells(
             m_engine,
             [&client](const jupyter::execute_request& r) {
-                return client.send(jupyter::channel::shell, "execute_request", jupyter::execute_request_content(r));
+                return client.send(jupyter::channel::shell, "execute_request",
+                                   jupyter::execute_request_content(r));
             },
             m_options.cells_ahead,
             {.kernel_info = [this]() -> const json& { return m_kernel.kernel_info(); },
@@ -199,7 +204,8 @@ public:
                      }
                      progress.show(i + 1);
                  },
-             .iopub = [&](const protocol::wire_message&, const json& output) { on_output(output); }});
+             .iopub = [&](const protocol::wire_message&,
+                          const json& output) { on_output(output); }});
         jupyter::drive(client, cells, m_kernel.hooks(m_options.cancelled));
         progress.end();
         return m_engine.stop();
@@ -350,28 +356,34 @@ run_result run_notebook(client::daemon_set& daemons, const run_options& options,
         }
         std::unique_ptr<jupyter::kernel_handle> kernel_owner;
         if (!pool.pool.empty()) {
-            client::acquire_request request{.pool = pool.pool, .cwd = cwd.lexically_normal().string(),
-                                            .env = std::move(env), .lease_s = std::nullopt,
+            client::acquire_request request{.pool = pool.pool,
+                                            .cwd = cwd.lexically_normal().string(),
+                                            .env = std::move(env),
+                                            .lease_s = std::nullopt,
                                             .wait = options.start_timeout,
                                             .memory_history = true}; // as papermill's kernels
             auto acquired = client::leased_kernel::acquire(daemons, request);
             if (auto* f = std::get_if<client::acquire_failure>(&acquired)) {
-                throw failure{f->why == client::acquire_failure::kind::unreachable ? run_outcome::unreachable
-                                                                                   : run_outcome::refused,
+                throw failure{f->why == client::acquire_failure::kind::unreachable
+                                  ? run_outcome::unreachable
+                                  : run_outcome::refused,
                               f->message};
             }
             kernel_owner = std::move(std::get<std::unique_ptr<client::leased_kernel>>(acquired));
         } else {
             // A pipeline never breaks because a pool is missing: a kernel of our own, cold.
-            std::fprintf(log, "kpool: notice: %s: starting kernelspec '%s' here for this run (cold)\n",
+            std::fprintf(log,
+                         "kpool: notice: %s: starting kernelspec '%s' here for this run (cold)\n",
                          pool.why_none.c_str(), pool.kernel_name.c_str());
             auto started = local_kernel::start({.kernelspec = pool.kernel_name,
                                                 .cwd = cwd.lexically_normal().string(),
                                                 .env = std::move(env),
                                                 .ready_timeout = options.start_timeout});
             if (!started) {
-                throw failure{started.err().code == errc::timeout ? run_outcome::refused : run_outcome::bad_input,
-                              pool.why_none + ", and starting it here failed: " + started.err().message};
+                throw failure{started.err().code == errc::timeout ? run_outcome::refused
+                                                                  : run_outcome::bad_input,
+                              pool.why_none +
+                                  ", and starting it here failed: " + started.err().message};
             }
             kernel_owner = std::move(*started);
         }
@@ -401,9 +413,10 @@ run_result run_notebook(client::daemon_set& daemons, const run_options& options,
         }
         engine.finish(start, wall_clock::now());
         const double seconds = std::chrono::duration<double>(wall_clock::now() - start).count();
-        return finish({stop.outcome,
-                       stop.outcome == run_outcome::ok ? "ok (" + std::to_string(seconds).substr(0, 5) + " s)"
-                                             : stop.message.empty() ? "failed" : stop.message});
+        return finish({stop.outcome, stop.outcome == run_outcome::ok
+                                         ? "ok (" + std::to_string(seconds).substr(0, 5) + " s)"
+                                     : stop.message.empty() ? "failed"
+                                                            : stop.message});
     } catch (const failure& f) {
         if (options.log_level <= 40) {
             std::fprintf(log, "kpool: %s\n", f.message.c_str());
@@ -429,7 +442,7 @@ void report_error(std::FILE* log, const std::string& input, const json& cell, st
 
 std::map<std::string, std::string> caller_environment() {
     static const std::set<std::string> left_out = {"JPY_PARENT_PID", "KPOOL_INSTANCE", "PWD",
-                                                   "OLDPWD", "SHLVL", "_"};
+                                                   "OLDPWD",         "SHLVL",          "_"};
     std::map<std::string, std::string> env;
     for (char** e = environ; *e != nullptr; ++e) {
         const std::string_view entry(*e);

@@ -23,12 +23,12 @@ namespace kpool::runner {
 struct run_options {
     std::string input;  // a path, or "-" for stdin
     std::string output; // a path, or "-" for stdout (written once, at the end)
-    std::string pool;        // empty: chosen by kernel or by the notebook's kernelspec
+    std::string pool;   // empty: chosen by kernel or by the notebook's kernelspec
     // --endpoint or $KPOOL_ENDPOINT named the daemon: if it does not answer, the run fails
     // (unreachable) rather than falling back to a local kernel, which is only for the default.
     bool daemon_named = false;
-    std::string kernel;      // -k: the pool whose kernelspec this is
-    std::string language;    // -l: the parameters' language, whatever the notebook says
+    std::string kernel;   // -k: the pool whose kernelspec this is
+    std::string language; // -l: the parameters' language, whatever the notebook says
     // The kernel's working directory; relative to this process's. Default: this process's, as
     // papermill's kernel inherits it.
     std::optional<std::string> cwd;
@@ -48,7 +48,7 @@ struct run_options {
     // During a long cell, OUTPUT is saved again when a message arrives this long after the last
     // save (papermill's autosave_cell_every; 0: never).
     std::chrono::seconds autosave_every{30};
-    bool progress = false;   // a progress line on the log stream
+    bool progress = false; // a progress line on the log stream
     // papermill's --log-output: "Executing Cell N---" banners, and every cell's streams and
     // text/plain results, on the log stream.
     bool log_output = false;
@@ -65,14 +65,15 @@ struct run_options {
 
 struct run_result {
     run_outcome outcome = run_outcome::ok;
-    std::string summary;  // one line: how it ended
+    std::string summary; // one line: how it ended
 };
 
 run_result run_notebook(client::daemon_set& daemons, const run_options& options, std::FILE* log);
 
 // What `kpool run` says of a cell that raised (its first error output): "kpool: INPUT: cell
 // INDEX (In [N]) raised ENAME: EVALUE" and the traceback as text. Remote runs say the same.
-void report_error(std::FILE* log, const std::string& input, const nlohmann::json& cell, std::size_t index);
+void report_error(std::FILE* log, const std::string& input, const nlohmann::json& cell,
+                  std::size_t index);
 
 // This process's environment as the kernel should see it, without what describes a kernel
 // process rather than the caller: JPY_PARENT_PID and KPOOL_INSTANCE (the kernel's own parent

@@ -46,8 +46,8 @@ double seconds_between(const std::string& start, wall_clock::time_point end) {
     tm.tm_year -= 1900;
     tm.tm_mon -= 1;
     const auto t = wall_clock::from_time_t(::timegm(&tm)) + std::chrono::microseconds(micros);
-    return std::chrono::duration<double>(
-               std::chrono::floor<std::chrono::microseconds>(end) - t).count();
+    return std::chrono::duration<double>(std::chrono::floor<std::chrono::microseconds>(end) - t)
+        .count();
 }
 
 } // namespace
@@ -55,8 +55,8 @@ double seconds_between(const std::string& start, wall_clock::time_point end) {
 std::string papermill_time(wall_clock::time_point t) {
     const auto us = std::chrono::time_point_cast<std::chrono::microseconds>(t);
     const auto seconds = std::chrono::floor<std::chrono::seconds>(us);
-    return format_utc(wall_clock::to_time_t(seconds),
-                      static_cast<long>((us - seconds).count()), false, "");
+    return format_utc(wall_clock::to_time_t(seconds), static_cast<long>((us - seconds).count()),
+                      false, "");
 }
 
 std::string message_time(const json& header) {
@@ -66,7 +66,8 @@ std::string message_time(const json& header) {
         const std::string d = date->get<std::string>();
         int y, mo, da, h, mi, s;
         char rest[64] = {};
-        if (std::sscanf(d.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%63s", &y, &mo, &da, &h, &mi, &s, rest) >= 6) {
+        if (std::sscanf(d.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%63s", &y, &mo, &da, &h, &mi, &s,
+                        rest) >= 6) {
             std::string frac;
             if (rest[0] == '.') {
                 for (const char* p = rest + 1; *p >= '0' && *p <= '9'; ++p) {
@@ -82,7 +83,8 @@ std::string message_time(const json& header) {
     }
     const auto us = std::chrono::time_point_cast<std::chrono::microseconds>(wall_clock::now());
     const auto seconds = std::chrono::floor<std::chrono::seconds>(us);
-    return format_utc(wall_clock::to_time_t(seconds), static_cast<long>((us - seconds).count()), true, "Z");
+    return format_utc(wall_clock::to_time_t(seconds), static_cast<long>((us - seconds).count()),
+                      true, "Z");
 }
 
 std::string nb_kernel_name(const json& nb, const std::string& override_name) {
@@ -93,17 +95,18 @@ std::string nb_kernel_name(const json& nb, const std::string& override_name) {
     return spec.is_object() ? spec.value("name", "") : "";
 }
 
-std::string nb_language(const json& nb, const std::string& override_language, const std::string& fallback) {
+std::string nb_language(const json& nb, const std::string& override_language,
+                        const std::string& fallback) {
     if (!override_language.empty()) {
         return override_language;
     }
     const json& meta = nb.value("metadata", json::object());
-    if (auto spec = meta.find("kernelspec"); spec != meta.end() && spec->is_object() &&
-                                             spec->value("language", json()).is_string()) {
+    if (auto spec = meta.find("kernelspec");
+        spec != meta.end() && spec->is_object() && spec->value("language", json()).is_string()) {
         return (*spec)["language"].get<std::string>();
     }
-    if (auto info = meta.find("language_info"); info != meta.end() && info->is_object() &&
-                                                info->value("name", json()).is_string()) {
+    if (auto info = meta.find("language_info");
+        info != meta.end() && info->is_object() && info->value("name", json()).is_string()) {
         return (*info)["name"].get<std::string>();
     }
     return fallback;
@@ -173,7 +176,8 @@ static json plain_json(const nlohmann::ordered_json& v) {
     case nlohmann::ordered_json::value_t::binary: { // big integers (protocol/big_integer.hpp)
         const auto& bytes = v.get_binary();
         json::binary_t::container_type copy(bytes.begin(), bytes.end());
-        return bytes.has_subtype() ? json::binary(std::move(copy), bytes.subtype()) : json::binary(std::move(copy));
+        return bytes.has_subtype() ? json::binary(std::move(copy), bytes.subtype())
+                                   : json::binary(std::move(copy));
     }
     default: return nullptr;
     }
@@ -276,9 +280,10 @@ void cell_complete(json& cell, wall_clock::time_point now) {
 void notebook_complete(json& nb, wall_clock::time_point start, wall_clock::time_point now) {
     json& pm = nb["metadata"]["papermill"];
     pm["end_time"] = papermill_time(now);
-    pm["duration"] = std::chrono::duration<double>(
-                         std::chrono::floor<std::chrono::microseconds>(now) -
-                         std::chrono::floor<std::chrono::microseconds>(start)).count();
+    pm["duration"] =
+        std::chrono::duration<double>(std::chrono::floor<std::chrono::microseconds>(now) -
+                                      std::chrono::floor<std::chrono::microseconds>(start))
+            .count();
     for (json& cell : nb["cells"]) {
         json& cpm = papermill_of(cell);
         if (cpm.value("status", "") == "failed") {
@@ -295,7 +300,8 @@ void remove_error_markers(json& nb) {
     json kept = json::array();
     for (json& cell : cells) {
         const json& tags = cell.value("metadata", json::object()).value("tags", json::array());
-        if (!(tags.is_array() && std::find(tags.begin(), tags.end(), json(error_marker_tag)) != tags.end())) {
+        if (!(tags.is_array() &&
+              std::find(tags.begin(), tags.end(), json(error_marker_tag)) != tags.end())) {
             kept.push_back(std::move(cell));
         }
     }
@@ -305,7 +311,8 @@ void remove_error_markers(json& nb) {
 void hide_inputs(json& nb) {
     for (json& cell : nb["cells"]) {
         if (cell.value("cell_type", "") == "code") {
-            // papermill writes cell.get('jupyter', {}) (a key cells never have) over what was there.
+            // papermill writes cell.get('jupyter', {}) (a key cells never have) over what was
+            // there.
             cell["metadata"]["jupyter"] = {{"source_hidden", true}};
         }
     }
@@ -323,9 +330,10 @@ void insert_error_cells(json& nb, std::size_t failed_cell, const json& execution
         return cell;
     };
     json& cells = nb["cells"];
-    cells.insert(cells.begin() + static_cast<long>(failed_cell),
-                 marker(std::string("<span id=\"papermill-error-cell\" ") + error_style +
-                        ">Execution using papermill encountered an exception here and stopped:</span>"));
+    cells.insert(
+        cells.begin() + static_cast<long>(failed_cell),
+        marker(std::string("<span id=\"papermill-error-cell\" ") + error_style +
+               ">Execution using papermill encountered an exception here and stopped:</span>"));
     cells.insert(cells.begin(),
                  marker(std::string("<span ") + error_style +
                         ">An Exception was encountered at '<a href=\"#papermill-error-cell\">In [" +

@@ -31,7 +31,8 @@ std::string message_time(const json& header);
 std::string nb_kernel_name(const json& nb, const std::string& override_name);
 // papermill's nb_language: `override_language` if given, else metadata.kernelspec.language,
 // else metadata.language_info.name, else `fallback`.
-std::string nb_language(const json& nb, const std::string& override_language, const std::string& fallback);
+std::string nb_language(const json& nb, const std::string& override_language,
+                        const std::string& fallback);
 
 // Whether `cell` carries `tag` in metadata.tags.
 bool has_tag(const json& cell, const std::string& tag);

@@ -39,7 +39,7 @@ void control_channel::connect() {
 void control_channel::request(json request, std::chrono::milliseconds timeout, reply_fn done) {
     const std::string ipc = "ipc://";
     if (m_endpoint.starts_with(ipc)) {
-        struct stat st{};
+        struct stat st {};
         if (::stat(m_endpoint.substr(ipc.size()).c_str(), &st) != 0) {
             done(error{errc::unavailable, "cannot reach kpoold at " + m_endpoint +
                                               ": no socket there (is kpoold running?)"});
@@ -104,7 +104,8 @@ void control_channel::on_reply(const json& reply) {
         if (m_abandoned_acquires.erase(id) > 0) {
             if (auto acquired = protocol::read_acquire_reply(reply)) {
                 // Our caller gave up before this kernel came: nobody will use it.
-                request(protocol::requests::release(acquired->kernel_id), std::chrono::seconds(5), [](result<json>) {});
+                request(protocol::requests::release(acquired->kernel_id), std::chrono::seconds(5),
+                        [](result<json>) {});
             }
         }
         return;

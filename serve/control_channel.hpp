@@ -1,7 +1,8 @@
 // kpoold's control protocol from the event loop: one DEALER socket to one daemon, requests
 // tagged with a req_id and matched to their replies, each request answered exactly once (its
-// reply, or an error when none came in time) while the channel lives. An acquire whose reply comes after its caller gave
-// up holds a kernel nobody will use: it is released at once, so no kernel leaks.
+// reply, or an error when none came in time) while the channel lives. An acquire whose reply comes
+// after its caller gave up holds a kernel nobody will use: it is released at once, so no kernel
+// leaks.
 #pragma once
 
 #include "client/control_client.hpp"

@@ -20,9 +20,11 @@ public:
     // most warm first), trying the next on a transport failure (no daemon there, no reply in
     // time). `done` once, with the daemon that answered.
     using control_done = std::function<void(result<nlohmann::json>, std::size_t daemon)>;
-    virtual void control(nlohmann::json request, std::chrono::milliseconds timeout, control_done done) = 0;
+    virtual void control(nlohmann::json request, std::chrono::milliseconds timeout,
+                         control_done done) = 0;
     // To one daemon, no failover (the requests about a kernel it handed out).
-    virtual void control_at(std::size_t daemon, nlohmann::json request, std::chrono::milliseconds timeout,
+    virtual void control_at(std::size_t daemon, nlohmann::json request,
+                            std::chrono::milliseconds timeout,
                             std::function<void(result<nlohmann::json>)> done) = 0;
     // Seconds a caller refused with 429 for `pool` ("": any) should wait: its turn, counted
     // (serve/wait_estimate.hpp), so each call is a refusal that takes a place in line.

@@ -15,10 +15,12 @@ struct endpoint_resolver::job {
     result<std::vector<std::string>> found = error{errc::internal, "not resolved"};
 };
 
-endpoint_resolver::endpoint_resolver(uv_loop_t* loop, std::string setting, std::chrono::milliseconds every,
-                                     on_endpoints_fn on_endpoints)
-    : m_loop(loop), m_setting(std::move(setting)), m_on_endpoints(std::move(on_endpoints)), m_timer(loop) {
-    m_timer.start(every, [this] { resolve(); }, every);
+endpoint_resolver::endpoint_resolver(uv_loop_t* loop, std::string setting,
+                                     std::chrono::milliseconds every, on_endpoints_fn on_endpoints)
+    : m_loop(loop), m_setting(std::move(setting)), m_on_endpoints(std::move(on_endpoints)),
+      m_timer(loop) {
+    m_timer.start(
+        every, [this] { resolve(); }, every);
     m_timer.unref(); // never what keeps the loop running
 }
 
@@ -29,7 +31,9 @@ endpoint_resolver::~endpoint_resolver() {
     }
 }
 
-bool endpoint_resolver::needed(const std::string& setting) { return setting.find("dns:") != std::string::npos; }
+bool endpoint_resolver::needed(const std::string& setting) {
+    return setting.find("dns:") != std::string::npos;
+}
 
 void endpoint_resolver::resolve() {
     if (m_running != nullptr) {
@@ -38,7 +42,8 @@ void endpoint_resolver::resolve() {
     auto* j = new job{{}, this, m_setting};
     j->work.data = j;
     const int rc = uv_queue_work(
-        m_loop, &j->work, [](uv_work_t* w) {
+        m_loop, &j->work,
+        [](uv_work_t* w) {
             auto* jb = static_cast<job*>(w->data);
             jb->found = client::parse_endpoints(jb->setting);
         },
@@ -53,7 +58,8 @@ void endpoint_resolver::resolve() {
                 return;
             }
             if (!jb->found) {
-                loop::logger("serve")->warn("cannot re-resolve the kpoold endpoints: {}", jb->found.err().message);
+                loop::logger("serve")->warn("cannot re-resolve the kpoold endpoints: {}",
+                                            jb->found.err().message);
                 return;
             }
             self.m_on_endpoints(*jb->found);

@@ -17,7 +17,8 @@ using json = nlohmann::json;
 
 // One of the fields both bodies share, read into `out`; an error if its value is wrong or `key`
 // is none of them (nor the body's own field, `own`, which the caller reads).
-status read_kernel_field(const std::string& key, const json& value, kernel_fields& out, const char* own) {
+status read_kernel_field(const std::string& key, const json& value, kernel_fields& out,
+                         const char* own) {
     if (key == "kernel") {
         if (!value.is_string() || value.get<std::string>().empty()) {
             return error{errc::bad_request, "field 'kernel' must be a non-empty string"};
@@ -26,9 +27,11 @@ status read_kernel_field(const std::string& key, const json& value, kernel_field
     } else if (key == "timeout") {
         if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() <= 0 ||
             value.get<double>() > protocol::max_timeout_ms / 1000.0) {
-            return error{errc::bad_request, "field 'timeout' must be a number of seconds above 0 and at most 3600"};
+            return error{errc::bad_request,
+                         "field 'timeout' must be a number of seconds above 0 and at most 3600"};
         }
-        out.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(value.get<double>() * 1000)));
+        out.timeout = std::chrono::milliseconds(
+            static_cast<std::int64_t>(std::ceil(value.get<double>() * 1000)));
     } else if (key == "cwd" || key == "env") {
         // The control protocol's own rules for these fields (protocol/control_ops), so a value
         // kpool serve takes is one acquire takes; null counts as absent in both.
@@ -42,8 +45,8 @@ status read_kernel_field(const std::string& key, const json& value, kernel_field
             out.env = protocol::env_of(value);
         }
     } else {
-        return error{errc::bad_request, "unknown field '" + protocol::echo_safe(key) + "' (fields: " + own +
-                                            ", kernel, timeout, cwd, env)"};
+        return error{errc::bad_request, "unknown field '" + protocol::echo_safe(key) +
+                                            "' (fields: " + own + ", kernel, timeout, cwd, env)"};
     }
     return ok_status();
 }
@@ -65,7 +68,8 @@ std::string url_decode(std::string_view s) {
     for (std::size_t i = 0; i < s.size(); ++i) {
         if (s[i] == '+') {
             out += ' ';
-        } else if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+        } else if (s[i] == '%' && i + 2 < s.size() &&
+                   std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
                    std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
             out += static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16));
             i += 2;
@@ -87,7 +91,8 @@ void for_each_query_pair(std::string_view query,
         at = end + 1;
         if (!pair.empty()) {
             const std::size_t eq = pair.find('=');
-            fn(url_decode(pair.substr(0, eq)), eq == std::string_view::npos ? "" : url_decode(pair.substr(eq + 1)));
+            fn(url_decode(pair.substr(0, eq)),
+               eq == std::string_view::npos ? "" : url_decode(pair.substr(eq + 1)));
         }
     }
 }
@@ -143,17 +148,22 @@ result<run_body> parse_run_body(std::string_view text, bool uploaded) {
         }
         if (key == "notebook" && uploaded) {
             if (!value.is_object()) {
-                return error{errc::bad_request, "field 'notebook' must be a notebook (a JSON object)"};
+                return error{errc::bad_request,
+                             "field 'notebook' must be a notebook (a JSON object)"};
             }
             out.notebook = value.dump();
             continue;
         }
-        if (auto st = read_kernel_field(key, value, out.kernel, uploaded ? "notebook, parameters, report_mode" : "parameters, report_mode"); !st) {
+        if (auto st = read_kernel_field(key, value, out.kernel,
+                                        uploaded ? "notebook, parameters, report_mode"
+                                                 : "parameters, report_mode");
+            !st) {
             return st.err();
         }
     }
     if (uploaded && out.notebook.empty()) {
-        return error{errc::bad_request, "field 'notebook' is required (POST /v1/run/{path} runs one under --root)"};
+        return error{errc::bad_request,
+                     "field 'notebook' is required (POST /v1/run/{path} runs one under --root)"};
     }
     return out;
 }

@@ -1,5 +1,5 @@
-// The bodies of POST /v1/exec, POST /v1/run/{path} and POST /v1/run (and GET /v1/run's query), read and
-// checked before anything else happens: every field's type and range, unknown fields refused,
+// The bodies of POST /v1/exec, POST /v1/run/{path} and POST /v1/run (and GET /v1/run's query), read
+// and checked before anything else happens: every field's type and range, unknown fields refused,
 // so a misspelt field is never silently ignored.
 #pragma once
 
@@ -35,7 +35,8 @@ struct run_body {
     params::parameters parameters = params::parameters::object();
     kernel_fields kernel;
     bool outputs_only = false; // ?format=outputs
-    bool report_mode = false;  // "report_mode": papermill's --report-mode (code cells' inputs hidden)
+    bool report_mode =
+        false; // "report_mode": papermill's --report-mode (code cells' inputs hidden)
 };
 
 // bad_request with a message that names the field.

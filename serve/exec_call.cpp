@@ -18,7 +18,8 @@ using json = nlohmann::json;
 
 class exec_call final : public kernel_call {
 public:
-    exec_call(request_services& owner, exchange_ptr exchange, exec_body body, std::chrono::steady_clock::time_point arrived)
+    exec_call(request_services& owner, exchange_ptr exchange, exec_body body,
+              std::chrono::steady_clock::time_point arrived)
         : kernel_call(owner, std::move(exchange), "/v1/exec", arrived), m_body(std::move(body)) {}
 
 private:
@@ -28,21 +29,27 @@ private:
         const auto accept = exchange()->header("accept");
         m_streamed = accept && accept->find("application/x-ndjson") != std::string::npos;
         if (m_streamed) { // the code runs: this is the 200; how it ends is the last line's
-            exchange()->start_stream(200, "application/x-ndjson", {{"kpool-queued-ms", std::to_string(queued_ms())}});
+            exchange()->start_stream(200, "application/x-ndjson",
+                                     {{"kpool-queued-ms", std::to_string(queued_ms())}});
         }
-        jupyter::execute_request request{.code = m_body.code, .silent = false, .store_history = true,
-                                         .stop_on_error = true, .timeout = m_body.kernel.timeout};
+        jupyter::execute_request request{.code = m_body.code,
+                                         .silent = false,
+                                         .store_history = true,
+                                         .stop_on_error = true,
+                                         .timeout = m_body.kernel.timeout};
         auto self = std::static_pointer_cast<exec_call>(shared_from_this());
-        session().execute(request,
-                          {.on_iopub = [self](const protocol::wire_message& msg) { self->on_iopub(msg); },
-                           .interrupt = [self] { self->interrupt(); },
-                           .done = [self](const jupyter::execution& done) { self->on_executed(done); }});
+        session().execute(
+            request,
+            {.on_iopub = [self](const protocol::wire_message& msg) { self->on_iopub(msg); },
+             .interrupt = [self] { self->interrupt(); },
+             .done = [self](const jupyter::execution& done) { self->on_executed(done); }});
     }
 
     void on_iopub(const protocol::wire_message& msg) {
         const json out = m_outputs->apply(msg, 0);
         if (m_streamed && !out.is_null()) {
-            exchange()->stream(protocol::to_json_text(json{{"output", notebook::output_for_file(out)}}) + "\n");
+            exchange()->stream(
+                protocol::to_json_text(json{{"output", notebook::output_for_file(out)}}) + "\n");
         }
     }
 
@@ -69,14 +76,16 @@ private:
             outputs.push_back(notebook::output_for_file(out));
         }
         if (done.kernel_died) {
-            return finish_call(error_response(502, "kernel_died", with_death_reason("the kernel died while running the code"),
-                                         {{"outputs", outputs}}));
+            return finish_call(error_response(
+                502, "kernel_died", with_death_reason("the kernel died while running the code"),
+                {{"outputs", outputs}}));
         }
         if (done.timed_out) {
             return finish_call(error_response(
                 504, "timeout",
                 "the code did not finish within " +
-                    params::python_float_repr(std::chrono::duration<double>(*m_body.kernel.timeout).count()) +
+                    params::python_float_repr(
+                        std::chrono::duration<double>(*m_body.kernel.timeout).count()) +
                     " s (the kernel was interrupted)",
                 {{"outputs", outputs}}));
         }
@@ -109,7 +118,9 @@ void start_exec_call(request_services& owner, exchange_ptr exchange, exec_body b
                      std::chrono::steady_clock::time_point arrived) {
     const kernel_fields& k = body.kernel;
     const kernel_wish wish{.pool = k.kernel.empty() ? owner.options().default_kernel : k.kernel,
-                           .cwd = k.cwd, .env = k.env, .timeout = k.timeout};
+                           .cwd = k.cwd,
+                           .env = k.env,
+                           .timeout = k.timeout};
     std::make_shared<exec_call>(owner, std::move(exchange), std::move(body), arrived)->begin(wish);
 }
 

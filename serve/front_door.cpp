@@ -13,7 +13,8 @@ namespace {
 
 std::string lower(std::string_view s) {
     std::string out(s);
-    std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
+    std::transform(out.begin(), out.end(), out.begin(),
+                   [](unsigned char c) { return std::tolower(c); });
     return out;
 }
 
@@ -32,8 +33,10 @@ std::string_view trim(std::string_view s) {
 std::string host_name(std::string_view host) {
     std::string_view name = host;
     if (name.starts_with('[')) {
-        name = name.substr(1, name.find(']') == std::string_view::npos ? name.size() : name.find(']') - 1);
-    } else if (const auto colon = name.find(':'); colon != std::string_view::npos && name.rfind(':') == colon) {
+        name = name.substr(1, name.find(']') == std::string_view::npos ? name.size()
+                                                                       : name.find(']') - 1);
+    } else if (const auto colon = name.find(':');
+               colon != std::string_view::npos && name.rfind(':') == colon) {
         name = name.substr(0, colon);
     }
     std::string out = lower(name);
@@ -44,20 +47,24 @@ std::string host_name(std::string_view host) {
 }
 
 bool listed(const std::vector<std::string>& list, const std::string& item) {
-    return std::any_of(list.begin(), list.end(), [&](const std::string& x) { return x == "*" || lower(x) == item; });
+    return std::any_of(list.begin(), list.end(),
+                       [&](const std::string& x) { return x == "*" || lower(x) == item; });
 }
 
 bool explicitly_allowed(std::string_view origin, const door_policy& policy) {
     return listed(policy.allow_origins, lower(origin));
 }
 
-http_response forbidden(const std::string& message) { return error_response(403, "forbidden", message); }
+http_response forbidden(const std::string& message) {
+    return error_response(403, "forbidden", message);
+}
 
 // A preflight's Access-Control-Request-Headers, echoed: header names and list separators only.
 std::string header_names(std::string_view requested) {
     std::string out;
     for (const char c : requested.substr(0, 1024)) {
-        if (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == ',' || c == ' ') {
+        if (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == ',' ||
+            c == ' ') {
             out += c;
         }
     }
@@ -71,7 +78,8 @@ bool token_scheme(const std::optional<std::string>& authorization) {
     if (!authorization) {
         return false;
     }
-    const std::string scheme = lower(trim(*authorization).substr(0, trim(*authorization).find(' ')));
+    const std::string scheme =
+        lower(trim(*authorization).substr(0, trim(*authorization).find(' ')));
     return scheme == "token" || scheme == "bearer";
 }
 
@@ -109,31 +117,36 @@ std::optional<http_response> check_front_door(const door_request& r, const door_
                          "can send (DNS rebinding); --allow-host NAME admits another name");
     }
     if (r.origin && !origin_allowed(*r.origin, r.host, policy)) {
-        return forbidden("requests from the web page origin '" + protocol::echo_safe(*r.origin) +
-                         "' are refused: only the server's own origin and those of --allow-origin may call");
+        return forbidden(
+            "requests from the web page origin '" + protocol::echo_safe(*r.origin) +
+            "' are refused: only the server's own origin and those of --allow-origin may call");
     }
     if (!r.origin && r.sec_fetch_site) {
         const std::string site = lower(trim(*r.sec_fetch_site));
         if (site == "cross-site" || site == "same-site") {
-            return forbidden("a request another site's page made (Sec-Fetch-Site: " + protocol::echo_safe(site) +
-                             ") is refused");
+            return forbidden("a request another site's page made (Sec-Fetch-Site: " +
+                             protocol::echo_safe(site) + ") is refused");
         }
     }
-    if ((r.method == "POST" || r.method == "PUT" || r.method == "PATCH") && !token_scheme(r.authorization)) {
-        const std::string_view type = r.content_type ? std::string_view(*r.content_type) : std::string_view();
+    if ((r.method == "POST" || r.method == "PUT" || r.method == "PATCH") &&
+        !token_scheme(r.authorization)) {
+        const std::string_view type =
+            r.content_type ? std::string_view(*r.content_type) : std::string_view();
         if (lower(trim(type.substr(0, type.find(';')))) != "application/json") {
-            return error_response(415, "unsupported_media_type",
-                                  std::string(r.method) + " needs Content-Type: application/json (" +
-                                      (r.content_type ? "not '" + protocol::echo_safe(*r.content_type) + "'" : "none was sent") +
-                                      "); with curl: --json DATA, or -H 'Content-Type: application/json'");
+            return error_response(
+                415, "unsupported_media_type",
+                std::string(r.method) + " needs Content-Type: application/json (" +
+                    (r.content_type ? "not '" + protocol::echo_safe(*r.content_type) + "'"
+                                    : "none was sent") +
+                    "); with curl: --json DATA, or -H 'Content-Type: application/json'");
         }
     }
     return std::nullopt;
 }
 
-std::vector<std::pair<std::string, std::string>> cors_headers(const door_request& r, const door_policy& policy,
-                                                              const cors_settings& settings, bool preflight,
-                                                              const std::optional<std::string>& requested_headers) {
+std::vector<std::pair<std::string, std::string>>
+cors_headers(const door_request& r, const door_policy& policy, const cors_settings& settings,
+             bool preflight, const std::optional<std::string>& requested_headers) {
     std::vector<std::pair<std::string, std::string>> out;
     if (!r.origin || !explicitly_allowed(*r.origin, policy)) {
         return out;
@@ -148,10 +161,12 @@ std::vector<std::pair<std::string, std::string>> cors_headers(const door_request
     add("access-control-allow-credentials", settings.allow_credentials);
     add("access-control-expose-headers", settings.expose_headers);
     if (preflight) {
-        add("access-control-allow-methods",
-            settings.allow_methods.empty() ? std::string("GET, POST, PATCH, DELETE, OPTIONS") : settings.allow_methods);
-        add("access-control-allow-headers",
-            !settings.allow_headers.empty() ? settings.allow_headers : header_names(requested_headers.value_or("")));
+        add("access-control-allow-methods", settings.allow_methods.empty()
+                                                ? std::string("GET, POST, PATCH, DELETE, OPTIONS")
+                                                : settings.allow_methods);
+        add("access-control-allow-headers", !settings.allow_headers.empty()
+                                                ? settings.allow_headers
+                                                : header_names(requested_headers.value_or("")));
         add("access-control-max-age", settings.max_age);
     } else {
         // As Kernel Gateway sends them: on every answer, when set.

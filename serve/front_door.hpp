@@ -49,7 +49,8 @@ struct door_request {
 };
 
 // nullopt: the request may go on to routing; else its answer (403 or 415, a JSON error).
-std::optional<http_response> check_front_door(const door_request& request, const door_policy& policy);
+std::optional<http_response> check_front_door(const door_request& request,
+                                              const door_policy& policy);
 
 // Whether `origin` may call: the server's own (scheme://host), or one the policy allows.
 bool origin_allowed(std::string_view origin, std::string_view host, const door_policy& policy);
@@ -65,9 +66,9 @@ using cors_settings = config::cors_settings;
 // --allow-origin (a same-origin page needs none). The allowed origin is echoed (with
 // Vary: Origin), never "*", so credentials work too. A preflight (`preflight`, with the
 // request's Access-Control-Request-Headers) also gets the methods and headers it may use.
-std::vector<std::pair<std::string, std::string>> cors_headers(const door_request& request, const door_policy& policy,
-                                                              const cors_settings& settings, bool preflight,
-                                                              const std::optional<std::string>& requested_headers);
+std::vector<std::pair<std::string, std::string>>
+cors_headers(const door_request& request, const door_policy& policy, const cors_settings& settings,
+             bool preflight, const std::optional<std::string>& requested_headers);
 
 using config::split_list;
 

@@ -8,8 +8,8 @@
 #include "protocol/control_requests.hpp"
 #include "protocol/stamps.hpp"
 #include "serve/deadlines.hpp"
-#include "serve/routing.hpp"
 #include "serve/request_services.hpp"
+#include "serve/routing.hpp"
 #include "serve/spare_kernels.hpp"
 
 #include <sys/stat.h>
@@ -28,7 +28,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr auto gateway_poll_every = 2000ms; // are the gateway's kernels alive (and their leases due)
+constexpr auto gateway_poll_every =
+    2000ms; // are the gateway's kernels alive (and their leases due)
 
 std::string content_type_of(const std::string& file) {
     const std::string ext = std::filesystem::path(file).extension().string();
@@ -71,17 +72,22 @@ json resources_of(const std::string& name, const std::string& dir) {
 } // namespace
 
 gateway::gateway(request_services& owner)
-    : m_owner(owner), m_reaper(owner.loop()), m_cull_timer(owner.loop()), m_poll_timer(owner.loop()) {
+    : m_owner(owner), m_reaper(owner.loop()), m_cull_timer(owner.loop()),
+      m_poll_timer(owner.loop()) {
     const gateway_options& o = owner.options().gateway;
     if (o.cull_idle_timeout.count() > 0) {
-        const auto every = std::chrono::duration_cast<std::chrono::milliseconds>(std::max(o.cull_interval, 1s));
-        m_cull_timer.start(every, [this] { cull(); }, every);
+        const auto every =
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::max(o.cull_interval, 1s));
+        m_cull_timer.start(
+            every, [this] { cull(); }, every);
         m_cull_timer.unref();
     }
     // Often enough that a short lease is renewed at a third of it.
     const auto poll_every =
-        std::min(gateway_poll_every, std::chrono::duration_cast<std::chrono::milliseconds>(o.kernel_lease) / 3);
-    m_poll_timer.start(poll_every, [this] { poll(); }, poll_every);
+        std::min(gateway_poll_every,
+                 std::chrono::duration_cast<std::chrono::milliseconds>(o.kernel_lease) / 3);
+    m_poll_timer.start(
+        poll_every, [this] { poll(); }, poll_every);
     m_poll_timer.unref();
 }
 
@@ -96,14 +102,12 @@ void gateway::handle(exchange_ptr ex, const do_gateway& g) {
     // Every action its case, no default: an action added to the table without one fails to build.
     switch (g.action) {
     case gateway_action::api_info:
-        return answer(ex, json_response(200, {{"version", kpool::version}, {"gateway", "kpool serve"}}));
+        return answer(
+            ex, json_response(200, {{"version", kpool::version}, {"gateway", "kpool serve"}}));
     case gateway_action::list_kernelspecs:
-    case gateway_action::get_kernelspec:
-        return kernelspecs(std::move(ex), g);
-    case gateway_action::kernelspec_resource:
-        return resource(std::move(ex), g);
-    case gateway_action::start_kernel:
-        return start(std::move(ex), g);
+    case gateway_action::get_kernelspec: return kernelspecs(std::move(ex), g);
+    case gateway_action::kernelspec_resource: return resource(std::move(ex), g);
+    case gateway_action::start_kernel: return start(std::move(ex), g);
     case gateway_action::list_kernels: {
         json list = json::array();
         for (const auto& [id, h] : m_kernels) {
@@ -126,7 +130,8 @@ void gateway::handle(exchange_ptr ex, const do_gateway& g) {
         if (gateway_kernel* k = held_kernel(ex, g.kernel_id)) {
             m_owner.leases().interrupt(k->lease(), [this, ex](std::optional<std::string> failure) {
                 if (failure) {
-                    return answer(ex, error_response(502, "daemon_error", "interrupt failed: " + *failure));
+                    return answer(
+                        ex, error_response(502, "daemon_error", "interrupt failed: " + *failure));
                 }
                 answer(ex, {204, "application/json", "", {}});
             });
@@ -158,50 +163,58 @@ gateway_kernel* gateway::held_kernel(const exchange_ptr& ex, const std::string& 
 }
 
 void gateway::served_kernelspecs(std::function<void(result<served_specs>)> done) {
-    m_owner.control(protocol::requests::status(), 2000ms, [this, done](result<json> status, std::size_t daemon) {
-        auto pools = status ? protocol::read_status_pools(*status) : result<std::vector<protocol::pool_summary>>(status.err());
-        if (!pools) {
-            return done(error{errc::unavailable, "no kpoold answered"});
-        }
-        m_owner.control_at(daemon, protocol::requests::kernelspecs(), 2000ms, [done, pools = *pools](result<json> specs) {
-            if (!specs || protocol::refusal_of(*specs)) {
-                return done(error{errc::unavailable, "kpoold did not list its kernelspecs"});
+    m_owner.control(
+        protocol::requests::status(), 2000ms,
+        [this, done](result<json> status, std::size_t daemon) {
+            auto pools = status ? protocol::read_status_pools(*status)
+                                : result<std::vector<protocol::pool_summary>>(status.err());
+            if (!pools) {
+                return done(error{errc::unavailable, "no kpoold answered"});
             }
-            json by_name = json::object();
-            for (const json& s : specs->value("kernelspecs", json::array())) {
-                by_name[s.value("name", "")] = s;
-            }
-            served_specs out;
-            // Two pools of one kernelspec would show one display name twice in a notebook's
-            // kernel menu: each then says its pool, "Python 3 (untrusted)".
-            std::map<std::string, int> pools_of_spec;
-            for (const protocol::pool_summary& p : pools) {
-                pools_of_spec[p.kernelspec] += p.removed ? 0 : 1;
-            }
-            for (const protocol::pool_summary& p : pools) {
-                if (p.removed) {
-                    continue;
-                }
-                const std::string& name = p.name;
-                const json spec = by_name.value(p.kernelspec, json::object());
-                const std::string dir = spec.value("resource_dir", "");
-                out.first = out.first.empty() ? name : out.first;
-                out.resource_dirs[name] = dir;
-                out.models[name] = {{"name", name},
-                                    {"spec",
-                                     {{"argv", spec.value("argv", json::array())},
-                                      {"env", spec.value("env", json::object())},
-                                      {"display_name", pools_of_spec[p.kernelspec] > 1 && name != p.kernelspec
-                                                           ? spec.value("display_name", name) + " (" + name + ")"
-                                                           : spec.value("display_name", name)},
-                                      {"language", spec.value("language", "")},
-                                      {"interrupt_mode", spec.value("interrupt_mode", "signal")},
-                                      {"metadata", spec.value("metadata", json::object())}}},
-                                    {"resources", resources_of(name, dir)}};
-            }
-            done(std::move(out));
+            m_owner.control_at(
+                daemon, protocol::requests::kernelspecs(), 2000ms,
+                [done, pools = *pools](result<json> specs) {
+                    if (!specs || protocol::refusal_of(*specs)) {
+                        return done(
+                            error{errc::unavailable, "kpoold did not list its kernelspecs"});
+                    }
+                    json by_name = json::object();
+                    for (const json& s : specs->value("kernelspecs", json::array())) {
+                        by_name[s.value("name", "")] = s;
+                    }
+                    served_specs out;
+                    // Two pools of one kernelspec would show one display name twice in a notebook's
+                    // kernel menu: each then says its pool, "Python 3 (untrusted)".
+                    std::map<std::string, int> pools_of_spec;
+                    for (const protocol::pool_summary& p : pools) {
+                        pools_of_spec[p.kernelspec] += p.removed ? 0 : 1;
+                    }
+                    for (const protocol::pool_summary& p : pools) {
+                        if (p.removed) {
+                            continue;
+                        }
+                        const std::string& name = p.name;
+                        const json spec = by_name.value(p.kernelspec, json::object());
+                        const std::string dir = spec.value("resource_dir", "");
+                        out.first = out.first.empty() ? name : out.first;
+                        out.resource_dirs[name] = dir;
+                        out.models[name] = {
+                            {"name", name},
+                            {"spec",
+                             {{"argv", spec.value("argv", json::array())},
+                              {"env", spec.value("env", json::object())},
+                              {"display_name",
+                               pools_of_spec[p.kernelspec] > 1 && name != p.kernelspec
+                                   ? spec.value("display_name", name) + " (" + name + ")"
+                                   : spec.value("display_name", name)},
+                              {"language", spec.value("language", "")},
+                              {"interrupt_mode", spec.value("interrupt_mode", "signal")},
+                              {"metadata", spec.value("metadata", json::object())}}},
+                            {"resources", resources_of(name, dir)}};
+                    }
+                    done(std::move(out));
+                });
         });
-    });
 }
 
 void gateway::kernelspecs(exchange_ptr ex, const do_gateway& g) {
@@ -211,13 +224,15 @@ void gateway::kernelspecs(exchange_ptr ex, const do_gateway& g) {
         }
         if (g.action == gateway_action::get_kernelspec) {
             if (!specs->models.contains(g.name)) {
-                return answer(ex, error_response(404, "not_found", "no kernelspec '" + g.name + "' is served"));
+                return answer(ex, error_response(404, "not_found",
+                                                 "no kernelspec '" + g.name + "' is served"));
             }
             return answer(ex, json_response(200, specs->models[g.name]));
         }
         const std::string& wanted = m_owner.options().default_kernel;
-        answer(ex, json_response(200, {{"default", specs->models.contains(wanted) ? wanted : specs->first},
-                                       {"kernelspecs", specs->models}}));
+        answer(ex, json_response(
+                       200, {{"default", specs->models.contains(wanted) ? wanted : specs->first},
+                             {"kernelspecs", specs->models}}));
     });
 }
 
@@ -228,14 +243,17 @@ void gateway::resource(exchange_ptr ex, const do_gateway& g) {
         }
         const auto dir = specs->resource_dirs.find(g.name);
         if (dir == specs->resource_dirs.end()) {
-            return answer(ex, error_response(404, "not_found", "no kernelspec '" + g.name + "' is served"));
+            return answer(
+                ex, error_response(404, "not_found", "no kernelspec '" + g.name + "' is served"));
         }
         // g.resource is a plain file name (decide_gateway): nothing outside the directory.
         const std::string file = dir->second + "/" + g.resource;
-        struct stat st{};
-        if (dir->second.empty() || ::stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (4 << 20)) {
+        struct stat st {};
+        if (dir->second.empty() || ::stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+            st.st_size > (4 << 20)) {
             return answer(ex, error_response(404, "not_found",
-                                             "no resource '" + g.resource + "' for kernelspec '" + g.name + "' here"));
+                                             "no resource '" + g.resource + "' for kernelspec '" +
+                                                 g.name + "' here"));
         }
         std::ifstream in(file, std::ios::binary);
         std::ostringstream bytes;
@@ -244,8 +262,8 @@ void gateway::resource(exchange_ptr ex, const do_gateway& g) {
     });
 }
 
-void gateway::acquire(const std::string& name, const std::string& cwd, const std::map<std::string, std::string>& env,
-                      acquired_fn done) {
+void gateway::acquire(const std::string& name, const std::string& cwd,
+                      const std::map<std::string, std::string>& env, acquired_fn done) {
     protocol::acquire_args request;
     request.pool = name;
     request.timeout_ms = m_owner.options().queue_timeout.count();
@@ -255,7 +273,8 @@ void gateway::acquire(const std::string& name, const std::string& cwd, const std
     }
     request.env = env;
     m_owner.metrics().waiting().Increment();
-    m_owner.leases().acquire(request, [this, done](result<kernel_lease> lease, const kernel_leases::refusal_fn& refusal) {
+    m_owner.leases().acquire(request, [this, done](result<kernel_lease> lease,
+                                                   const kernel_leases::refusal_fn& refusal) {
         m_owner.metrics().waiting().Decrement();
         if (!lease) {
             http_response answer = refusal();
@@ -288,13 +307,14 @@ void gateway::start(exchange_ptr ex, const do_gateway& g) {
     // it exists here too, else in its own directory (the variable stays in its environment).
     std::string cwd;
     if (auto it = env.find("KERNEL_WORKING_DIR"); it != env.end()) {
-        struct stat st{};
-        if (!it->second.empty() && it->second.front() == '/' && ::stat(it->second.c_str(), &st) == 0 &&
-            S_ISDIR(st.st_mode)) {
+        struct stat st {};
+        if (!it->second.empty() && it->second.front() == '/' &&
+            ::stat(it->second.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
             cwd = it->second;
         } else {
-            loop::logger("gateway")->info("KERNEL_WORKING_DIR {} does not exist here: the kernel starts in its own",
-                                            protocol::echo_safe(it->second));
+            loop::logger("gateway")->info(
+                "KERNEL_WORKING_DIR {} does not exist here: the kernel starts in its own",
+                protocol::echo_safe(it->second));
         }
     }
     launch(ex, g.name, cwd, env, [this, ex](std::optional<std::string> id, http_response refusal) {
@@ -311,31 +331,36 @@ void gateway::launch(const exchange_ptr& ex, const std::string& kernel_name, con
                      const std::map<std::string, std::string>& env, launched_fn done) {
     const gateway_options& o = m_owner.options().gateway;
     if (o.max_kernels > 0 && m_kernels.size() + m_starts >= o.max_kernels) {
-        return done(std::nullopt, error_response(403, "resource_limit", "kpool serve holds " +
-                                                                            std::to_string(o.max_kernels) +
-                                                                            " kernels (--max-kernels)"));
+        return done(std::nullopt,
+                    error_response(403, "resource_limit",
+                                   "kpool serve holds " + std::to_string(o.max_kernels) +
+                                       " kernels (--max-kernels)"));
     }
     const std::string name = kernel_name.empty() ? m_owner.options().default_kernel : kernel_name;
     ++m_starts;
-    obtain(name, cwd, env, [this, ex, name, cwd, env, done](result<connected_kernel> kernel, http_response refusal) {
-        --m_starts;
-        if (!kernel) {
-            return done(std::nullopt, std::move(refusal));
-        }
-        ex->set_kernel_id(kernel->lease.kernel_id);
-        if (ex->gone()) {
-            // Nobody will know this kernel's id: back it goes.
-            release(kernel->lease);
-            m_owner.retire(std::move(kernel->channels));
-            return done(std::nullopt, error_response(502, "kernel_died", "the client went away"));
-        }
-        const std::string id = protocol::random_uuid();
-        auto k = std::make_unique<gateway_kernel>(m_owner.loop(), id, name, std::move(*kernel));
-        loop::logger("gateway")->info("kernel {} started ({} from kpoold, pool {})", id, k->lease().kernel_id, name);
-        m_kernels[id] = held{std::move(k), cwd, env, false, {}};
-        m_owner.metrics().gateway_kernels().Set(static_cast<double>(m_kernels.size()));
-        done(id, {});
-    });
+    obtain(
+        name, cwd, env,
+        [this, ex, name, cwd, env, done](result<connected_kernel> kernel, http_response refusal) {
+            --m_starts;
+            if (!kernel) {
+                return done(std::nullopt, std::move(refusal));
+            }
+            ex->set_kernel_id(kernel->lease.kernel_id);
+            if (ex->gone()) {
+                // Nobody will know this kernel's id: back it goes.
+                release(kernel->lease);
+                m_owner.retire(std::move(kernel->channels));
+                return done(std::nullopt,
+                            error_response(502, "kernel_died", "the client went away"));
+            }
+            const std::string id = protocol::random_uuid();
+            auto k = std::make_unique<gateway_kernel>(m_owner.loop(), id, name, std::move(*kernel));
+            loop::logger("gateway")->info("kernel {} started ({} from kpoold, pool {})", id,
+                                          k->lease().kernel_id, name);
+            m_kernels[id] = held{std::move(k), cwd, env, false, {}};
+            m_owner.metrics().gateway_kernels().Set(static_cast<double>(m_kernels.size()));
+            done(id, {});
+        });
 }
 
 std::optional<json> gateway::kernel_model(const std::string& id) const {
@@ -346,8 +371,8 @@ std::optional<json> gateway::kernel_model(const std::string& id) const {
     return it->second.kernel->model();
 }
 
-void gateway::obtain(const std::string& name, const std::string& cwd, const std::map<std::string, std::string>& env,
-                     obtained_fn done) {
+void gateway::obtain(const std::string& name, const std::string& cwd,
+                     const std::map<std::string, std::string>& env, obtained_fn done) {
     if (auto spare = m_owner.spares().take(name)) {
         return obtain_spare(std::move(*spare), name, cwd, env, std::move(done));
     }
@@ -382,7 +407,8 @@ void gateway::obtain_spare(connected_kernel spare, const std::string& name, cons
             m_owner.retire(std::move(st.kernel.channels));
         }
         if (state->gone) {
-            loop::logger("gateway")->info("spare kernel {} is gone: a fresh one instead", lease.kernel_id);
+            loop::logger("gateway")->info("spare kernel {} is gone: a fresh one instead",
+                                          lease.kernel_id);
             return obtain_fresh(name, cwd, env, std::move(st.done));
         }
         if (state->failed) {
@@ -399,80 +425,92 @@ void gateway::obtain_spare(connected_kernel spare, const std::string& name, cons
     if (!context) {
         return;
     }
-    m_owner.leases().apply_context(lease, cwd, env, false,
-                                   [state, finish](std::optional<http_response> failure, bool kernel_gone) {
-                                       // A kernel that died since its last poll is the renew's to
-                                       // find: a fresh one then.
-                                       if (failure && !kernel_gone) {
-                                           state->failed = std::move(failure);
-                                       }
-                                       finish();
-                                   });
+    m_owner.leases().apply_context(
+        lease, cwd, env, false,
+        [state, finish](std::optional<http_response> failure, bool kernel_gone) {
+            // A kernel that died since its last poll is the renew's to
+            // find: a fresh one then.
+            if (failure && !kernel_gone) {
+                state->failed = std::move(failure);
+            }
+            finish();
+        });
 }
 
-void gateway::obtain_fresh(const std::string& name, const std::string& cwd, const std::map<std::string, std::string>& env,
-                           obtained_fn done) {
-    acquire(name, cwd, env, [this, name, done = std::move(done)](result<kernel_lease> lease, http_response refusal) {
-        if (!lease) {
-            return done(lease.err(), std::move(refusal));
-        }
-        if (m_stopping) {
-            release(*lease);
-            return done(error{errc::unavailable, "stopping"}, error_response(503, "unavailable", "kpool serve is stopping"));
-        }
-        m_owner.spares().used(name);
-        const std::string kernel_id = lease->kernel_id;
-        auto channels = std::make_unique<kernel_channels>(m_owner.loop(), m_owner.zmq(), lease->connection, true, nullptr);
-        kernel_channels& c = *channels;
-        m_starting.emplace(kernel_id, starting{connected_kernel{std::move(*lease), std::move(channels)}, done});
-        c.when_subscribed(kernel_ready_timeout, [this, kernel_id](result<json> ready) {
-            auto node = m_starting.extract(kernel_id);
-            if (node.empty()) {
-                return; // kpool serve is stopping: released and answered (release_all)
+void gateway::obtain_fresh(const std::string& name, const std::string& cwd,
+                           const std::map<std::string, std::string>& env, obtained_fn done) {
+    acquire(
+        name, cwd, env,
+        [this, name, done = std::move(done)](result<kernel_lease> lease, http_response refusal) {
+            if (!lease) {
+                return done(lease.err(), std::move(refusal));
             }
-            starting st = std::move(node.mapped());
-            if (!ready) {
-                release(st.kernel.lease);
-                m_owner.retire(std::move(st.kernel.channels)); // its callback is on the stack
-                return st.done(ready.err(),
-                               error_response(502, "kernel_died", "the kernel did not answer: " + ready.err().message));
+            if (m_stopping) {
+                release(*lease);
+                return done(error{errc::unavailable, "stopping"},
+                            error_response(503, "unavailable", "kpool serve is stopping"));
             }
-            st.done(std::move(st.kernel), {});
+            m_owner.spares().used(name);
+            const std::string kernel_id = lease->kernel_id;
+            auto channels = std::make_unique<kernel_channels>(m_owner.loop(), m_owner.zmq(),
+                                                              lease->connection, true, nullptr);
+            kernel_channels& c = *channels;
+            m_starting.emplace(
+                kernel_id,
+                starting{connected_kernel{std::move(*lease), std::move(channels)}, done});
+            c.when_subscribed(kernel_ready_timeout, [this, kernel_id](result<json> ready) {
+                auto node = m_starting.extract(kernel_id);
+                if (node.empty()) {
+                    return; // kpool serve is stopping: released and answered (release_all)
+                }
+                starting st = std::move(node.mapped());
+                if (!ready) {
+                    release(st.kernel.lease);
+                    m_owner.retire(std::move(st.kernel.channels)); // its callback is on the stack
+                    return st.done(ready.err(), error_response(502, "kernel_died",
+                                                               "the kernel did not answer: " +
+                                                                   ready.err().message));
+                }
+                st.done(std::move(st.kernel), {});
+            });
         });
-    });
 }
 
 void gateway::restart(exchange_ptr ex, const std::string& id) {
     replace(id, "restart", [this, ex](http_response r) { answer(ex, std::move(r)); });
 }
 
-void gateway::replace(const std::string& id, const std::string& why, std::function<void(http_response)> done) {
+void gateway::replace(const std::string& id, const std::string& why,
+                      std::function<void(http_response)> done) {
     held& h = m_kernels.at(id);
     if (h.replacing) {
         return done(error_response(409, "conflict", "the kernel is being restarted already"));
     }
     h.replacing = true;
-    obtain(h.kernel->name(), h.cwd, h.env, [this, id, why, done](result<connected_kernel> kernel, http_response refusal) {
-        auto it = m_kernels.find(id);
-        if (it == m_kernels.end()) {
-            if (kernel) {
-                release(kernel->lease); // deleted meanwhile
-                m_owner.retire(std::move(kernel->channels));
-            }
-            return done(error_response(404, "not_found", "the kernel was shut down during its restart"));
-        }
-        it->second.replacing = false;
-        if (!kernel) {
-            return done(std::move(refusal));
-        }
-        const std::string fresh = kernel->lease.kernel_id;
-        const kernel_lease old = it->second.kernel->replace(std::move(*kernel));
-        it->second.watch = {};
-        release(old);
-        m_owner.metrics().gateway_replaced(why);
-        loop::logger("gateway")->info("kernel {} restarted on {} (was {})", id, fresh, old.kernel_id);
-        done(json_response(200, it->second.kernel->model()));
-    });
+    obtain(h.kernel->name(), h.cwd, h.env,
+           [this, id, why, done](result<connected_kernel> kernel, http_response refusal) {
+               auto it = m_kernels.find(id);
+               if (it == m_kernels.end()) {
+                   if (kernel) {
+                       release(kernel->lease); // deleted meanwhile
+                       m_owner.retire(std::move(kernel->channels));
+                   }
+                   return done(error_response(404, "not_found",
+                                              "the kernel was shut down during its restart"));
+               }
+               it->second.replacing = false;
+               if (!kernel) {
+                   return done(std::move(refusal));
+               }
+               const std::string fresh = kernel->lease.kernel_id;
+               const kernel_lease old = it->second.kernel->replace(std::move(*kernel));
+               it->second.watch = {};
+               release(old);
+               m_owner.metrics().gateway_replaced(why);
+               loop::logger("gateway")->info("kernel {} restarted on {} (was {})", id, fresh,
+                                             old.kernel_id);
+               done(json_response(200, it->second.kernel->model()));
+           });
 }
 
 void gateway::remove(const std::string& id) {
@@ -499,13 +537,15 @@ void gateway::cull() {
     std::vector<std::string> idle;
     for (const auto& [id, h] : m_kernels) {
         const gateway_kernel& k = *h.kernel;
-        if (now - k.last_activity() >= o.cull_idle_timeout && (o.cull_connected || k.connections() == 0) &&
+        if (now - k.last_activity() >= o.cull_idle_timeout &&
+            (o.cull_connected || k.connections() == 0) &&
             (o.cull_busy || k.execution_state() != "busy") && !h.replacing) {
             idle.push_back(id);
         }
     }
     for (const std::string& id : idle) {
-        loop::logger("gateway")->info("culling kernel {}: idle for {} s or more", id, o.cull_idle_timeout.count());
+        loop::logger("gateway")->info("culling kernel {}: idle for {} s or more", id,
+                                      o.cull_idle_timeout.count());
         remove(id);
     }
 }
@@ -516,29 +556,32 @@ void gateway::poll() {
         if (h.replacing) {
             continue;
         }
-        m_owner.leases().poll(h.kernel->lease(), [this, id = id, kernel_id = h.kernel->lease().kernel_id](result<json> reply) {
-                               auto it = m_kernels.find(id);
-                               if (it == m_kernels.end() || it->second.replacing ||
-                                   it->second.kernel->lease().kernel_id != kernel_id) {
-                                   return;
-                               }
-                               held& k = it->second;
-                               if (!kernel_leases::gone_after(k.watch, reply)) {
-                                   return;
-                               }
-                               // As Kernel Gateway's restarter: "restarting", then a kernel again.
-                               auto polled = reply ? protocol::read_poll_reply(*reply) : result<protocol::kernel_poll>(reply.err());
-                               const std::string reason = polled ? polled->reason : "";
-                               loop::logger("gateway")->warn("kernel {} died{}{}: replacing it with a warm one", id,
-                                                             reason.empty() ? "" : " of ", reason);
-                               k.kernel->announce("restarting", reason);
-                               replace(id, "died", [this, id](http_response r) {
-                                   auto at = m_kernels.find(id);
-                                   if (r.status != 200 && at != m_kernels.end()) {
-                                       at->second.kernel->announce("dead");
-                                   }
-                               });
-                           });
+        m_owner.leases().poll(
+            h.kernel->lease(),
+            [this, id = id, kernel_id = h.kernel->lease().kernel_id](result<json> reply) {
+                auto it = m_kernels.find(id);
+                if (it == m_kernels.end() || it->second.replacing ||
+                    it->second.kernel->lease().kernel_id != kernel_id) {
+                    return;
+                }
+                held& k = it->second;
+                if (!kernel_leases::gone_after(k.watch, reply)) {
+                    return;
+                }
+                // As Kernel Gateway's restarter: "restarting", then a kernel again.
+                auto polled = reply ? protocol::read_poll_reply(*reply)
+                                    : result<protocol::kernel_poll>(reply.err());
+                const std::string reason = polled ? polled->reason : "";
+                loop::logger("gateway")->warn("kernel {} died{}{}: replacing it with a warm one",
+                                              id, reason.empty() ? "" : " of ", reason);
+                k.kernel->announce("restarting", reason);
+                replace(id, "died", [this, id](http_response r) {
+                    auto at = m_kernels.find(id);
+                    if (r.status != 200 && at != m_kernels.end()) {
+                        at->second.kernel->announce("dead");
+                    }
+                });
+            });
     }
 }
 
@@ -559,7 +602,8 @@ void gateway::release_all(std::function<void()> done) {
         m_owner.retire(std::move(st.kernel.channels));
     }
     for (auto& [kernel_id, st] : obtaining) {
-        st.done(error{errc::unavailable, "stopping"}, error_response(503, "unavailable", "kpool serve is stopping"));
+        st.done(error{errc::unavailable, "stopping"},
+                error_response(503, "unavailable", "kpool serve is stopping"));
     }
     std::vector<std::string> ids;
     for (const auto& [id, h] : m_kernels) {

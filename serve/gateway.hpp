@@ -43,8 +43,9 @@ public:
     // in `cwd` with `env` (both as kpoold's acquire takes them; empty: the pool's). `done` once,
     // with the id or the answer for the caller.
     using launched_fn = std::function<void(std::optional<std::string> id, http_response refusal)>;
-    void launch(const exchange_ptr& exchange, const std::string& kernel_name, const std::string& cwd,
-                const std::map<std::string, std::string>& env, launched_fn done);
+    void launch(const exchange_ptr& exchange, const std::string& kernel_name,
+                const std::string& cwd, const std::map<std::string, std::string>& env,
+                launched_fn done);
     // jupyter_server's model of a kernel we hold, or none.
     std::optional<nlohmann::json> kernel_model(const std::string& id) const;
     // Shuts a kernel down (its websockets closed, its lease released), as DELETE /api/kernels/ID.
@@ -56,7 +57,7 @@ public:
 private:
     struct held {
         std::unique_ptr<gateway_kernel> kernel;
-        std::string cwd;                        // for restarts: what the first start asked for
+        std::string cwd; // for restarts: what the first start asked for
         std::map<std::string, std::string> env;
         bool replacing = false; // a restart (or a replacement after a death) is under way
         lease_watch watch;
@@ -67,7 +68,7 @@ private:
     // The pools of the kpoold that answers, as jupyter_server's kernelspec models.
     struct served_specs {
         nlohmann::json models = nlohmann::json::object(); // by pool name
-        std::map<std::string, std::string> resource_dirs;  // by pool name
+        std::map<std::string, std::string> resource_dirs; // by pool name
         std::string first;
     };
     // The kernel held under `id`, else none and the caller answered 404.
@@ -80,18 +81,20 @@ private:
     // A kernel of pool `name` with `cwd`/`env` applied, connected and subscribed: a spare when
     // one is ready (no acquire, no handshake on the caller's time), else a fresh one. `done`
     // once, with the kernel or the answer for the caller.
-    void obtain(const std::string& name, const std::string& cwd, const std::map<std::string, std::string>& env,
-                obtained_fn done);
+    void obtain(const std::string& name, const std::string& cwd,
+                const std::map<std::string, std::string>& env, obtained_fn done);
     void obtain_spare(connected_kernel spare, const std::string& name, const std::string& cwd,
                       const std::map<std::string, std::string>& env, obtained_fn done);
-    void obtain_fresh(const std::string& name, const std::string& cwd, const std::map<std::string, std::string>& env,
-                      obtained_fn done);
-    void acquire(const std::string& name, const std::string& cwd, const std::map<std::string, std::string>& env,
-                 acquired_fn done);
-    void release(const kernel_lease& lease, std::function<void()> done = [] {});
+    void obtain_fresh(const std::string& name, const std::string& cwd,
+                      const std::map<std::string, std::string>& env, obtained_fn done);
+    void acquire(const std::string& name, const std::string& cwd,
+                 const std::map<std::string, std::string>& env, acquired_fn done);
+    void release(
+        const kernel_lease& lease, std::function<void()> done = [] {});
     // Restart's swap, also after a death (`why`: "restart", "died"). `done` with the model or
     // the answer for the caller.
-    void replace(const std::string& id, const std::string& why, std::function<void(http_response)> done);
+    void replace(const std::string& id, const std::string& why,
+                 std::function<void(http_response)> done);
     void cull();
     void poll();
     void retire(std::unique_ptr<gateway_kernel> kernel);
@@ -102,9 +105,9 @@ private:
         connected_kernel kernel;
         obtained_fn done;
     };
-    std::map<std::string, starting> m_starting; // by kpoold's kernel id: until obtained
-    std::size_t m_starts = 0;                           // POST /api/kernels not answered yet
-    std::vector<std::unique_ptr<gateway_kernel>> m_retired;            // freed on the next loop turn
+    std::map<std::string, starting> m_starting;             // by kpoold's kernel id: until obtained
+    std::size_t m_starts = 0;                               // POST /api/kernels not answered yet
+    std::vector<std::unique_ptr<gateway_kernel>> m_retired; // freed on the next loop turn
     loop::uv_timer m_reaper;
     loop::uv_timer m_cull_timer;
     loop::uv_timer m_poll_timer;

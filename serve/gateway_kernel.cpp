@@ -12,10 +12,12 @@ namespace kpool::serve {
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-gateway_kernel::gateway_kernel(uv_loop_t* loop, std::string id, std::string name, connected_kernel kernel)
+gateway_kernel::gateway_kernel(uv_loop_t* loop, std::string id, std::string name,
+                               connected_kernel kernel)
     : m_id(std::move(id)), m_name(std::move(name)), m_lease(std::move(kernel.lease)),
       m_channels(std::move(kernel.channels)), m_sweeper(loop) {
-    m_channels->set_on_message([this](kernel_port port, message_parts parts) { from_kernel(port, std::move(parts)); });
+    m_channels->set_on_message(
+        [this](kernel_port port, message_parts parts) { from_kernel(port, std::move(parts)); });
 }
 
 gateway_kernel::~gateway_kernel() = default;
@@ -26,7 +28,8 @@ kernel_lease gateway_kernel::replace(connected_kernel kernel) {
     // channels are freed on the next loop turn, with whatever the loop still holds of them.
     m_channels->set_on_message(nullptr);
     m_retired.push_back(std::exchange(m_channels, std::move(kernel.channels)));
-    m_channels->set_on_message([this](kernel_port port, message_parts parts) { from_kernel(port, std::move(parts)); });
+    m_channels->set_on_message(
+        [this](kernel_port port, message_parts parts) { from_kernel(port, std::move(parts)); });
     m_sweeper.start(0ms, [this] { sweep(); });
     m_kept.clear();
     m_origin.clear();
@@ -40,14 +43,17 @@ status gateway_kernel::connect(http_exchange& exchange, std::size_t max_message)
     const ws_protocol protocol = choose_protocol(exchange.header("sec-websocket-protocol"));
     const std::uint64_t aid = m_next_attachment++;
     websocket::handlers on;
-    on.on_message = [this, aid](std::string_view data, bool binary) { from_client(aid, data, binary); };
+    on.on_message = [this, aid](std::string_view data, bool binary) {
+        from_client(aid, data, binary);
+    };
     on.on_close = [this, aid] {
         if (auto it = m_attachments.find(aid); it != m_attachments.end()) {
             it->second.closed = true;
         }
         m_sweeper.start(0ms, [this] { sweep(); });
     };
-    auto ws = websocket::accept(exchange, protocol == ws_protocol::v1 ? v1_subprotocol : std::string_view(),
+    auto ws = websocket::accept(exchange,
+                                protocol == ws_protocol::v1 ? v1_subprotocol : std::string_view(),
                                 max_message, std::move(on));
     if (!ws) {
         return ws.err();
@@ -98,8 +104,12 @@ void gateway_kernel::announce(const std::string& execution_state, const std::str
         m_last_exit = reason;
         content["reason"] = reason;
     }
-    const json header = {{"msg_id", protocol::random_uuid()}, {"msg_type", "status"}, {"username", "kpool"},
-                         {"session", m_id},        {"date", protocol::iso8601_now()}, {"version", protocol::wire_protocol_version}};
+    const json header = {{"msg_id", protocol::random_uuid()},
+                         {"msg_type", "status"},
+                         {"username", "kpool"},
+                         {"session", m_id},
+                         {"date", protocol::iso8601_now()},
+                         {"version", protocol::wire_protocol_version}};
     channel_message m{"iopub", {header.dump(), "{}", "{}", content.dump()}};
     deliver(m, std::nullopt);
 }
@@ -113,15 +123,17 @@ void gateway_kernel::from_kernel(kernel_port port, message_parts parts) {
         if (message.parts[0].find("\"status\"") != std::string::npos) {
             const json header = json::parse(message.parts[0], nullptr, false);
             const json content = json::parse(message.parts[3], nullptr, false);
-            if (header.is_object() && header.value("msg_type", "") == "status" && content.is_object() &&
-                content.contains("execution_state") && content["execution_state"].is_string()) {
+            if (header.is_object() && header.value("msg_type", "") == "status" &&
+                content.is_object() && content.contains("execution_state") &&
+                content["execution_state"].is_string()) {
                 m_execution_state = content["execution_state"].get<std::string>();
             }
         }
     } else {
         const json parent = json::parse(message.parts[1], nullptr, false);
         if (parent.is_object() && parent.contains("msg_id") && parent["msg_id"].is_string()) {
-            if (auto it = m_origin.find(parent["msg_id"].get<std::string>()); it != m_origin.end()) {
+            if (auto it = m_origin.find(parent["msg_id"].get<std::string>());
+                it != m_origin.end()) {
                 to = it->second;
             }
         }
@@ -168,7 +180,8 @@ void gateway_kernel::from_client(std::uint64_t attachment_id, std::string_view d
     }
     auto message = decode_client_message(a->second.protocol, data, binary);
     if (!message) {
-        loop::logger("gateway")->warn("kernel {}: a websocket message was dropped: {}", m_id, message.err().message);
+        loop::logger("gateway")->warn("kernel {}: a websocket message was dropped: {}", m_id,
+                                      message.err().message);
         return;
     }
     kernel_port port;
@@ -180,7 +193,7 @@ void gateway_kernel::from_client(std::uint64_t attachment_id, std::string_view d
         port = kernel_port::stdin_port;
     } else {
         loop::logger("gateway")->warn("kernel {}: a message for channel '{}' was dropped", m_id,
-                                        protocol::echo_safe(message->channel));
+                                      protocol::echo_safe(message->channel));
         return;
     }
     const json header = json::parse(message->parts[0], nullptr, false);
@@ -189,8 +202,8 @@ void gateway_kernel::from_client(std::uint64_t attachment_id, std::string_view d
     }
     m_last_activity = std::chrono::system_clock::now();
     if (!m_channels->send_parts(port, message->parts)) {
-        loop::logger("gateway")->warn("kernel {}: the kernel's {} socket did not take a message", m_id,
-                                        message->channel);
+        loop::logger("gateway")->warn("kernel {}: the kernel's {} socket did not take a message",
+                                      m_id, message->channel);
     }
 }
 

@@ -18,10 +18,10 @@ using json = nlohmann::json;
 // What a matched row captured: the path's placeholders and the body's fields, before they
 // become the row's action.
 struct captured {
-    std::string kernel_id; // {id}
+    std::string kernel_id;  // {id}
     std::string session_id; // {session}
-    std::string name;      // {name}; start_kernel: the body's "name"
-    std::string resource;  // {file}
+    std::string name;       // {name}; start_kernel: the body's "name"
+    std::string resource;   // {file}
     std::map<std::string, std::string> env;
     session_fields session;
 };
@@ -35,9 +35,9 @@ struct gateway_route {
     // name, {file} a kernelspec's file: each a plain name (below), else the path is not found.
     std::string_view pattern;
     std::variant<gateway_action, session_action> action;
-    std::string_view label;   // the metrics label
-    bool starts_kernel;       // may start a kernel: 503 while kpool serve is stopping
-    std::string_view help;    // kpool serve --help
+    std::string_view label; // the metrics label
+    bool starts_kernel;     // may start a kernel: 503 while kpool serve is stopping
+    std::string_view help;  // kpool serve --help
     body_reader read_body = nullptr;
 };
 
@@ -124,7 +124,9 @@ bool matches(std::string_view pattern, const std::vector<std::string_view>& path
     return true;
 }
 
-http_response bad_request(const std::string& message) { return error_response(400, "bad_request", message); }
+http_response bad_request(const std::string& message) {
+    return error_response(400, "bad_request", message);
+}
 
 std::optional<http_response> read_start_kernel(std::string_view body, captured& g) {
     if (body.empty()) {
@@ -149,7 +151,8 @@ std::optional<http_response> read_start_kernel(std::string_view body, captured& 
             }
             for (const auto& [k, v] : value.items()) {
                 if (!v.is_string()) {
-                    return bad_request("'env' must be an object of strings ('" + protocol::echo_safe(k) + "' is not)");
+                    return bad_request("'env' must be an object of strings ('" +
+                                       protocol::echo_safe(k) + "' is not)");
                 }
                 g.env[k] = v.get<std::string>();
             }
@@ -160,7 +163,8 @@ std::optional<http_response> read_start_kernel(std::string_view body, captured& 
 }
 
 // A string field of a session body, or null (absent); else the 400 it gets.
-std::optional<http_response> string_field(const json& j, const char* key, std::optional<std::string>& into) {
+std::optional<http_response> string_field(const json& j, const char* key,
+                                          std::optional<std::string>& into) {
     const auto it = j.find(key);
     if (it == j.end() || it->is_null()) {
         return std::nullopt;
@@ -181,7 +185,8 @@ std::optional<http_response> read_session(std::string_view body, session_fields&
     if (auto bad = string_field(j, "path", s.path)) {
         return bad;
     }
-    if (const auto nb = j.find("notebook"); nb != j.end() && nb->is_object() && nb->contains("path")) {
+    if (const auto nb = j.find("notebook");
+        nb != j.end() && nb->is_object() && nb->contains("path")) {
         if (auto bad = string_field(*nb, "path", s.path)) {
             return bad;
         }
@@ -247,8 +252,8 @@ std::optional<std::string_view> gateway_route_label(std::string_view path) {
 std::string gateway_endpoint_help() {
     std::string out;
     for (const gateway_route& row : gateway_table) {
-        std::string line = "  " + std::string(row.method) + std::string(7 - row.method.size(), ' ') + "/" +
-                           std::string(row.pattern);
+        std::string line = "  " + std::string(row.method) +
+                           std::string(7 - row.method.size(), ' ') + "/" + std::string(row.pattern);
         line.resize(std::max<std::size_t>(line.size() + 2, 38), ' ');
         out += line + std::string(row.help) + "\n";
     }
@@ -256,7 +261,8 @@ std::string gateway_endpoint_help() {
 }
 
 std::variant<http_response, do_gateway, do_session, do_preflight>
-decide_gateway(std::string_view method, std::string_view path, std::string_view body, bool stopping) {
+decide_gateway(std::string_view method, std::string_view path, std::string_view body,
+               bool stopping) {
     if (method == "OPTIONS") {
         return do_preflight{};
     }
@@ -282,14 +288,15 @@ decide_gateway(std::string_view method, std::string_view path, std::string_view 
         if (const auto* a = std::get_if<session_action>(&row.action)) {
             return do_session{*a, std::move(c.session_id), std::move(c.session)};
         }
-        return do_gateway{std::get<gateway_action>(row.action), std::move(c.kernel_id), std::move(c.name),
-                          std::move(c.resource), std::move(c.env)};
+        return do_gateway{std::get<gateway_action>(row.action), std::move(c.kernel_id),
+                          std::move(c.name), std::move(c.resource), std::move(c.env)};
     }
     if (allowed.empty()) {
         return error_response(404, "not_found", "no such resource: " + protocol::echo_safe(path));
     }
     http_response r = error_response(405, "method_not_allowed",
-                                     protocol::echo_safe(method) + " is not allowed here (allowed: " + allowed + ")");
+                                     protocol::echo_safe(method) +
+                                         " is not allowed here (allowed: " + allowed + ")");
     r.headers.emplace_back("allow", allowed);
     return r;
 }

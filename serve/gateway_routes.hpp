@@ -49,9 +49,9 @@ struct session_fields {
 
 struct do_gateway {
     gateway_action action = gateway_action::api_info;
-    std::string kernel_id;  // kernel actions
-    std::string name;       // kernelspec actions; start_kernel: the body's "name" (empty: default)
-    std::string resource;   // kernelspec_resource
+    std::string kernel_id; // kernel actions
+    std::string name;      // kernelspec actions; start_kernel: the body's "name" (empty: default)
+    std::string resource;  // kernelspec_resource
     std::map<std::string, std::string> env; // start_kernel: the body's "env", unfiltered
 };
 
@@ -70,7 +70,8 @@ bool is_gateway_path(std::string_view path);
 // The action for a gateway path, or the answer it gets at once (404, 405, 400). `stopping`:
 // a row that may start a kernel is answered 503.
 std::variant<http_response, do_gateway, do_session, do_preflight>
-decide_gateway(std::string_view method, std::string_view path, std::string_view body, bool stopping = false);
+decide_gateway(std::string_view method, std::string_view path, std::string_view body,
+               bool stopping = false);
 
 // The metrics label of a gateway path: its row's ("/api/kernels", "/api/sessions", ...), or
 // none when no row's pattern matches it.

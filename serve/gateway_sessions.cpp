@@ -30,15 +30,18 @@ http_response created(json model) {
 
 } // namespace
 
-gateway_sessions::gateway_sessions(gateway& kernels, std::string root) : m_kernels(kernels), m_root(std::move(root)) {}
+gateway_sessions::gateway_sessions(gateway& kernels, std::string root)
+    : m_kernels(kernels), m_root(std::move(root)) {}
 
 gateway_sessions::session* gateway_sessions::find(const std::string& id) {
-    const auto it = std::find_if(m_sessions.begin(), m_sessions.end(), [&](const session& s) { return s.id == id; });
+    const auto it = std::find_if(m_sessions.begin(), m_sessions.end(),
+                                 [&](const session& s) { return s.id == id; });
     return it == m_sessions.end() ? nullptr : &*it;
 }
 
 gateway_sessions::session* gateway_sessions::find_path(const std::string& path) {
-    const auto it = std::find_if(m_sessions.begin(), m_sessions.end(), [&](const session& s) { return s.path == path; });
+    const auto it = std::find_if(m_sessions.begin(), m_sessions.end(),
+                                 [&](const session& s) { return s.path == path; });
     return it == m_sessions.end() ? nullptr : &*it;
 }
 
@@ -52,9 +55,14 @@ std::optional<json> gateway_sessions::model(const std::string& id) {
         std::erase_if(m_sessions, [&](const session& x) { return x.id == id; });
         return std::nullopt;
     }
-    json out = {{"id", s->id}, {"path", s->path}, {"name", s->name}, {"type", s->type}, {"kernel", std::move(*kernel)}};
+    json out = {{"id", s->id},
+                {"path", s->path},
+                {"name", s->name},
+                {"type", s->type},
+                {"kernel", std::move(*kernel)}};
     if (s->type == "notebook") {
-        out["notebook"] = {{"path", s->path}, {"name", s->name}}; // the API before sessions had types
+        out["notebook"] = {{"path", s->path},
+                           {"name", s->name}}; // the API before sessions had types
     }
     return out;
 }
@@ -64,7 +72,8 @@ std::string gateway_sessions::cwd_for(const std::string& path) const {
         return "";
     }
     std::error_code ec;
-    const fs::path real = fs::weakly_canonical(fs::path(m_root) / fs::path(path).relative_path().parent_path(), ec);
+    const fs::path real =
+        fs::weakly_canonical(fs::path(m_root) / fs::path(path).relative_path().parent_path(), ec);
     const fs::path real_root = fs::weakly_canonical(m_root, ec);
     const fs::path rel = real.lexically_relative(real_root);
     if (ec || rel.empty() || *rel.begin() == ".." || !fs::is_directory(real, ec)) {
@@ -89,14 +98,12 @@ void gateway_sessions::handle(exchange_ptr ex, const do_session& g) {
         }
         return m_kernels.answer(ex, json_response(200, list));
     }
-    case session_action::create:
-        return create(std::move(ex), g.fields);
+    case session_action::create: return create(std::move(ex), g.fields);
     case session_action::get: {
         auto m = model(g.session_id);
         return m_kernels.answer(ex, m ? json_response(200, *m) : no_session(g.session_id));
     }
-    case session_action::update:
-        return update(std::move(ex), g.session_id, g.fields);
+    case session_action::update: return update(std::move(ex), g.session_id, g.fields);
     case session_action::remove: {
         session* s = find(g.session_id);
         if (!s) {
@@ -117,31 +124,33 @@ void gateway_sessions::create(exchange_ptr ex, const session_fields& f) {
             return m_kernels.answer(ex, created(std::move(*m))); // jupyter_server: the one there is
         }
     }
-    session fresh{protocol::random_uuid(), path, f.name.value_or(""), f.type.value_or("notebook"), ""};
+    session fresh{protocol::random_uuid(), path, f.name.value_or(""), f.type.value_or("notebook"),
+                  ""};
     // An existing kernel is used when named; an unknown id starts one, as jupyter_server does.
     if (f.kernel_id && m_kernels.kernel_model(*f.kernel_id)) {
         fresh.kernel_id = *f.kernel_id;
         m_sessions.push_back(fresh);
         return m_kernels.answer(ex, created(*model(fresh.id)));
     }
-    m_kernels.launch(ex, f.kernel_name.value_or(""), cwd_for(path), {},
-                     [this, ex, fresh](std::optional<std::string> kernel_id, http_response refusal) mutable {
-                         if (!kernel_id) {
-                             return m_kernels.answer(ex, std::move(refusal));
-                         }
-                         // Two creates of one path at once: the first to finish is the session.
-                         if (session* s = find_path(fresh.path)) {
-                             if (auto m = model(s->id)) {
-                                 m_kernels.remove(*kernel_id);
-                                 return m_kernels.answer(ex, created(std::move(*m)));
-                             }
-                         }
-                         fresh.kernel_id = *kernel_id;
-                         m_sessions.push_back(fresh);
-                         loop::logger("gateway")->info("session {} for {} on kernel {}", fresh.id,
-                                                         protocol::echo_safe(fresh.path), fresh.kernel_id);
-                         m_kernels.answer(ex, created(*model(fresh.id)));
-                     });
+    m_kernels.launch(
+        ex, f.kernel_name.value_or(""), cwd_for(path), {},
+        [this, ex, fresh](std::optional<std::string> kernel_id, http_response refusal) mutable {
+            if (!kernel_id) {
+                return m_kernels.answer(ex, std::move(refusal));
+            }
+            // Two creates of one path at once: the first to finish is the session.
+            if (session* s = find_path(fresh.path)) {
+                if (auto m = model(s->id)) {
+                    m_kernels.remove(*kernel_id);
+                    return m_kernels.answer(ex, created(std::move(*m)));
+                }
+            }
+            fresh.kernel_id = *kernel_id;
+            m_sessions.push_back(fresh);
+            loop::logger("gateway")->info("session {} for {} on kernel {}", fresh.id,
+                                          protocol::echo_safe(fresh.path), fresh.kernel_id);
+            m_kernels.answer(ex, created(*model(fresh.id)));
+        });
 }
 
 void gateway_sessions::update(exchange_ptr ex, const std::string& id, const session_fields& f) {
@@ -167,8 +176,9 @@ void gateway_sessions::update(exchange_ptr ex, const std::string& id, const sess
     };
     if (f.kernel_id) { // an id wins over a name
         if (!m_kernels.kernel_model(*f.kernel_id)) {
-            return m_kernels.answer(ex, error_response(400, "bad_request",
-                                                        "no kernel '" + protocol::echo_safe(*f.kernel_id) + "'"));
+            return m_kernels.answer(
+                ex, error_response(400, "bad_request",
+                                   "no kernel '" + protocol::echo_safe(*f.kernel_id) + "'"));
         }
         return m_kernels.answer(ex, apply(*f.kernel_id));
     }
@@ -176,17 +186,18 @@ void gateway_sessions::update(exchange_ptr ex, const std::string& id, const sess
         return m_kernels.answer(ex, apply(""));
     }
     const std::string path = f.path.value_or(find(id)->path);
-    m_kernels.launch(ex, *f.kernel_name, cwd_for(path), {},
-                     [this, ex, id, apply](std::optional<std::string> kernel_id, http_response refusal) {
-                         if (!kernel_id) {
-                             return m_kernels.answer(ex, std::move(refusal));
-                         }
-                         if (!find(id)) { // deleted while its new kernel started
-                             m_kernels.remove(*kernel_id);
-                             return m_kernels.answer(ex, no_session(id));
-                         }
-                         m_kernels.answer(ex, apply(*kernel_id));
-                     });
+    m_kernels.launch(
+        ex, *f.kernel_name, cwd_for(path), {},
+        [this, ex, id, apply](std::optional<std::string> kernel_id, http_response refusal) {
+            if (!kernel_id) {
+                return m_kernels.answer(ex, std::move(refusal));
+            }
+            if (!find(id)) { // deleted while its new kernel started
+                m_kernels.remove(*kernel_id);
+                return m_kernels.answer(ex, no_session(id));
+            }
+            m_kernels.answer(ex, apply(*kernel_id));
+        });
 }
 
 } // namespace kpool::serve

@@ -47,7 +47,9 @@ inline http_response with_outcome(http_response response, const char* outcome) {
 }
 
 // What a request that would run code or start a kernel gets while kpool serve is stopping.
-inline http_response stopping_response() { return error_response(503, "unavailable", "kpool serve is stopping"); }
+inline http_response stopping_response() {
+    return error_response(503, "unavailable", "kpool serve is stopping");
+}
 
 // kpoold's failed acquire as an answer: no kernel in time, none can start or the pool is failing
 // are back-pressure (429 with Retry-After); an unknown pool is 404; a cwd/env the kernel refused

@@ -40,12 +40,16 @@ struct exchange_link {
 
 namespace {
 
-std::string as_string(h2o_iovec_t v) { return v.base != nullptr ? std::string(v.base, v.len) : std::string(); }
+std::string as_string(h2o_iovec_t v) {
+    return v.base != nullptr ? std::string(v.base, v.len) : std::string();
+}
 
 // Where H2O's errordoc filter sends its own 413s (see http_server::start).
 constexpr std::string_view too_large_path = "/.kpool/413";
 
-h2o_iovec_t pool_copy(h2o_req_t* req, std::string_view s) { return h2o_strdup(&req->pool, s.data(), s.size()); }
+h2o_iovec_t pool_copy(h2o_req_t* req, std::string_view s) {
+    return h2o_strdup(&req->pool, s.data(), s.size());
+}
 
 } // namespace
 
@@ -65,7 +69,8 @@ http_exchange::http_exchange(h2o_req_t* req, int fd) : m_req(req), m_fd(fd) {
         }
         m_body = as_string(req->entity);
     }
-    m_authority = as_string(req->input.authority); // as sent: H2O's 413 redirect rewrites req->authority
+    m_authority =
+        as_string(req->input.authority); // as sent: H2O's 413 redirect rewrites req->authority
     m_upgrade = as_string(req->upgrade);
     m_header_bytes = m_authority.size() + m_upgrade.size();
     for (std::size_t i = 0; i != req->headers.size; ++i) {
@@ -76,17 +81,20 @@ http_exchange::http_exchange(h2o_req_t* req, int fd) : m_req(req), m_fd(fd) {
     // goes into the log), else a fresh one.
     const ssize_t id = h2o_find_header_by_str(&req->headers, H2O_STRLIT("x-request-id"), -1);
     const std::string given = id >= 0 ? as_string(req->headers.entries[id].value) : std::string();
-    const bool plain = !given.empty() && given.size() <= 128 && given.front() != '.' &&
-                       std::all_of(given.begin(), given.end(), [](char c) {
-                           return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
-                       });
+    const bool plain =
+        !given.empty() && given.size() <= 128 && given.front() != '.' &&
+        std::all_of(given.begin(), given.end(), [](char c) {
+            return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+        });
     m_request_id = plain ? given : protocol::random_hex(8);
 }
 
 http_exchange::~http_exchange() {
     if (!m_answered && m_req != nullptr) {
-        respond({500, "application/json",
-                 R"({"error":"internal","message":"the request was dropped without an answer"})", {}});
+        respond({500,
+                 "application/json",
+                 R"({"error":"internal","message":"the request was dropped without an answer"})",
+                 {}});
     }
 }
 
@@ -113,8 +121,10 @@ std::optional<std::string> http_exchange::header(std::string_view name) const {
 
 void http_exchange::log_access(int status) const {
     loop::logger("access")->info(
-        "{} {} {} {:.1f}ms kernel={} request={}", protocol::echo_safe(m_method), protocol::echo_safe(m_path), status,
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - m_arrived).count(),
+        "{} {} {} {:.1f}ms kernel={} request={}", protocol::echo_safe(m_method),
+        protocol::echo_safe(m_path), status,
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - m_arrived)
+            .count(),
         m_kernel_id.empty() ? "-" : m_kernel_id, m_request_id);
 }
 
@@ -137,7 +147,8 @@ void http_exchange::add_response_headers(std::vector<std::pair<std::string, std:
     for (const auto& [name, value] : headers) {
         const h2o_iovec_t n = pool_copy(req, name);
         const h2o_iovec_t v = pool_copy(req, value);
-        h2o_add_header_by_str(&req->pool, &req->res.headers, n.base, n.len, 1, nullptr, v.base, v.len);
+        h2o_add_header_by_str(&req->pool, &req->res.headers, n.base, n.len, 1, nullptr, v.base,
+                              v.len);
     }
 }
 
@@ -193,8 +204,10 @@ void http_exchange::start_stream(int status, const std::string& content_type,
     req->res.status = status;
     req->res.reason = reason_phrase(status);
     add_response_headers(std::move(headers), content_type);
-    void* mem = h2o_mem_alloc_shared(&req->pool, sizeof(stream_generator), &stream_generator::dispose);
-    auto* generator = new (mem) stream_generator{{&stream_generator::proceed, &stream_generator::stop}, weak_from_this()};
+    void* mem =
+        h2o_mem_alloc_shared(&req->pool, sizeof(stream_generator), &stream_generator::dispose);
+    auto* generator = new (mem)
+        stream_generator{{&stream_generator::proceed, &stream_generator::stop}, weak_from_this()};
     h2o_start_response(req, &generator->super);
     // The head goes at once, with what is there (nothing yet): a client sees the 200 now.
     m_sending = true;
@@ -253,7 +266,8 @@ bool same_address(const sockaddr_storage& a, const sockaddr_storage& b) {
     }
     const auto& x = reinterpret_cast<const sockaddr_in6&>(a);
     const auto& y = reinterpret_cast<const sockaddr_in6&>(b);
-    return x.sin6_port == y.sin6_port && std::memcmp(&x.sin6_addr, &y.sin6_addr, sizeof x.sin6_addr) == 0;
+    return x.sin6_port == y.sin6_port &&
+           std::memcmp(&x.sin6_addr, &y.sin6_addr, sizeof x.sin6_addr) == 0;
 }
 
 // The socket of the connection `req` came on: the one whose peer is the request's peer.
@@ -328,7 +342,8 @@ void accept_one(http_server::state* s) {
         return;
     }
     uv_tcp_nodelay(&conn->tcp, 1);
-    h2o_socket_t* sock = h2o_uv_socket_create(reinterpret_cast<uv_stream_t*>(&conn->tcp), free_connection);
+    h2o_socket_t* sock =
+        h2o_uv_socket_create(reinterpret_cast<uv_stream_t*>(&conn->tcp), free_connection);
     h2o_accept(&s->accept, sock);
 }
 
@@ -358,22 +373,26 @@ std::string openssl_error() {
 
 result<SSL_CTX*> tls_context(const std::string& cert_file, const std::string& key_file) {
     if (cert_file.empty() || key_file.empty()) {
-        return error{errc::bad_request, "TLS needs both a certificate (--cert) and its key (--key)"};
+        return error{errc::bad_request,
+                     "TLS needs both a certificate (--cert) and its key (--key)"};
     }
-    std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(SSL_CTX_new(TLS_server_method()), &SSL_CTX_free);
+    std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(SSL_CTX_new(TLS_server_method()),
+                                                          &SSL_CTX_free);
     if (!ctx) {
         return error{errc::internal, "TLS: " + openssl_error()};
     }
     SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
     SSL_CTX_set_options(ctx.get(), SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
     if (SSL_CTX_use_certificate_chain_file(ctx.get(), cert_file.c_str()) != 1) {
-        return error{errc::bad_request, "cannot use the certificate " + cert_file + ": " + openssl_error()};
+        return error{errc::bad_request,
+                     "cannot use the certificate " + cert_file + ": " + openssl_error()};
     }
     if (SSL_CTX_use_PrivateKey_file(ctx.get(), key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
         return error{errc::bad_request, "cannot use the key " + key_file + ": " + openssl_error()};
     }
     if (SSL_CTX_check_private_key(ctx.get()) != 1) {
-        return error{errc::bad_request, "the key " + key_file + " does not match the certificate " + cert_file};
+        return error{errc::bad_request,
+                     "the key " + key_file + " does not match the certificate " + cert_file};
     }
     h2o_ssl_register_alpn_protocols(ctx.get(), h2o_http2_alpn_protocols);
     return ctx.release();
@@ -381,8 +400,8 @@ result<SSL_CTX*> tls_context(const std::string& cert_file, const std::string& ke
 
 } // namespace
 
-result<std::unique_ptr<http_server>> http_server::start(uv_loop_t* loop, const http_server_options& options,
-                                                        handler on_request) {
+result<std::unique_ptr<http_server>>
+http_server::start(uv_loop_t* loop, const http_server_options& options, handler on_request) {
     std::unique_ptr<http_server> server(new http_server);
     server->m_state = std::make_unique<state>();
     state& s = *server->m_state;
@@ -390,8 +409,10 @@ result<std::unique_ptr<http_server>> http_server::start(uv_loop_t* loop, const h
     s.on_request = std::move(on_request);
 
     sockaddr_storage addr{};
-    if (uv_ip4_addr(options.host.c_str(), options.port, reinterpret_cast<sockaddr_in*>(&addr)) != 0 &&
-        uv_ip6_addr(options.host.c_str(), options.port, reinterpret_cast<sockaddr_in6*>(&addr)) != 0) {
+    if (uv_ip4_addr(options.host.c_str(), options.port, reinterpret_cast<sockaddr_in*>(&addr)) !=
+            0 &&
+        uv_ip6_addr(options.host.c_str(), options.port, reinterpret_cast<sockaddr_in6*>(&addr)) !=
+            0) {
         return error{errc::bad_request, "'" + options.host + "' is not an IPv4 or IPv6 address"};
     }
     h2o_config_init(&s.config);
@@ -399,13 +420,15 @@ result<std::unique_ptr<http_server>> http_server::start(uv_loop_t* loop, const h
     s.max_connections = std::max<std::size_t>(1, options.max_connections);
     // H2O gives a request without a Host header (HTTP/1.0; never a browser's) this host's name
     // as its authority: localhost, the only host such a request can mean.
-    h2o_hostconf_t* host = h2o_config_register_host(&s.config, h2o_iovec_init(H2O_STRLIT("localhost")), 65535);
+    h2o_hostconf_t* host =
+        h2o_config_register_host(&s.config, h2o_iovec_init(H2O_STRLIT("localhost")), 65535);
     // H2O answers a body over the limit itself, before any handler, in plain text; its errordoc
     // filter turns that answer into an internal request for too_large_path, which reaches the
     // handler as the original request with body_too_large() (the filter keeps the status 413).
     h2o_errordoc_t too_large{413, h2o_iovec_init(too_large_path.data(), too_large_path.size())};
     h2o_pathconf_t& fallback = host->fallback_path;
-    const std::vector<h2o_filter_t*> before(fallback.filters.entries, fallback.filters.entries + fallback.filters.size);
+    const std::vector<h2o_filter_t*> before(fallback.filters.entries,
+                                            fallback.filters.entries + fallback.filters.size);
     h2o_errordoc_register(&fallback, &too_large, 1);
     for (std::size_t i = 0; i != fallback.filters.size; ++i) { // the new one (H2O prepends filters)
         if (std::find(before.begin(), before.end(), fallback.filters.entries[i]) == before.end()) {
@@ -444,8 +467,9 @@ result<std::unique_ptr<http_server>> http_server::start(uv_loop_t* loop, const h
     sockaddr_storage bound{};
     int len = sizeof bound;
     uv_tcp_getsockname(s.listener, reinterpret_cast<sockaddr*>(&bound), &len);
-    server->m_port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                                       : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+    server->m_port =
+        ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                          : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
     return server;
 }
 
@@ -468,7 +492,9 @@ void http_server::close_connections() {
     }
 }
 
-std::size_t http_server::open_connections() const { return m_state ? m_state->connections.size() : 0; }
+std::size_t http_server::open_connections() const {
+    return m_state ? m_state->connections.size() : 0;
+}
 
 http_server::~http_server() {
     if (!m_state) {

@@ -61,7 +61,9 @@ public:
     void stream(std::string piece);
     bool streaming() const { return m_streaming; }
     // A header every answer to this request carries (CORS), besides the response's own.
-    void add_header(std::string name, std::string value) { m_extra_headers.emplace_back(std::move(name), std::move(value)); }
+    void add_header(std::string name, std::string value) {
+        m_extra_headers.emplace_back(std::move(name), std::move(value));
+    }
     const std::string& request_id() const { return m_request_id; }
     // The kernel the request ran on, for the access line.
     void set_kernel_id(std::string id) { m_kernel_id = std::move(id); }
@@ -81,7 +83,8 @@ private:
     friend struct exchange_link;
     friend struct stream_generator;
     void log_access(int status) const;
-    void add_response_headers(std::vector<std::pair<std::string, std::string>> headers, const std::string& type);
+    void add_response_headers(std::vector<std::pair<std::string, std::string>> headers,
+                              const std::string& type);
     void flush(); // sends what waits, unless H2O still sends the batch before
     bool m_streaming = false;
     bool m_sending = false;     // H2O has a batch it has not asked for more after
@@ -110,7 +113,7 @@ using exchange_ptr = std::shared_ptr<http_exchange>;
 
 struct http_server_options {
     std::string host = "127.0.0.1";
-    int port = 8890; // 0: any free port (port() tells which)
+    int port = 8890;                 // 0: any free port (port() tells which)
     std::size_t max_body = 16 << 20; // larger bodies are not read: body_too_large()
     // Open at once (websockets included); more wait in the listen backlog until one closes.
     std::size_t max_connections = 1024;
@@ -124,8 +127,8 @@ public:
     using handler = std::function<void(exchange_ptr)>;
 
     // Binds and listens; an error says why (address in use, bad address).
-    static result<std::unique_ptr<http_server>> start(uv_loop_t* loop, const http_server_options& options,
-                                                     handler on_request);
+    static result<std::unique_ptr<http_server>>
+    start(uv_loop_t* loop, const http_server_options& options, handler on_request);
     ~http_server();
     http_server(const http_server&) = delete;
     http_server& operator=(const http_server&) = delete;

@@ -8,7 +8,6 @@
 #include "serve/request_services.hpp"
 #include "serve/spare_kernels.hpp"
 
-
 namespace kpool::serve {
 
 using json = nlohmann::json;
@@ -19,9 +18,10 @@ namespace {
 constexpr auto call_poll_every = 1000ms; // is the kernel alive, is the caller still there
 } // namespace
 
-kernel_call::kernel_call(request_services& owner, exchange_ptr exchange, std::string route, steady::time_point arrived)
-    : m_owner(owner), m_exchange(std::move(exchange)), m_route(std::move(route)), m_arrived(arrived),
-      m_poll(owner.loop()) {}
+kernel_call::kernel_call(request_services& owner, exchange_ptr exchange, std::string route,
+                         steady::time_point arrived)
+    : m_owner(owner), m_exchange(std::move(exchange)), m_route(std::move(route)),
+      m_arrived(arrived), m_poll(owner.loop()) {}
 
 void kernel_call::begin(const kernel_wish& wish) {
     m_wish = wish;
@@ -35,10 +35,11 @@ void kernel_call::begin(const kernel_wish& wish) {
 void kernel_call::acquire() {
     if (const auto turn = m_owner.refusal_at_once(m_wish.pool)) {
         m_owner.metrics().rejected().Increment();
-        return finish(overloaded_response("requests already wait for a kernel of pool " + m_wish.pool +
-                                              " and this one would wait past the queue timeout: come back in " +
-                                              std::to_string(*turn) + " s",
-                                          *turn));
+        return finish(overloaded_response(
+            "requests already wait for a kernel of pool " + m_wish.pool +
+                " and this one would wait past the queue timeout: come back in " +
+                std::to_string(*turn) + " s",
+            *turn));
     }
     protocol::acquire_args request;
     request.pool = m_wish.pool;
@@ -52,9 +53,11 @@ void kernel_call::acquire() {
     request.env = m_wish.env;
     request.lease_s = kernel_leases::call_lease_s(m_wish.timeout);
     m_owner.metrics().waiting().Increment();
-    m_owner.leases().acquire(request, [self = shared_from_this()](result<kernel_lease> lease, kernel_leases::refusal_fn refusal) {
-        self->on_acquired(std::move(lease), std::move(refusal));
-    });
+    m_owner.leases().acquire(
+        request,
+        [self = shared_from_this()](result<kernel_lease> lease, kernel_leases::refusal_fn refusal) {
+            self->on_acquired(std::move(lease), std::move(refusal));
+        });
 }
 
 void kernel_call::take_spare(spare_kernels::spare spare) {
@@ -72,26 +75,28 @@ void kernel_call::take_spare(spare_kernels::spare spare) {
     m_renews = !lease;
     m_watch = {};
     const unsigned attempt = ++m_attempt;
-    m_owner.leases().renew(m_lease, lease ? *lease : static_cast<double>(m_owner.leases().holder_lease().count()),
-                           [self = shared_from_this(), attempt](bool held) {
-                               if (self->m_finished || attempt != self->m_attempt) {
-                                   return;
-                               }
-                               if (held) {
-                                   self->m_owner.metrics().kernels_used().Increment();
-                                   return self->prepared(attempt);
-                               }
-                               loop::logger("serve")->info("spare kernel {} is gone: the request takes a fresh one",
-                                                             self->m_lease.kernel_id);
-                               self->give_back();
-                               ++self->m_attempt; // what is still to come for the spare is ignored
-                               self->m_renews = false;
-                               self->acquire();
-                           });
+    m_owner.leases().renew(
+        m_lease, lease ? *lease : static_cast<double>(m_owner.leases().holder_lease().count()),
+        [self = shared_from_this(), attempt](bool held) {
+            if (self->m_finished || attempt != self->m_attempt) {
+                return;
+            }
+            if (held) {
+                self->m_owner.metrics().kernels_used().Increment();
+                return self->prepared(attempt);
+            }
+            loop::logger("serve")->info("spare kernel {} is gone: the request takes a fresh one",
+                                        self->m_lease.kernel_id);
+            self->give_back();
+            ++self->m_attempt; // what is still to come for the spare is ignored
+            self->m_renews = false;
+            self->acquire();
+        });
     prepare(true, 1, false);
 }
 
-void kernel_call::on_acquired(result<kernel_lease> lease, const kernel_leases::refusal_fn& refusal) {
+void kernel_call::on_acquired(result<kernel_lease> lease,
+                              const kernel_leases::refusal_fn& refusal) {
     m_owner.metrics().waiting().Decrement();
     if (!lease) {
         http_response answer = refusal();
@@ -129,16 +134,17 @@ void kernel_call::prepare(bool subscribed, int other_steps, bool context_applied
     // the context: a forked kernel applies it on its control thread, which nothing orders
     // before a cell sent on shell, and a cell must start in the request's cwd and env.
     if (context) {
-        m_owner.leases().apply_context(m_lease, m_wish.cwd, m_wish.env, m_wish.memory_history,
-                                       [self = shared_from_this(), attempt](std::optional<http_response> failure, bool) {
-                                           if (attempt != self->m_attempt) {
-                                               return; // a spare found gone meanwhile
-                                           }
-                                           if (failure) {
-                                               return self->finish(std::move(*failure));
-                                           }
-                                           self->prepared(attempt);
-                                       });
+        m_owner.leases().apply_context(
+            m_lease, m_wish.cwd, m_wish.env, m_wish.memory_history,
+            [self = shared_from_this(), attempt](std::optional<http_response> failure, bool) {
+                if (attempt != self->m_attempt) {
+                    return; // a spare found gone meanwhile
+                }
+                if (failure) {
+                    return self->finish(std::move(*failure));
+                }
+                self->prepared(attempt);
+            });
     }
     if (!subscribed) {
         auto answered = [self = shared_from_this(), attempt](result<json> ready) {
@@ -146,8 +152,8 @@ void kernel_call::prepare(bool subscribed, int other_steps, bool context_applied
                 return;
             }
             if (!ready) {
-                return self->finish(
-                    error_response(502, "kernel_died", "the kernel did not answer: " + ready.err().message));
+                return self->finish(error_response(
+                    502, "kernel_died", "the kernel did not answer: " + ready.err().message));
             }
             self->prepared(attempt);
         };
@@ -167,11 +173,14 @@ void kernel_call::prepared(unsigned attempt) {
         return finish(cancelled_response()); // while it was prepared: no code runs
     }
     // Weak: the timer is the call's own, and must not keep the call alive (a cycle).
-    m_poll.start(call_poll_every, [weak = weak_from_this()] {
-        if (auto call = weak.lock()) {
-            call->poll();
-        }
-    }, call_poll_every);
+    m_poll.start(
+        call_poll_every,
+        [weak = weak_from_this()] {
+            if (auto call = weak.lock()) {
+                call->poll();
+            }
+        },
+        call_poll_every);
     run();
 }
 
@@ -245,7 +254,8 @@ void kernel_call::finish(http_response response) {
         return;
     }
     m_owner.kernel_returned(m_wish.pool, m_taken_at, true);
-    m_owner.leases().release(m_lease, [self = shared_from_this()] { self->m_owner.request_finished(); });
+    m_owner.leases().release(m_lease,
+                             [self = shared_from_this()] { self->m_owner.request_finished(); });
     m_lease.kernel_id.clear();
 }
 

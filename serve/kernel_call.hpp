@@ -35,7 +35,8 @@ struct kernel_wish {
 
 class kernel_call : public std::enable_shared_from_this<kernel_call> {
 public:
-    kernel_call(request_services& owner, exchange_ptr exchange, std::string route, std::chrono::steady_clock::time_point arrived);
+    kernel_call(request_services& owner, exchange_ptr exchange, std::string route,
+                std::chrono::steady_clock::time_point arrived);
     virtual ~kernel_call() = default;
 
     // Acquires a kernel for `wish`, then calls run() once it is ready.
@@ -45,7 +46,8 @@ public:
     void stop();
 
 protected:
-    // The kernel is ready: session() works, and its iopub subscribed (kernel_session::when_subscribed).
+    // The kernel is ready: session() works, and its iopub subscribed
+    // (kernel_session::when_subscribed).
     virtual void run() = 0;
     // Whether run() needs session().kernel_info() of a newly acquired kernel (a spare's came
     // long before): then the handshake waits for the reply too.
@@ -86,9 +88,11 @@ private:
     std::chrono::steady_clock::time_point m_arrived;
     kernel_wish m_wish;
     int m_steps_left = 0; // prepare()'s
-    unsigned m_attempt = 0; // the kernel's (a spare found gone gives way to another): stale replies are ignored
+    unsigned m_attempt =
+        0; // the kernel's (a spare found gone gives way to another): stale replies are ignored
     kernel_lease m_lease; // kernel_id empty: none held
-    std::chrono::steady_clock::time_point m_taken_at; // when m_lease was taken (wait_estimate's hold times)
+    std::chrono::steady_clock::time_point
+        m_taken_at; // when m_lease was taken (wait_estimate's hold times)
     // A spare taken without a time limit keeps kpool serve's holder lease, renewed while the call
     // runs; otherwise the lease the acquire (or the spare's renew) asked for.
     bool m_renews = false;

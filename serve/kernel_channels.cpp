@@ -23,9 +23,11 @@ std::string_view port_name(kernel_port port) {
     return "shell";
 }
 
-kernel_channels::kernel_channels(uv_loop_t* loop, zmq::context_t& zmq, const protocol::connection_info& info,
-                                 bool all_ports, on_message_fn on_message)
-    : m_key(info.key), m_session(protocol::random_hex(16)), m_on_message(std::move(on_message)), m_timer(loop) {
+kernel_channels::kernel_channels(uv_loop_t* loop, zmq::context_t& zmq,
+                                 const protocol::connection_info& info, bool all_ports,
+                                 on_message_fn on_message)
+    : m_key(info.key), m_session(protocol::random_hex(16)), m_on_message(std::move(on_message)),
+      m_timer(loop) {
     const auto open = [&](kernel_port port, zmq::socket_type type, std::uint16_t number) {
         auto s = std::make_unique<zmq::socket_t>(zmq, type);
         s->set(zmq::sockopt::linger, 0);
@@ -41,7 +43,8 @@ kernel_channels::kernel_channels(uv_loop_t* loop, zmq::context_t& zmq, const pro
         s->connect(info.endpoint(number));
         const auto at = static_cast<std::size_t>(port);
         m_sockets[at] = std::move(s);
-        m_watchers[at] = std::make_unique<loop::zmq_watcher>(loop, *m_sockets[at], [this, port] { on_readable(port); });
+        m_watchers[at] = std::make_unique<loop::zmq_watcher>(loop, *m_sockets[at],
+                                                             [this, port] { on_readable(port); });
     };
     open(kernel_port::shell, zmq::socket_type::dealer, info.shell_port);
     open(kernel_port::iopub, zmq::socket_type::sub, info.iopub_port);
@@ -57,7 +60,9 @@ kernel_channels::~kernel_channels() {
     }
 }
 
-zmq::socket_t* kernel_channels::socket(kernel_port port) { return m_sockets[static_cast<std::size_t>(port)].get(); }
+zmq::socket_t* kernel_channels::socket(kernel_port port) {
+    return m_sockets[static_cast<std::size_t>(port)].get();
+}
 
 std::string kernel_channels::send(kernel_port to, std::string_view msg_type, const json& content) {
     auto msg = protocol::make_message(msg_type, m_session, content);
@@ -80,16 +85,18 @@ bool kernel_channels::send_parts(kernel_port to, const std::vector<std::string>&
     return loop::try_send_frames(*s, frames) == loop::send_result::sent;
 }
 
-void kernel_channels::when_ready(std::chrono::milliseconds timeout, std::function<void(result<json>)> done) {
+void kernel_channels::when_ready(std::chrono::milliseconds timeout,
+                                 std::function<void(result<json>)> done) {
     handshake(timeout, std::move(done), true);
 }
 
-void kernel_channels::when_subscribed(std::chrono::milliseconds timeout, std::function<void(result<json>)> done) {
+void kernel_channels::when_subscribed(std::chrono::milliseconds timeout,
+                                      std::function<void(result<json>)> done) {
     handshake(timeout, std::move(done), false);
 }
 
-void kernel_channels::handshake(std::chrono::milliseconds timeout, std::function<void(result<json>)> done,
-                                bool reply_needed) {
+void kernel_channels::handshake(std::chrono::milliseconds timeout,
+                                std::function<void(result<json>)> done, bool reply_needed) {
     m_reply_needed = reply_needed;
     m_ready_done = std::move(done);
     m_ready_deadline = clock::now() + timeout;
@@ -121,23 +128,28 @@ void kernel_channels::on_readable(kernel_port from) {
         return;
     }
     const std::string& signature = delim[1];
-    if (!m_key.empty() &&
-        !protocol::signatures_equal(signature, protocol::hmac_sha256_hex(m_key, {delim[2], delim[3], delim[4], delim[5]}))) {
+    if (!m_key.empty() && !protocol::signatures_equal(
+                              signature, protocol::hmac_sha256_hex(
+                                             m_key, {delim[2], delim[3], delim[4], delim[5]}))) {
         return; // a bad signature is dropped, as jupyter_client drops it
     }
-    message_parts parts{std::vector<std::string>(std::make_move_iterator(delim + 2), std::make_move_iterator(frames->end()))};
+    message_parts parts{std::vector<std::string>(std::make_move_iterator(delim + 2),
+                                                 std::make_move_iterator(frames->end()))};
     // Only a message answering a handshake request can be one: a cheap test before parsing.
-    const bool maybe_handshake = std::any_of(m_handshake_ids.begin(), m_handshake_ids.end(), [&](const std::string& id) {
-        return parts.parent_header().find(id) != std::string::npos;
-    });
+    const bool maybe_handshake =
+        std::any_of(m_handshake_ids.begin(), m_handshake_ids.end(), [&](const std::string& id) {
+            return parts.parent_header().find(id) != std::string::npos;
+        });
     if (maybe_handshake) {
         const json parent = json::parse(parts.parent_header(), nullptr, false);
         const std::string parent_id = parent.is_object() ? parent.value("msg_id", "") : "";
         if (!m_ready_done || parent_id != m_ready_id) {
-            if (std::find(m_handshake_ids.begin(), m_handshake_ids.end(), parent_id) != m_handshake_ids.end()) {
+            if (std::find(m_handshake_ids.begin(), m_handshake_ids.end(), parent_id) !=
+                m_handshake_ids.end()) {
                 // A late answer to an earlier round, or after the handshake ended: kept only
                 // when it is the reply when_subscribed did not wait for.
-                if (from == kernel_port::shell && parent_id == m_ready_id && m_ready_info.is_null()) {
+                if (from == kernel_port::shell && parent_id == m_ready_id &&
+                    m_ready_info.is_null()) {
                     const json header = json::parse(parts.header(), nullptr, false);
                     if (header.is_object() && header.value("msg_type", "") == "kernel_info_reply") {
                         m_ready_info = json::parse(parts.frames[3], nullptr, false);

@@ -48,7 +48,8 @@ public:
 
     // kernel_info round trips until one's iopub status arrives too. `done` once, with the
     // kernel_info_reply's content; meanwhile the messages of those round trips are not handed on.
-    void when_ready(std::chrono::milliseconds timeout, std::function<void(result<nlohmann::json>)> done);
+    void when_ready(std::chrono::milliseconds timeout,
+                    std::function<void(result<nlohmann::json>)> done);
     // The same rounds, but `done` (with null) as soon as a round's iopub message proves the
     // subscription, without waiting for its reply: a request sent then reaches the kernel
     // behind the kernel_info it is still answering (1-2 ms sooner on 2 cores). kernel_info()
@@ -59,7 +60,8 @@ public:
     // messages (detected, it answered 502). A publisher takes in a new subscriber only when its
     // own thread processes commands, which (as we read libzmq) send() does at most about once a
     // millisecond, so a kernel publishing busy soon after its last message skips the newcomer.
-    void when_subscribed(std::chrono::milliseconds timeout, std::function<void(result<nlohmann::json>)> done);
+    void when_subscribed(std::chrono::milliseconds timeout,
+                         std::function<void(result<nlohmann::json>)> done);
     // The handshake's kernel_info_reply content; null until it comes.
     const nlohmann::json& kernel_info() const { return m_ready_info; }
 
@@ -73,8 +75,8 @@ public:
 
 private:
     void on_readable(kernel_port from);
-    void handshake(std::chrono::milliseconds timeout, std::function<void(result<nlohmann::json>)> done,
-                   bool reply_needed);
+    void handshake(std::chrono::milliseconds timeout,
+                   std::function<void(result<nlohmann::json>)> done, bool reply_needed);
     void ready_round();
     zmq::socket_t* socket(kernel_port port);
 

@@ -53,8 +53,9 @@ public:
     // cwd/env/history applied in a held kernel (kpoold's context op). `done` with nullopt once
     // applied, else the answer for the caller; `kernel_gone` says kpoold no longer knows it.
     using context_fn = std::function<void(std::optional<http_response> failure, bool kernel_gone)>;
-    void apply_context(const kernel_lease& lease, const std::string& cwd, const std::map<std::string, std::string>& env,
-                       bool memory_history, context_fn done);
+    void apply_context(const kernel_lease& lease, const std::string& cwd,
+                       const std::map<std::string, std::string>& env, bool memory_history,
+                       context_fn done);
 
     // The lease runs for `lease_s` from now; `done(held)`: false when the kernel is gone or its
     // daemon did not answer.
@@ -66,7 +67,8 @@ public:
     // A poll's reply, counted in `watch`: true once the kernel counts as gone.
     static bool gone_after(lease_watch& watch, const result<nlohmann::json>& poll_reply);
     // SIGINT through kpoold; `done` with why it failed, if it did.
-    void interrupt(const kernel_lease& lease, std::function<void(std::optional<std::string> failure)> done = {});
+    void interrupt(const kernel_lease& lease,
+                   std::function<void(std::optional<std::string> failure)> done = {});
     // Back to kpoold; `done` once it answered (or did not in time).
     void release(const kernel_lease& lease, std::function<void()> done = {});
 

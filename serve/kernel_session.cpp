@@ -9,32 +9,38 @@ using json = nlohmann::json;
 using namespace std::chrono_literals;
 using clock = std::chrono::steady_clock;
 
-kernel_session::kernel_session(uv_loop_t* loop, zmq::context_t& zmq, const protocol::connection_info& info)
+kernel_session::kernel_session(uv_loop_t* loop, zmq::context_t& zmq,
+                               const protocol::connection_info& info)
     : kernel_session(loop, std::make_unique<kernel_channels>(loop, zmq, info, false, nullptr)) {}
 
 kernel_session::kernel_session(uv_loop_t* loop, std::unique_ptr<kernel_channels> channels)
     : m_channels(std::move(channels)), m_timer(loop) {
-    m_channels->set_on_message([this](kernel_port from, message_parts parts) { on_message(from, std::move(parts)); });
+    m_channels->set_on_message(
+        [this](kernel_port from, message_parts parts) { on_message(from, std::move(parts)); });
 }
 
 kernel_session::~kernel_session() = default;
 
-void kernel_session::when_subscribed(std::chrono::milliseconds timeout, std::function<void(result<json>)> done) {
+void kernel_session::when_subscribed(std::chrono::milliseconds timeout,
+                                     std::function<void(result<json>)> done) {
     m_channels->when_subscribed(timeout, std::move(done));
 }
 
 jupyter::send_execute_fn kernel_session::sender() {
     return [this](const jupyter::execute_request& request) {
-        return m_channels->send(kernel_port::shell, "execute_request", jupyter::execute_request_content(request));
+        return m_channels->send(kernel_port::shell, "execute_request",
+                                jupyter::execute_request_content(request));
     };
 }
 
-void kernel_session::when_ready(std::chrono::milliseconds timeout, std::function<void(result<json>)> done) {
+void kernel_session::when_ready(std::chrono::milliseconds timeout,
+                                std::function<void(result<json>)> done) {
     m_channels->when_ready(timeout, std::move(done));
 }
 
 void kernel_session::execute(const jupyter::execute_request& request, execute_callbacks callbacks) {
-    auto one = std::make_unique<jupyter::single_execution>(sender(), request, std::move(callbacks.on_iopub));
+    auto one = std::make_unique<jupyter::single_execution>(sender(), request,
+                                                           std::move(callbacks.on_iopub));
     const jupyter::single_execution* running = one.get();
     drive(std::move(one), std::move(callbacks.interrupt),
           [running, done = std::move(callbacks.done)] {
@@ -44,8 +50,8 @@ void kernel_session::execute(const jupyter::execute_request& request, execute_ca
           });
 }
 
-void kernel_session::drive(std::unique_ptr<jupyter::execution_driver> driver, std::function<void()> interrupt,
-                           std::function<void()> done) {
+void kernel_session::drive(std::unique_ptr<jupyter::execution_driver> driver,
+                           std::function<void()> interrupt, std::function<void()> done) {
     m_driver = std::move(driver);
     m_interrupt = std::move(interrupt);
     m_done = std::move(done);
@@ -79,7 +85,8 @@ void kernel_session::arm() {
     if (auto d = m_driver->next_deadline(); d && *d < wake) {
         wake = *d;
     }
-    const auto delay = std::max(0ms, std::chrono::ceil<std::chrono::milliseconds>(wake - clock::now()));
+    const auto delay =
+        std::max(0ms, std::chrono::ceil<std::chrono::milliseconds>(wake - clock::now()));
     m_timer.start(delay, [this] { tick(); });
 }
 
@@ -116,12 +123,14 @@ void kernel_session::on_message(kernel_port from, message_parts parts) {
     }
     // protocol::parse reads the parts as every client does; kernel_channels checked the signature.
     std::vector<std::string> frames{std::string(protocol::wire_delimiter), std::string()};
-    frames.insert(frames.end(), std::make_move_iterator(parts.frames.begin()), std::make_move_iterator(parts.frames.end()));
+    frames.insert(frames.end(), std::make_move_iterator(parts.frames.begin()),
+                  std::make_move_iterator(parts.frames.end()));
     auto msg = protocol::parse(frames, "");
     if (!msg) {
         return;
     }
-    const auto channel = from == kernel_port::iopub ? jupyter::channel::iopub : jupyter::channel::shell;
+    const auto channel =
+        from == kernel_port::iopub ? jupyter::channel::iopub : jupyter::channel::shell;
     m_driver->on_message(jupyter::incoming{channel, std::move(msg).value()}, clock::now());
     if (!finish_if_done()) {
         arm(); // a cell begun or a reply in: the deadline may have moved

@@ -33,11 +33,13 @@ public:
     // output of what follows can be missed (a SUB joins late; kernel_channels::when_subscribed).
     // kernel_info() holds the kernel_info_reply once it comes, before the reply to the first
     // execute.
-    void when_subscribed(std::chrono::milliseconds timeout, std::function<void(result<nlohmann::json>)> done);
+    void when_subscribed(std::chrono::milliseconds timeout,
+                         std::function<void(result<nlohmann::json>)> done);
     // The same, and kernel_info() holds the reply before `done`: for a caller that decides by it
     // before its first execute (a notebook's cells sent ahead, runner::run_ahead_for). The reply
     // comes between the kernel's busy and idle statuses, so this waits no more than a moment.
-    void when_ready(std::chrono::milliseconds timeout, std::function<void(result<nlohmann::json>)> done);
+    void when_ready(std::chrono::milliseconds timeout,
+                    std::function<void(result<nlohmann::json>)> done);
     const nlohmann::json& kernel_info() const { return m_channels->kernel_info(); }
 
     struct execute_callbacks {

@@ -35,18 +35,23 @@ public:
     // A request got a kernel of `pool` (as it asked for it) at `at`, and gave it back: how fast
     // kernels come round says a refused caller's turn (retry_after). `used` false: a kernel
     // given back before the request could use it (a dead spare), whose hold says nothing.
-    virtual void kernel_taken(const std::string& pool, std::chrono::steady_clock::time_point at) = 0;
-    virtual void kernel_returned(const std::string& pool, std::chrono::steady_clock::time_point taken,
-                                 bool used) = 0;
+    virtual void kernel_taken(const std::string& pool,
+                              std::chrono::steady_clock::time_point at) = 0;
+    virtual void kernel_returned(const std::string& pool,
+                                 std::chrono::steady_clock::time_point taken, bool used) = 0;
     // When requests already wait for a kernel of `pool` and one arriving now would wait past the
-    // queue timeout behind them, it is refused at once with its turn (the Retry-After, returned here): it
-    // would only be refused later, having held a place that callers told to come back now need.
+    // queue timeout behind them, it is refused at once with its turn (the Retry-After, returned
+    // here): it would only be refused later, having held a place that callers told to come back now
+    // need.
     virtual std::optional<int> refusal_at_once(const std::string& pool) = 0;
     // A request running code, for shut_down to stop after its grace.
     virtual void track(const std::shared_ptr<kernel_call>& call) = 0;
     // Destroys `thing` (a session, a kernel's channels) on the next loop turn: a callback of its
     // own may be on the stack now.
-    template <class T> void retire(std::unique_ptr<T> thing) { retire_later(std::shared_ptr<void>(std::move(thing))); }
+    template <class T>
+    void retire(std::unique_ptr<T> thing) {
+        retire_later(std::shared_ptr<void>(std::move(thing)));
+    }
 
 protected:
     ~request_services() = default;

@@ -14,7 +14,8 @@ namespace {
 
 constexpr std::string_view run_prefix = "/v1/run/";
 
-http_response wrong_method(std::string_view method, const std::string& route, const std::string& allowed) {
+http_response wrong_method(std::string_view method, const std::string& route,
+                           const std::string& allowed) {
     http_response r = error_response(405, "method_not_allowed",
                                      protocol::echo_safe(method) + " is not allowed on " + route +
                                          " (allowed: " + allowed + ")");
@@ -32,7 +33,8 @@ bool token_matches(const std::optional<std::string>& authorization, const std::s
         if (authorization->starts_with(scheme)) {
             const std::string_view given = std::string_view(*authorization).substr(scheme.size());
             // Constant time: how much of a guess is right must not show in the answer's timing.
-            return given.size() == token.size() && sodium_memcmp(given.data(), token.data(), given.size()) == 0;
+            return given.size() == token.size() &&
+                   sodium_memcmp(given.data(), token.data(), given.size()) == 0;
         }
     }
     return false;
@@ -192,7 +194,8 @@ route decide(const request_view& r, const std::string& token, bool stopping) {
     const bool websocket = gateway && r.path.ends_with("/channels");
     if (!token.empty() && !token_matches(r.authorization, token) &&
         !(websocket && query_token_matches(r.query, token))) {
-        http_response denied = error_response(401, "unauthorized", "a valid token is required: Authorization: token TOKEN");
+        http_response denied = error_response(
+            401, "unauthorized", "a valid token is required: Authorization: token TOKEN");
         denied.headers.emplace_back("www-authenticate", "token");
         return denied;
     }
@@ -222,7 +225,9 @@ http_response context_refusal(const error& refused) {
     if (refused.code == errc::bad_request) {
         return error_response(400, "bad_request", refused.message);
     }
-    return error_response(502, refused.code == errc::unknown_kernel ? "kernel_died" : "daemon_error", refused.message);
+    return error_response(502,
+                          refused.code == errc::unknown_kernel ? "kernel_died" : "daemon_error",
+                          refused.message);
 }
 
 } // namespace kpool::serve

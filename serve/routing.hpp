@@ -33,7 +33,8 @@ struct do_run {
 struct do_health {};
 struct do_metrics {};
 
-using route = std::variant<http_response, do_exec, do_run, do_health, do_metrics, do_gateway, do_session, do_preflight>;
+using route = std::variant<http_response, do_exec, do_run, do_health, do_metrics, do_gateway,
+                           do_session, do_preflight>;
 
 // After the front door (serve/front_door.hpp). `token` empty: none required; else
 // `Authorization: token T` (or `Bearer T`), and on a kernel's websocket (.../channels) also

@@ -42,8 +42,8 @@ std::optional<http_response> tagged_response(const json& nb) {
             return http_response{200, "text/plain; charset=utf-8", out.value("text", ""), {}};
         }
         const json& data = out.value("data", json::object());
-        for (const char* mime : {"application/json", "text/csv", "text/html", "image/png", "image/jpeg",
-                                 "image/svg+xml", "text/markdown", "text/plain"}) {
+        for (const char* mime : {"application/json", "text/csv", "text/html", "image/png",
+                                 "image/jpeg", "image/svg+xml", "text/markdown", "text/plain"}) {
             auto it = data.find(mime);
             if (it == data.end()) {
                 continue;
@@ -52,14 +52,16 @@ std::optional<http_response> tagged_response(const json& nb) {
             if (type == "application/json") {
                 return http_response{200, type, protocol::to_json_text(*it), {}};
             }
-            const std::string text = it->is_string() ? it->get<std::string>() : protocol::to_json_text(*it);
+            const std::string text =
+                it->is_string() ? it->get<std::string>() : protocol::to_json_text(*it);
             if (type == "image/png" || type == "image/jpeg") {
                 auto bytes = params::base64_decode(text); // the kernel sends them base64
                 if (bytes) {
                     return http_response{200, type, *bytes, {}};
                 }
             }
-            return http_response{200, type.starts_with("text/") ? type + "; charset=utf-8" : type, text, {}};
+            return http_response{
+                200, type.starts_with("text/") ? type + "; charset=utf-8" : type, text, {}};
         }
         return http_response{200, "application/json", protocol::to_json_text(out), {}};
     }
@@ -68,10 +70,10 @@ std::optional<http_response> tagged_response(const json& nb) {
 
 class run_call final : public kernel_call {
 public:
-    run_call(request_services& owner, exchange_ptr exchange, json nb, run_body body, std::vector<std::string> warnings,
-             std::chrono::steady_clock::time_point arrived)
-        : kernel_call(owner, std::move(exchange), "/v1/run", arrived), m_nb(std::move(nb)), m_body(std::move(body)),
-          m_warnings(std::move(warnings)),
+    run_call(request_services& owner, exchange_ptr exchange, json nb, run_body body,
+             std::vector<std::string> warnings, std::chrono::steady_clock::time_point arrived)
+        : kernel_call(owner, std::move(exchange), "/v1/run", arrived), m_nb(std::move(nb)),
+          m_body(std::move(body)), m_warnings(std::move(warnings)),
           m_engine(m_nb, {.allow_errors = false, .execution_timeout = m_body.kernel.timeout}) {}
 
 private:
@@ -86,13 +88,17 @@ private:
         kernel_session& kernel = session();
         runner::pipeline_hooks hooks;
         hooks.kernel_info = [&kernel]() -> const json& { return kernel.kernel_info(); };
-        kernel.drive(std::make_unique<runner::cell_pipeline>(m_engine, kernel.sender(), owner().options().cells_ahead.value_or(runner::default_cells_ahead),
-                                                             std::move(hooks)),
-                     [self] { self->interrupt(); }, [self] { self->done(); });
+        kernel.drive(
+            std::make_unique<runner::cell_pipeline>(
+                m_engine, kernel.sender(),
+                owner().options().cells_ahead.value_or(runner::default_cells_ahead),
+                std::move(hooks)),
+            [self] { self->interrupt(); }, [self] { self->done(); });
     }
 
     void done() {
-        // The kernel_info_reply came before the first cell's reply (kernel_session::when_subscribed).
+        // The kernel_info_reply came before the first cell's reply
+        // (kernel_session::when_subscribed).
         const json& kernel_info = session().kernel_info();
         if (kernel_info.is_object()) {
             if (auto info = kernel_info.find("language_info"); info != kernel_info.end()) {
@@ -101,25 +107,24 @@ private:
         }
         const runner::stop_reason& stop = m_engine.stop();
         // A failed cell without an error output ran past its time limit.
-        const bool raised = m_engine.failed_cell() >= 0 &&
-                            has_error_output(m_nb["cells"][static_cast<std::size_t>(m_engine.failed_cell())]);
+        const bool raised =
+            m_engine.failed_cell() >= 0 &&
+            has_error_output(m_nb["cells"][static_cast<std::size_t>(m_engine.failed_cell())]);
         m_engine.finish(m_start, runner::wall_clock::now());
         save();
         const json failure = raised ? failure_of(m_nb) : json();
         switch (stop.outcome) {
-        case runner::run_outcome::ok:
-            return conclude(with_outcome(answer(), "ok"));
+        case runner::run_outcome::ok: return conclude(with_outcome(answer(), "ok"));
         case runner::run_outcome::cell_failed:
             if (failure.is_null()) { // over the time limit: what ran so far comes with the 504
                 return conclude(error_response(504, "timeout", stop.message, made_so_far()));
             }
             return conclude(with_outcome(code_error_answer(failure), "error"));
         case runner::run_outcome::kernel_died:
-            return conclude(error_response(502, "kernel_died", with_death_reason(stop.message), made_so_far()));
-        case runner::run_outcome::interrupted:
-            return conclude(cancelled_response());
-        default:
-            return conclude(error_response(500, "internal", stop.message));
+            return conclude(
+                error_response(502, "kernel_died", with_death_reason(stop.message), made_so_far()));
+        case runner::run_outcome::interrupted: return conclude(cancelled_response());
+        default: return conclude(error_response(500, "internal", stop.message));
         }
     }
 
@@ -153,7 +158,8 @@ private:
                             {"ename", out.value("ename", "")},
                             {"evalue", out.value("evalue", "")},
                             {"traceback", out.value("traceback", json())},
-                            {"traceback_text", protocol::traceback_text(out.value("traceback", json()))}};
+                            {"traceback_text",
+                             protocol::traceback_text(out.value("traceback", json()))}};
                 }
             }
         }
@@ -181,8 +187,8 @@ private:
         }
         if (runner::first_tagged_cell(m_nb, "response") >= 0) {
             json body = {{"error", "cell_error"},
-                         {"message", "cell " + std::to_string(failure["cell"].get<std::size_t>()) + " raised " +
-                                         failure["ename"].get<std::string>()}};
+                         {"message", "cell " + std::to_string(failure["cell"].get<std::size_t>()) +
+                                         " raised " + failure["ename"].get<std::string>()}};
             body.update(failure);
             return json_response(200, body);
         }
@@ -244,13 +250,14 @@ result<std::string> read_file(const fs::path& path) {
 // The notebook read: papermill's preparation, then a kernel for it. `folder`: the kernel's
 // working directory unless the body says one (empty: the kernel's own).
 template <class Refuse>
-void start_prepared(request_services& owner, exchange_ptr& exchange, json nb, const std::string& path,
-                    const std::string& folder, run_body body, std::chrono::steady_clock::time_point arrived,
-                    const Refuse& refuse) {
+void start_prepared(request_services& owner, exchange_ptr& exchange, json nb,
+                    const std::string& path, const std::string& folder, run_body body,
+                    std::chrono::steady_clock::time_point arrived, const Refuse& refuse) {
     runner::load_notebook(nb, std::string("kpool ") + kpool::version);
     const std::string kernel = runner::nb_kernel_name(nb, body.kernel.kernel);
     if (kernel.empty()) {
-        return refuse(error_response(400, "bad_request", "the notebook names no kernelspec: say \"kernel\""));
+        return refuse(
+            error_response(400, "bad_request", "the notebook names no kernelspec: say \"kernel\""));
     }
     auto prepared = runner::prepare_notebook(nb, {.kernel_name = kernel,
                                                   .language = runner::nb_language(nb, "", ""),
@@ -266,17 +273,19 @@ void start_prepared(request_services& owner, exchange_ptr& exchange, json nb, co
                            .cwd = body.kernel.cwd.empty() ? folder : body.kernel.cwd,
                            .env = body.kernel.env,
                            .timeout = std::nullopt};
-    std::make_shared<run_call>(owner, std::move(exchange), std::move(nb), std::move(body), std::move(*prepared), arrived)
+    std::make_shared<run_call>(owner, std::move(exchange), std::move(nb), std::move(body),
+                               std::move(*prepared), arrived)
         ->begin(wish);
 }
 
 } // namespace
 
-void start_run_call(request_services& owner, exchange_ptr exchange, const std::string& path, run_body body,
-                    std::chrono::steady_clock::time_point arrived) {
+void start_run_call(request_services& owner, exchange_ptr exchange, const std::string& path,
+                    run_body body, std::chrono::steady_clock::time_point arrived) {
     auto refuse = [&](http_response r) {
-        owner.metrics().answered("/v1/run", r.status,
-                                 std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
+        owner.metrics().answered(
+            "/v1/run", r.status,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
         exchange->respond(std::move(r));
         owner.request_finished();
     };
@@ -285,19 +294,23 @@ void start_run_call(request_services& owner, exchange_ptr exchange, const std::s
         if (!parsed) {
             return refuse(error_response(400, "bad_request", parsed.err().message));
         }
-        return start_prepared(owner, exchange, std::move(parsed).value(), "", "", std::move(body), arrived, refuse);
+        return start_prepared(owner, exchange, std::move(parsed).value(), "", "", std::move(body),
+                              arrived, refuse);
     }
     const std::string& root = owner.options().root;
     if (root.empty()) {
-        return refuse(error_response(404, "not_found", "kpool serve runs no notebooks: start it with --root DIR"));
+        return refuse(error_response(404, "not_found",
+                                     "kpool serve runs no notebooks: start it with --root DIR"));
     }
     // H2O resolved `..` already; the real path must still lie under the root (no symlink out).
     std::error_code ec;
     const fs::path real = fs::weakly_canonical(fs::path(root) / fs::path(path).relative_path(), ec);
     const fs::path real_root = fs::weakly_canonical(root, ec);
     const auto rel = real.lexically_relative(real_root);
-    if (ec || path.empty() || rel.empty() || rel.begin()->string() == ".." || !fs::is_regular_file(real, ec)) {
-        return refuse(error_response(404, "not_found", "no notebook at " + protocol::echo_safe(path)));
+    if (ec || path.empty() || rel.empty() || rel.begin()->string() == ".." ||
+        !fs::is_regular_file(real, ec)) {
+        return refuse(
+            error_response(404, "not_found", "no notebook at " + protocol::echo_safe(path)));
     }
     auto text = read_file(real);
     if (!text) {
@@ -307,9 +320,8 @@ void start_run_call(request_services& owner, exchange_ptr exchange, const std::s
     if (!parsed) {
         return refuse(error_response(500, "bad_notebook", parsed.err().message));
     }
-    start_prepared(owner, exchange, std::move(parsed).value(), path, real.parent_path().string(), std::move(body),
-                   arrived, refuse);
+    start_prepared(owner, exchange, std::move(parsed).value(), path, real.parent_path().string(),
+                   std::move(body), arrived, refuse);
 }
-
 
 } // namespace kpool::serve

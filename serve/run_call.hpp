@@ -19,7 +19,7 @@ namespace kpool::serve {
 class request_services;
 
 // `path` is the request's (normalized) path after /v1/run.
-void start_run_call(request_services& owner, exchange_ptr exchange, const std::string& path, run_body body,
-                    std::chrono::steady_clock::time_point arrived);
+void start_run_call(request_services& owner, exchange_ptr exchange, const std::string& path,
+                    run_body body, std::chrono::steady_clock::time_point arrived);
 
 } // namespace kpool::serve

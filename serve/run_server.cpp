@@ -27,8 +27,9 @@ int run_server(const serve_options& given, std::FILE* log) {
         if (started && generate) {
             auto file = token_file::write(options.token_dir, (*started)->port(), options.token);
             if (!file) {
-                started = error{file.err().code, "a token is required (--no-token turns it off on loopback) and " +
-                                                     file.err().message + " (--token-file FILE gives one)"};
+                started = error{file.err().code,
+                                "a token is required (--no-token turns it off on loopback) and " +
+                                    file.err().message + " (--token-file FILE gives one)"};
             } else {
                 written = std::move(*file);
             }
@@ -38,7 +39,7 @@ int run_server(const serve_options& given, std::FILE* log) {
             code = 1;
         } else {
             std::unique_ptr<server> s = std::move(*started);
-            const std::string access = written ? "token in " + written->path()
+            const std::string access = written                 ? "token in " + written->path()
                                        : options.token.empty() ? std::string("no token")
                                                                : std::string("token required");
             bool stopping = false;
@@ -57,9 +58,10 @@ int run_server(const serve_options& given, std::FILE* log) {
             loop::uv_signal sigint(&loop, SIGINT, on_signal);
             loop::uv_signal sigterm(&loop, SIGTERM, on_signal);
             // Said once the signals are ours: a caller may stop us as soon as it reads this line.
-            std::fprintf(log, "kpool serve: listening on %s://%s:%d/ (kpoold: %zu endpoint%s; %s)\n",
-                         options.cert_file.empty() ? "http" : "https", options.host.c_str(), s->port(), options.endpoints.size(),
-                         options.endpoints.size() == 1 ? "" : "s", access.c_str());
+            std::fprintf(
+                log, "kpool serve: listening on %s://%s:%d/ (kpoold: %zu endpoint%s; %s)\n",
+                options.cert_file.empty() ? "http" : "https", options.host.c_str(), s->port(),
+                options.endpoints.size(), options.endpoints.size() == 1 ? "" : "s", access.c_str());
             std::fflush(log);
             if (!is_loopback(options.host)) {
                 s->warn_of_unsandboxed_pools([log](const std::string& line) {
@@ -72,11 +74,14 @@ int run_server(const serve_options& given, std::FILE* log) {
         }
     }
     // What the server and its connections closed: let their close callbacks run.
-    uv_walk(&loop, [](uv_handle_t* h, void*) {
-        if (!uv_is_closing(h)) {
-            uv_close(h, nullptr);
-        }
-    }, nullptr);
+    uv_walk(
+        &loop,
+        [](uv_handle_t* h, void*) {
+            if (!uv_is_closing(h)) {
+                uv_close(h, nullptr);
+            }
+        },
+        nullptr);
     uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);
     return code;

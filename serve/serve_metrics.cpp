@@ -27,12 +27,14 @@ serve_metrics::serve_metrics()
                     .Add({})),
       m_rejected(prometheus::BuildCounter()
                      .Name("kpool_serve_rejected_total")
-                     .Help("Requests answered 429: no warm kernel within the queue timeout, or the queue full")
+                     .Help("Requests answered 429: no warm kernel within the queue timeout, or the "
+                           "queue full")
                      .Register(*m_registry)
                      .Add({})),
       m_kernels_used(prometheus::BuildCounter()
                          .Name("kpool_serve_kernels_used_total")
-                         .Help("Kernels handed to a request or a gateway client (each used by one, then released)")
+                         .Help("Kernels handed to a request or a gateway client (each used by one, "
+                               "then released)")
                          .Register(*m_registry)
                          .Add({})),
       m_gateway_kernels(prometheus::BuildGauge()
@@ -45,17 +47,20 @@ serve_metrics::serve_metrics()
                           .Help("Fresh kernels held connected for the next requests (--spares)")
                           .Register(*m_registry)
                           .Add({})),
-      m_connections(prometheus::BuildGauge()
-                        .Name("kpool_serve_connections")
-                        .Help("HTTP connections open (websockets included); at --max-connections more wait")
-                        .Register(*m_registry)
-                        .Add({})),
+      m_connections(
+          prometheus::BuildGauge()
+              .Name("kpool_serve_connections")
+              .Help("HTTP connections open (websockets included); at --max-connections more wait")
+              .Register(*m_registry)
+              .Add({})),
       m_gateway_restarts(prometheus::BuildCounter()
                              .Name("kpool_serve_gateway_replacements_total")
                              .Help("Gateway kernels replaced by a warm one, by why (restart, died)")
                              .Register(*m_registry)) {}
 
-void serve_metrics::gateway_replaced(const std::string& why) { m_gateway_restarts.Add({{"why", why}}).Increment(); }
+void serve_metrics::gateway_replaced(const std::string& why) {
+    m_gateway_restarts.Add({{"why", why}}).Increment();
+}
 
 void serve_metrics::answered(const std::string& route, int status, double seconds) {
     m_requests.Add({{"route", route}, {"status", std::to_string(status)}}).Increment();

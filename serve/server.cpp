@@ -31,11 +31,13 @@ using namespace std::chrono_literals;
 bool is_loopback(const std::string& host) { return is_loopback_host(host); }
 
 server::server(uv_loop_t* loop, serve_options options)
-    : m_loop(loop), m_options(std::move(options)),
-      m_door{.token_required = !m_options.token.empty(), .tls = !m_options.cert_file.empty(),
-             .allow_origins = m_options.allow_origins, .allow_hosts = m_options.allow_hosts},
-      m_zmq(1), m_leases(*this, m_options.gateway.kernel_lease), m_reaper(loop), m_closing(loop), m_grace(loop),
-      m_pace_timer(loop) {}
+    : m_loop(loop),
+      m_options(std::move(options)), m_door{.token_required = !m_options.token.empty(),
+                                            .tls = !m_options.cert_file.empty(),
+                                            .allow_origins = m_options.allow_origins,
+                                            .allow_hosts = m_options.allow_hosts},
+      m_zmq(1), m_leases(*this, m_options.gateway.kernel_lease), m_reaper(loop), m_closing(loop),
+      m_grace(loop), m_pace_timer(loop) {}
 
 server::~server() {
     m_spares.reset();
@@ -53,9 +55,11 @@ result<std::unique_ptr<server>> server::start(uv_loop_t* loop, serve_options opt
                                             "the port could run code otherwise"};
     }
     if (options.token.empty() &&
-        std::find(options.allow_origins.begin(), options.allow_origins.end(), "*") != options.allow_origins.end()) {
-        return error{errc::bad_request, "--allow-origin '*' needs a token: without one, every web page the user "
-                                        "opens could run code through kpool serve"};
+        std::find(options.allow_origins.begin(), options.allow_origins.end(), "*") !=
+            options.allow_origins.end()) {
+        return error{errc::bad_request,
+                     "--allow-origin '*' needs a token: without one, every web page the user "
+                     "opens could run code through kpool serve"};
     }
     if (options.endpoints.empty()) {
         return error{errc::bad_request, "no kpoold endpoint to front"};
@@ -72,10 +76,12 @@ result<std::unique_ptr<server>> server::start(uv_loop_t* loop, serve_options opt
             [self](const std::vector<std::string>& endpoints) { self->set_endpoints(endpoints); });
     }
     auto http = http_server::start(loop,
-                                   {.host = s->m_options.host, .port = s->m_options.port,
+                                   {.host = s->m_options.host,
+                                    .port = s->m_options.port,
                                     .max_body = s->m_options.max_body,
                                     .max_connections = s->m_options.max_connections,
-                                    .cert_file = s->m_options.cert_file, .key_file = s->m_options.key_file},
+                                    .cert_file = s->m_options.cert_file,
+                                    .key_file = s->m_options.key_file},
                                    [self](exchange_ptr ex) { self->on_request(std::move(ex)); });
     if (!http) {
         return http.err();
@@ -84,18 +90,25 @@ result<std::unique_ptr<server>> server::start(uv_loop_t* loop, serve_options opt
     s->m_gateway = std::make_unique<gateway>(*s);
     s->m_sessions = std::make_unique<gateway_sessions>(*s->m_gateway, s->m_options.root);
     s->m_spares = std::make_unique<spare_kernels>(*s, s->m_options.spares);
-    s->m_pace_timer.start(0ms, [self] {
-        self->control(protocol::requests::status(), 2000ms, [self](result<json> reply, std::size_t daemon) {
-            auto pools = reply ? protocol::read_status_pools(*reply) : result<std::vector<protocol::pool_summary>>(reply.err());
-            if (!pools) {
-                return;
-            }
-            for (const protocol::pool_summary& p : *pools) {
-                self->m_pace[p.name] = {p.time_to_warm_s_p50.value_or(1.0), std::max(1, p.size)};
-            }
-            self->m_spread.learn_status(self->m_daemons[daemon]->endpoint(), *pools);
-        });
-    }, 2000ms);
+    s->m_pace_timer.start(
+        0ms,
+        [self] {
+            self->control(
+                protocol::requests::status(), 2000ms,
+                [self](result<json> reply, std::size_t daemon) {
+                    auto pools = reply ? protocol::read_status_pools(*reply)
+                                       : result<std::vector<protocol::pool_summary>>(reply.err());
+                    if (!pools) {
+                        return;
+                    }
+                    for (const protocol::pool_summary& p : *pools) {
+                        self->m_pace[p.name] = {p.time_to_warm_s_p50.value_or(1.0),
+                                                std::max(1, p.size)};
+                    }
+                    self->m_spread.learn_status(self->m_daemons[daemon]->endpoint(), *pools);
+                });
+        },
+        2000ms);
     s->m_pace_timer.unref();
     return s;
 }
@@ -104,21 +117,28 @@ void server::on_request(exchange_ptr ex) {
     const auto arrived = std::chrono::steady_clock::now();
     const std::string label = route_label(ex->path());
     auto answer = [&](http_response r) {
-        m_metrics.answered(label, r.status, std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
+        m_metrics.answered(
+            label, r.status,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
         ex->respond(std::move(r));
     };
     // Nothing was read of a body over the limit, and nothing will run: 413 first (H2O's
     // internal redirect for it keeps none of the request's headers).
     if (ex->body_too_large()) {
-        return answer(error_response(413, "too_large", "the request body is over the limit of " +
-                                                           std::to_string(m_options.max_body) + " bytes (--max-body)"));
+        return answer(error_response(413, "too_large",
+                                     "the request body is over the limit of " +
+                                         std::to_string(m_options.max_body) +
+                                         " bytes (--max-body)"));
     }
     if (ex->header_bytes() > m_options.max_header) {
         return answer(error_response(431, "headers_too_large",
                                      "the request's headers are over the limit of " +
-                                         std::to_string(m_options.max_header) + " bytes (--max-header)"));
+                                         std::to_string(m_options.max_header) +
+                                         " bytes (--max-header)"));
     }
-    const door_request door{.method = ex->method(), .host = ex->authority(), .origin = ex->header("origin"),
+    const door_request door{.method = ex->method(),
+                            .host = ex->authority(),
+                            .origin = ex->header("origin"),
                             .content_type = ex->header("content-type"),
                             .sec_fetch_site = ex->header("sec-fetch-site"),
                             .authorization = ex->header("authorization")};
@@ -129,8 +149,11 @@ void server::on_request(exchange_ptr ex) {
     if (auto refused = check_front_door(door, m_door)) {
         return answer(std::move(*refused));
     }
-    route decision = decide({.method = ex->method(), .path = ex->path(), .query = ex->query(),
-                             .body = ex->body(), .authorization = ex->header("authorization")},
+    route decision = decide({.method = ex->method(),
+                             .path = ex->path(),
+                             .query = ex->query(),
+                             .body = ex->body(),
+                             .authorization = ex->header("authorization")},
                             m_options.token, static_cast<bool>(m_on_shut_down));
     // One handler per kind of route (serve/routing.hpp): a route the visit misses fails to build.
     struct dispatch {
@@ -165,13 +188,16 @@ void server::on_request(exchange_ptr ex) {
     std::visit(dispatch{*this, ex, label, arrived, answer}, decision);
 }
 
-bool server::admit(const std::string& label, const exchange_ptr& ex, std::chrono::steady_clock::time_point arrived) {
+bool server::admit(const std::string& label, const exchange_ptr& ex,
+                   std::chrono::steady_clock::time_point arrived) {
     if (m_metrics.waiting().Value() >= static_cast<double>(m_options.max_queue)) {
         m_metrics.rejected().Increment();
-        http_response r = overloaded_response(std::to_string(m_options.max_queue) + " requests already wait for a kernel",
+        http_response r = overloaded_response(std::to_string(m_options.max_queue) +
+                                                  " requests already wait for a kernel",
                                               retry_after(""));
-        m_metrics.answered(label, r.status,
-                           std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
+        m_metrics.answered(
+            label, r.status,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
         ex->respond(std::move(r));
         return false;
     }
@@ -182,61 +208,71 @@ bool server::admit(const std::string& label, const exchange_ptr& ex, std::chrono
 
 void server::health(exchange_ptr ex) {
     const auto arrived = std::chrono::steady_clock::now();
-    control(protocol::requests::status(), 2000ms, [this, ex, arrived](result<json> reply, std::size_t daemon) {
-        json body = {{"status", "unavailable"}};
-        int code = 503;
-        auto listed = reply ? protocol::read_status_pools(*reply) : result<std::vector<protocol::pool_summary>>(reply.err());
-        if (listed) {
-            body["daemon"] = m_daemons[daemon]->endpoint();
-            json pools = json::object();
-            bool serving = false;
-            bool open_pool = false;
-            for (const protocol::pool_summary& p : *listed) {
-                if (p.removed || p.drained) {
-                    continue;
+    control(
+        protocol::requests::status(), 2000ms,
+        [this, ex, arrived](result<json> reply, std::size_t daemon) {
+            json body = {{"status", "unavailable"}};
+            int code = 503;
+            auto listed = reply ? protocol::read_status_pools(*reply)
+                                : result<std::vector<protocol::pool_summary>>(reply.err());
+            if (listed) {
+                body["daemon"] = m_daemons[daemon]->endpoint();
+                json pools = json::object();
+                bool serving = false;
+                bool open_pool = false;
+                for (const protocol::pool_summary& p : *listed) {
+                    if (p.removed || p.drained) {
+                        continue;
+                    }
+                    serving = serving || p.warm > 0 || !p.failing;
+                    open_pool = open_pool || !p.sandboxed;
+                    pools[p.name] = {{"warm", p.warm},
+                                     {"starting", p.starting},
+                                     {"failing", p.failing},
+                                     {"isolation", p.sandboxed ? "sandbox" : "none"}};
                 }
-                serving = serving || p.warm > 0 || !p.failing;
-                open_pool = open_pool || !p.sandboxed;
-                pools[p.name] = {{"warm", p.warm}, {"starting", p.starting}, {"failing", p.failing},
-                                 {"isolation", p.sandboxed ? "sandbox" : "none"}};
-            }
-            body["pools"] = pools;
-            // Whether code sent here could reach kpoold, other requests or the next one: "none"
-            // while any pool a request may name runs kernels without a sandbox.
-            body["isolation"] = open_pool ? "none" : "sandbox";
-            if (serving) {
-                body["status"] = "ok";
-                code = 200;
+                body["pools"] = pools;
+                // Whether code sent here could reach kpoold, other requests or the next one: "none"
+                // while any pool a request may name runs kernels without a sandbox.
+                body["isolation"] = open_pool ? "none" : "sandbox";
+                if (serving) {
+                    body["status"] = "ok";
+                    code = 200;
+                } else {
+                    body["message"] = "no pool has or can start a kernel";
+                }
             } else {
-                body["message"] = "no pool has or can start a kernel";
+                body["message"] = listed.err().message;
             }
-        } else {
-            body["message"] = listed.err().message;
-        }
-        m_metrics.answered("/v1/health", code,
-                           std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
-        ex->respond(json_response(code, body));
-    });
+            m_metrics.answered(
+                "/v1/health", code,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
+            ex->respond(json_response(code, body));
+        });
 }
 
 void server::warn_of_unsandboxed_pools(std::function<void(const std::string&)> warn) {
-    control(protocol::requests::status(), 10000ms, [warn = std::move(warn)](result<json> reply, std::size_t) {
-        auto listed = reply ? protocol::read_status_pools(*reply) : result<std::vector<protocol::pool_summary>>(reply.err());
-        if (!listed) {
-            return;
-        }
-        std::string open;
-        for (const protocol::pool_summary& p : *listed) {
-            if (!p.removed && !p.sandboxed) {
-                open += (open.empty() ? "" : ", ") + p.name;
-            }
-        }
-        if (!open.empty()) {
-            warn("warning: /v1 runs code on pools without a sandbox (" + open +
-                 "): a request's code can reach kpoold, other requests' kernels and the next request; "
-                 "set isolation = \"sandbox\" on pools that run code you did not write (docs/security.md)");
-        }
-    });
+    control(protocol::requests::status(), 10000ms,
+            [warn = std::move(warn)](result<json> reply, std::size_t) {
+                auto listed = reply ? protocol::read_status_pools(*reply)
+                                    : result<std::vector<protocol::pool_summary>>(reply.err());
+                if (!listed) {
+                    return;
+                }
+                std::string open;
+                for (const protocol::pool_summary& p : *listed) {
+                    if (!p.removed && !p.sandboxed) {
+                        open += (open.empty() ? "" : ", ") + p.name;
+                    }
+                }
+                if (!open.empty()) {
+                    warn("warning: /v1 runs code on pools without a sandbox (" + open +
+                         "): a request's code can reach kpoold, other requests' kernels and the "
+                         "next request; "
+                         "set isolation = \"sandbox\" on pools that run code you did not write "
+                         "(docs/security.md)");
+                }
+            });
 }
 
 void server::set_endpoints(const std::vector<std::string>& endpoints) {
@@ -247,7 +283,8 @@ void server::set_endpoints(const std::vector<std::string>& endpoints) {
         if (it != m_daemons.end()) {
             listed[static_cast<std::size_t>(it - m_daemons.begin())] = true;
         } else {
-            m_daemons.push_back(std::make_unique<control_channel>(m_loop, m_zmq, endpoint, m_options.keys));
+            m_daemons.push_back(
+                std::make_unique<control_channel>(m_loop, m_zmq, endpoint, m_options.keys));
             listed.push_back(true);
         }
     }
@@ -255,11 +292,13 @@ void server::set_endpoints(const std::vector<std::string>& endpoints) {
     m_listed.resize(listed.size(), false);
     for (std::size_t i = 0; i < listed.size() && !first; ++i) {
         if (listed[i] && !m_listed[i]) {
-            loop::logger("serve")->info("kpoold {} joined (the endpoint setting resolves to it now)",
-                                          m_daemons[i]->endpoint());
+            loop::logger("serve")->info(
+                "kpoold {} joined (the endpoint setting resolves to it now)",
+                m_daemons[i]->endpoint());
         } else if (!listed[i] && m_listed[i]) {
-            loop::logger("serve")->info("kpoold {} left (the endpoint setting no longer resolves to it)",
-                                          m_daemons[i]->endpoint());
+            loop::logger("serve")->info(
+                "kpoold {} left (the endpoint setting no longer resolves to it)",
+                m_daemons[i]->endpoint());
         }
     }
     m_listed = std::move(listed);
@@ -291,14 +330,14 @@ void server::control(json request, std::chrono::milliseconds timeout, control_do
         order.push_back(index.at(e));
     }
     auto attempt = std::make_shared<control_attempt>(
-        control_attempt{std::move(request), std::chrono::steady_clock::now() + timeout, std::move(done),
-                        std::move(order), 0, "no kpoold endpoint resolves now"});
+        control_attempt{std::move(request), std::chrono::steady_clock::now() + timeout,
+                        std::move(done), std::move(order), 0, "no kpoold endpoint resolves now"});
     try_daemon(std::move(attempt));
 }
 
 void server::try_daemon(std::shared_ptr<control_attempt> a) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(a->deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        a->deadline - std::chrono::steady_clock::now());
     if (a->at == a->order.size() || (a->at > 0 && left.count() <= 0)) {
         if (a->last_refusal) {
             return a->done(std::move(*a->last_refusal), a->refused_by);
@@ -317,26 +356,27 @@ void server::try_daemon(std::shared_ptr<control_attempt> a) {
         }
         request["timeout_ms"] = client::spread::attempt_timeout_ms(asked, left);
     }
-    m_daemons[daemon]->request(std::move(request), left, [this, a, daemon, endpoint, acquire](result<json> reply) {
-        if (!reply) {
-            m_spread.mark_down(endpoint);
-            a->last_error = reply.err().message;
-            return try_daemon(a);
-        }
-        if (acquire) {
-            const std::string pool = a->request.value("pool", "");
-            auto acquired = protocol::read_acquire_reply(*reply);
-            if (acquired) {
-                m_spread.learn_acquired(endpoint, pool, acquired->pool_warm);
-            } else if (client::spread::fails_over(acquired.err()) && a->at < a->order.size()) {
-                m_spread.learn_refused(endpoint, pool);
-                a->last_refusal = std::move(*reply);
-                a->refused_by = daemon;
+    m_daemons[daemon]->request(
+        std::move(request), left, [this, a, daemon, endpoint, acquire](result<json> reply) {
+            if (!reply) {
+                m_spread.mark_down(endpoint);
+                a->last_error = reply.err().message;
                 return try_daemon(a);
             }
-        }
-        a->done(std::move(reply), daemon);
-    });
+            if (acquire) {
+                const std::string pool = a->request.value("pool", "");
+                auto acquired = protocol::read_acquire_reply(*reply);
+                if (acquired) {
+                    m_spread.learn_acquired(endpoint, pool, acquired->pool_warm);
+                } else if (client::spread::fails_over(acquired.err()) && a->at < a->order.size()) {
+                    m_spread.learn_refused(endpoint, pool);
+                    a->last_refusal = std::move(*reply);
+                    a->refused_by = daemon;
+                    return try_daemon(a);
+                }
+            }
+            a->done(std::move(reply), daemon);
+        });
 }
 
 void server::control_at(std::size_t daemon, json request, std::chrono::milliseconds timeout,
@@ -353,7 +393,8 @@ void server::request_finished() {
     --m_active;
     m_metrics.in_flight().Decrement();
     if (m_active == 0) {
-        m_spares->top_up(); // not while a request runs: its kernel would share the CPU with the handshake
+        m_spares->top_up(); // not while a request runs: its kernel would share the CPU with the
+                            // handshake
     }
     finish_shutdown_if_idle();
 }
@@ -399,7 +440,8 @@ void server::kernel_taken(const std::string& pool, std::chrono::steady_clock::ti
     }
 }
 
-void server::kernel_returned(const std::string& pool, std::chrono::steady_clock::time_point taken, bool used) {
+void server::kernel_returned(const std::string& pool, std::chrono::steady_clock::time_point taken,
+                             bool used) {
     const auto now = std::chrono::steady_clock::now();
     m_waits[pool].returned(taken, now, used);
     if (!pool.empty()) {
@@ -438,22 +480,26 @@ void server::shut_down(std::chrono::milliseconds grace, std::function<void()> do
 }
 
 void server::finish_shutdown_if_idle() {
-    if (!m_on_shut_down || m_active != 0 || m_gateway_releasing || m_spares_releasing || m_closing.active()) {
+    if (!m_on_shut_down || m_active != 0 || m_gateway_releasing || m_spares_releasing ||
+        m_closing.active()) {
         return;
     }
     // Every answer is out: the connections close; a client that keeps one open gets two seconds.
     m_http->close_connections();
     const auto give_up = std::chrono::steady_clock::now() + 2s;
-    m_closing.start(0ms, [this, give_up] {
-        if (m_http->open_connections() > 0 && std::chrono::steady_clock::now() < give_up) {
-            return;
-        }
-        m_closing.stop();
-        m_grace.stop();
-        auto done = std::move(m_on_shut_down);
-        m_on_shut_down = [] {}; // still stopping: new requests get 503
-        done();
-    }, 20ms);
+    m_closing.start(
+        0ms,
+        [this, give_up] {
+            if (m_http->open_connections() > 0 && std::chrono::steady_clock::now() < give_up) {
+                return;
+            }
+            m_closing.stop();
+            m_grace.stop();
+            auto done = std::move(m_on_shut_down);
+            m_on_shut_down = [] {}; // still stopping: new requests get 503
+            done();
+        },
+        20ms);
 }
 
 } // namespace kpool::serve

@@ -2,7 +2,8 @@
 // Origin, body type), routes it, checks the caller's token, and runs
 // POST /v1/exec and POST/GET /v1/run/{path} on a fresh warm kernel from the kpoolds it fronts
 // (released after), answering 429 with Retry-After when no kernel comes within the queue
-// timeout or too many wait. Also GET /v1/health and GET /metrics. Everything runs on one libuv loop: no thread per request.
+// timeout or too many wait. Also GET /v1/health and GET /metrics. Everything runs on one libuv
+// loop: no thread per request.
 #pragma once
 
 #include "client/spread.hpp"
@@ -57,13 +58,15 @@ public:
     serve_metrics& metrics() override { return m_metrics; }
     uv_loop_t* loop() const override { return m_loop; }
     zmq::context_t& zmq() override { return m_zmq; }
-    void control(nlohmann::json request, std::chrono::milliseconds timeout, control_done done) override;
+    void control(nlohmann::json request, std::chrono::milliseconds timeout,
+                 control_done done) override;
     void control_at(std::size_t daemon, nlohmann::json request, std::chrono::milliseconds timeout,
                     std::function<void(result<nlohmann::json>)> done) override;
     kernel_leases& leases() override { return m_leases; }
     void request_finished() override;
     void kernel_taken(const std::string& pool, std::chrono::steady_clock::time_point at) override;
-    void kernel_returned(const std::string& pool, std::chrono::steady_clock::time_point taken, bool used) override;
+    void kernel_returned(const std::string& pool, std::chrono::steady_clock::time_point taken,
+                         bool used) override;
     std::optional<int> refusal_at_once(const std::string& pool) override;
     // The pool's median time to warm a kernel (from kpoold's status, refreshed every 2 s) times
     // the queue ahead of it per kernel the pool keeps warm, from 1 to 60. `pool` empty: the
@@ -80,7 +83,8 @@ private:
     void health(exchange_ptr exchange);
     // Back-pressure before a request takes a place: false (answered 429) when max_queue
     // requests already wait for a kernel; else it counts as in flight until request_finished.
-    bool admit(const std::string& label, const exchange_ptr& ex, std::chrono::steady_clock::time_point arrived);
+    bool admit(const std::string& label, const exchange_ptr& ex,
+               std::chrono::steady_clock::time_point arrived);
     void finish_shutdown_if_idle();
     void retire_later(std::shared_ptr<void> thing) override;
     // A control request on its way through the daemons in `order`: to the next on a transport
@@ -109,13 +113,13 @@ private:
     std::vector<std::unique_ptr<control_channel>> m_daemons; // only ever appended to: indices stay
     std::vector<bool> m_listed; // per daemon: in the last resolution of the endpoint setting
     std::unique_ptr<endpoint_resolver> m_resolver;
-    client::spread m_spread; // where acquires go: warm kernels per daemon, daemons down
-    std::size_t m_next_daemon = 0; // where any other control request goes first
+    client::spread m_spread;            // where acquires go: warm kernels per daemon, daemons down
+    std::size_t m_next_daemon = 0;      // where any other control request goes first
     std::unique_ptr<gateway> m_gateway; // reset first in ~server: its websockets need H2O
     std::unique_ptr<gateway_sessions> m_sessions; // /api/sessions, over m_gateway's kernels
-    bool m_gateway_releasing = false;    // shut_down: until kpoold has the gateway's kernels back
+    bool m_gateway_releasing = false; // shut_down: until kpoold has the gateway's kernels back
     std::unique_ptr<spare_kernels> m_spares;
-    bool m_spares_releasing = false;     // shut_down: until kpoold has the spares back
+    bool m_spares_releasing = false; // shut_down: until kpoold has the spares back
     std::unique_ptr<http_server> m_http;
     std::vector<std::shared_ptr<void>> m_retired;
     loop::uv_timer m_reaper;

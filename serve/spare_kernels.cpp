@@ -22,7 +22,8 @@ constexpr auto retry_after_refusal = 1000ms;
 spare_kernels::spare_kernels(request_services& owner, std::size_t per_pool)
     : m_owner(owner), m_per_pool(per_pool), m_check(owner.loop()) {
     if (m_per_pool > 0) {
-        m_check.start(check_every, [this] { check(); }, check_every);
+        m_check.start(
+            check_every, [this] { check(); }, check_every);
         m_check.unref();
     }
 }
@@ -56,7 +57,8 @@ void spare_kernels::top_up() {
 }
 
 void spare_kernels::fill(const std::string& name, pool_spares& p) {
-    if (p.acquiring || p.ready.size() + p.preparing.size() >= m_per_pool || steady::now() < p.next_try) {
+    if (p.acquiring || p.ready.size() + p.preparing.size() >= m_per_pool ||
+        steady::now() < p.next_try) {
         return;
     }
     p.acquiring = true;
@@ -65,10 +67,11 @@ void spare_kernels::fill(const std::string& name, pool_spares& p) {
     request.pool = name;
     request.timeout_ms = 0; // a warm kernel or nothing: never in a request's way
     request.lease_s = static_cast<double>(m_owner.leases().holder_lease().count());
-    m_owner.leases().acquire(request, [this, name](result<kernel_lease> lease, const kernel_leases::refusal_fn&) {
-        --m_in_flight;
-        on_acquired(name, std::move(lease));
-    });
+    m_owner.leases().acquire(
+        request, [this, name](result<kernel_lease> lease, const kernel_leases::refusal_fn&) {
+            --m_in_flight;
+            on_acquired(name, std::move(lease));
+        });
 }
 
 void spare_kernels::on_acquired(const std::string& name, result<kernel_lease> lease) {
@@ -92,15 +95,17 @@ void spare_kernels::on_acquired(const std::string& name, result<kernel_lease> le
     const std::string id = lease->kernel_id;
     const protocol::connection_info info = lease->connection;
     p.preparing.push_back(
-        {std::move(*lease), std::make_unique<kernel_channels>(m_owner.loop(), m_owner.zmq(), info, true, nullptr)});
-    p.preparing.back().channels->when_subscribed(kernel_ready_timeout, [this, name, id](result<json> subscribed) {
-        on_prepared(name, id, subscribed.ok());
-    });
+        {std::move(*lease),
+         std::make_unique<kernel_channels>(m_owner.loop(), m_owner.zmq(), info, true, nullptr)});
+    p.preparing.back().channels->when_subscribed(
+        kernel_ready_timeout,
+        [this, name, id](result<json> subscribed) { on_prepared(name, id, subscribed.ok()); });
 }
 
 void spare_kernels::on_prepared(const std::string& name, const std::string& kernel_id, bool ok) {
     pool_spares& p = m_pools[name];
-    auto it = std::find_if(p.preparing.begin(), p.preparing.end(), [&](const spare& s) { return s.lease.kernel_id == kernel_id; });
+    auto it = std::find_if(p.preparing.begin(), p.preparing.end(),
+                           [&](const spare& s) { return s.lease.kernel_id == kernel_id; });
     if (it == p.preparing.end()) {
         return;
     }
@@ -108,7 +113,8 @@ void spare_kernels::on_prepared(const std::string& name, const std::string& kern
     p.preparing.erase(it);
     if (!ok || m_stopping) {
         if (!ok) {
-            loop::logger("serve")->warn("spare kernel {} did not answer its handshake: released", kernel_id);
+            loop::logger("serve")->warn("spare kernel {} did not answer its handshake: released",
+                                        kernel_id);
         }
         release(s.lease);
         m_owner.retire(std::move(s.channels)); // its callback is on the stack
@@ -125,22 +131,25 @@ void spare_kernels::check() {
     for (auto& [name, p] : m_pools) {
         for (held& h : p.ready) {
             m_owner.leases().renew_when_due(h.kernel.lease, h.watch);
-            m_owner.leases().poll(h.kernel.lease, [this, pool = name, id = h.kernel.lease.kernel_id](result<json> reply) {
-                auto pit = m_pools.find(pool);
-                if (pit == m_pools.end()) {
-                    return;
-                }
-                auto& ready = pit->second.ready;
-                auto it = std::find_if(ready.begin(), ready.end(),
-                                       [&](const held& x) { return x.kernel.lease.kernel_id == id; });
-                if (it == ready.end()) {
-                    return; // taken meanwhile
-                }
-                if (kernel_leases::gone_after(it->watch, reply)) {
-                    loop::logger("serve")->info("spare kernel {} is gone: replaced", id);
-                    drop(pool, id, reply.ok());
-                }
-            });
+            m_owner.leases().poll(
+                h.kernel.lease,
+                [this, pool = name, id = h.kernel.lease.kernel_id](result<json> reply) {
+                    auto pit = m_pools.find(pool);
+                    if (pit == m_pools.end()) {
+                        return;
+                    }
+                    auto& ready = pit->second.ready;
+                    auto it = std::find_if(ready.begin(), ready.end(), [&](const held& x) {
+                        return x.kernel.lease.kernel_id == id;
+                    });
+                    if (it == ready.end()) {
+                        return; // taken meanwhile
+                    }
+                    if (kernel_leases::gone_after(it->watch, reply)) {
+                        loop::logger("serve")->info("spare kernel {} is gone: replaced", id);
+                        drop(pool, id, reply.ok());
+                    }
+                });
         }
     }
     top_up();
@@ -148,7 +157,8 @@ void spare_kernels::check() {
 
 void spare_kernels::drop(const std::string& name, const std::string& kernel_id, bool release_it) {
     auto& ready = m_pools[name].ready;
-    auto it = std::find_if(ready.begin(), ready.end(), [&](const held& h) { return h.kernel.lease.kernel_id == kernel_id; });
+    auto it = std::find_if(ready.begin(), ready.end(),
+                           [&](const held& h) { return h.kernel.lease.kernel_id == kernel_id; });
     if (it == ready.end()) {
         return;
     }
@@ -206,6 +216,8 @@ std::size_t spare_kernels::ready() const {
     return n;
 }
 
-void spare_kernels::update_gauge() { m_owner.metrics().spare_kernels().Set(static_cast<double>(ready())); }
+void spare_kernels::update_gauge() {
+    m_owner.metrics().spare_kernels().Set(static_cast<double>(ready()));
+}
 
 } // namespace kpool::serve

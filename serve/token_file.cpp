@@ -21,17 +21,19 @@ error failure(const std::string& what, const std::string& path) {
 
 std::string new_token() { return protocol::random_hex(32); }
 
-result<std::unique_ptr<token_file>> token_file::write(const std::string& dir, int port, const std::string& token) {
+result<std::unique_ptr<token_file>> token_file::write(const std::string& dir, int port,
+                                                      const std::string& token) {
     if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
         return failure("cannot create the directory", dir);
     }
-    struct stat st{};
+    struct stat st {};
     if (::lstat(dir.c_str(), &st) != 0) {
         return failure("cannot read", dir);
     }
     if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 022) != 0) {
-        return error{errc::unavailable, dir + " is not a directory of this user's that only it may write to: "
-                                              "the token file is not written there"};
+        return error{errc::unavailable,
+                     dir + " is not a directory of this user's that only it may write to: "
+                           "the token file is not written there"};
     }
     const std::string path = dir + "/serve-" + std::to_string(port) + ".token";
     const std::string temp = path + ".tmp-" + std::to_string(::getpid());

@@ -17,7 +17,8 @@ std::string new_token();
 class token_file {
 public:
     // Creates `dir` (0700) if missing and refuses one that another user owns or others may write.
-    static result<std::unique_ptr<token_file>> write(const std::string& dir, int port, const std::string& token);
+    static result<std::unique_ptr<token_file>> write(const std::string& dir, int port,
+                                                     const std::string& token);
     ~token_file(); // removes the file
     token_file(const token_file&) = delete;
     token_file& operator=(const token_file&) = delete;

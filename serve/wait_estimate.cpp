@@ -15,7 +15,8 @@ constexpr double max_retry_s = 60;
 
 void wait_estimate::took(clock::time_point now) {
     m_holding.insert(now);
-    while (!m_peaks.empty() && (now - m_peaks.front().first > peak_window || m_peaks.front().second <= m_holding.size())) {
+    while (!m_peaks.empty() && (now - m_peaks.front().first > peak_window ||
+                                m_peaks.front().second <= m_holding.size())) {
         m_peaks.pop_front(); // too old, or no higher than now: never the peak again before this one
     }
     // Highest first: each entry is higher than those after it, so the front is the peak.
@@ -42,7 +43,8 @@ std::optional<double> wait_estimate::turnover(clock::time_point now, double warm
     double hold = 0;
     if (!m_holds.empty()) {
         std::vector<double> sorted(m_holds.begin(), m_holds.end());
-        std::nth_element(sorted.begin(), sorted.begin() + static_cast<long>(sorted.size() / 2), sorted.end());
+        std::nth_element(sorted.begin(), sorted.begin() + static_cast<long>(sorted.size() / 2),
+                         sorted.end());
         hold = sorted[sorted.size() / 2];
     }
     if (!m_holding.empty()) {
@@ -63,8 +65,8 @@ std::optional<double> wait_estimate::turnover(clock::time_point now, double warm
     return held / (hold + std::max(warm_s, 0.0));
 }
 
-std::optional<double> wait_estimate::expected_wait(clock::time_point now, double waiting, double warm_s,
-                                                   bool promised) {
+std::optional<double> wait_estimate::expected_wait(clock::time_point now, double waiting,
+                                                   double warm_s, bool promised) {
     while (!m_promised.empty() && m_promised.front() <= now) {
         m_promised.pop_front();
     }
@@ -76,13 +78,15 @@ std::optional<double> wait_estimate::expected_wait(clock::time_point now, double
     return (waiting + (promised ? static_cast<double>(m_promised.size()) : 0) + 1) / *rate;
 }
 
-int wait_estimate::refused(clock::time_point now, double waiting, double warm_s, double fallback_s) {
+int wait_estimate::refused(clock::time_point now, double waiting, double warm_s,
+                           double fallback_s) {
     double seconds = fallback_s;
     if (const auto wait = expected_wait(now, waiting, warm_s)) {
         seconds = std::max(seconds, *wait);
     }
     seconds = std::clamp(std::ceil(seconds), min_retry_s, max_retry_s);
-    const auto back = now + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(seconds));
+    const auto back =
+        now + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(seconds));
     // Kept in order, so that the front is the next to fall due.
     m_promised.insert(std::upper_bound(m_promised.begin(), m_promised.end(), back), back);
     return static_cast<int>(seconds);

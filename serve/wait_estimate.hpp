@@ -32,7 +32,8 @@ public:
 
     // The seconds a request arriving now would wait for a kernel behind those waiting inside
     // (and, with `promised`, those told to come back); none before any request held a kernel.
-    std::optional<double> expected_wait(clock::time_point now, double waiting, double warm_s, bool promised = true);
+    std::optional<double> expected_wait(clock::time_point now, double waiting, double warm_s,
+                                        bool promised = true);
 
     // The seconds a caller refused now should wait, with `waiting` requests queued for a kernel
     // inside kpool serve; records the promise, so that the next refusal is told its later turn.
@@ -47,8 +48,8 @@ private:
     // two requests (stopping, its successor starting) is held by none, so the number in
     // rotation is the recent peak, not the count at this instant.
     std::deque<std::pair<clock::time_point, std::size_t>> m_peaks;
-    std::deque<double> m_holds;                 // seconds the latest requests held theirs
-    std::deque<clock::time_point> m_promised;   // when refused callers were told to come back
+    std::deque<double> m_holds;               // seconds the latest requests held theirs
+    std::deque<clock::time_point> m_promised; // when refused callers were told to come back
 };
 
 } // namespace kpool::serve

@@ -11,14 +11,18 @@ namespace kpool::serve {
 
 bool is_websocket_request(const http_exchange& exchange) {
     const std::string_view upgrade = exchange.upgrade();
-    return exchange.method() == "GET" && upgrade.size() == 9 && strncasecmp(upgrade.data(), "websocket", 9) == 0;
+    return exchange.method() == "GET" && upgrade.size() == 9 &&
+           strncasecmp(upgrade.data(), "websocket", 9) == 0;
 }
 
-result<std::unique_ptr<websocket>> websocket::accept(http_exchange& exchange, std::string_view subprotocol,
+result<std::unique_ptr<websocket>> websocket::accept(http_exchange& exchange,
+                                                     std::string_view subprotocol,
                                                      std::size_t max_message, handlers on) {
     const auto key = exchange.header("sec-websocket-key");
     if (!is_websocket_request(exchange) || !key || key->size() != 24) {
-        return error{errc::bad_request, "not a websocket handshake (GET with Upgrade: websocket and a Sec-WebSocket-Key)"};
+        return error{
+            errc::bad_request,
+            "not a websocket handshake (GET with Upgrade: websocket and a Sec-WebSocket-Key)"};
     }
     const auto version = exchange.header("sec-websocket-version");
     if (version && *version != "13") {
@@ -35,12 +39,15 @@ result<std::unique_ptr<websocket>> websocket::accept(http_exchange& exchange, st
         return error{errc::unavailable, "the client went away"};
     }
     if (!subprotocol.empty()) {
-        h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("sec-websocket-protocol"), 0, nullptr,
-                              h2o_strdup(&req->pool, subprotocol.data(), subprotocol.size()).base, subprotocol.size());
+        h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("sec-websocket-protocol"),
+                              0, nullptr,
+                              h2o_strdup(&req->pool, subprotocol.data(), subprotocol.size()).base,
+                              subprotocol.size());
     }
     // H2O reads the key from the request's own header storage, which lives as long as the request.
     const ssize_t at = h2o_find_header_by_str(&req->headers, H2O_STRLIT("sec-websocket-key"), -1);
-    ws->m_conn = h2o_upgrade_to_websocket(req, req->headers.entries[at].value.base, ws.get(), &websocket::on_event);
+    ws->m_conn = h2o_upgrade_to_websocket(req, req->headers.entries[at].value.base, ws.get(),
+                                          &websocket::on_event);
     wslay_event_config_set_max_recv_msg_length(ws->m_conn->ws_ctx, max_message);
     return ws;
 }
@@ -66,8 +73,9 @@ void websocket::on_event(h2o_websocket_conn_t* conn, const wslay_event_on_msg_re
     }
     if (self->m_on.on_message) {
         self->m_in_callback = true;
-        self->m_on.on_message(std::string_view(reinterpret_cast<const char*>(arg->msg), arg->msg_length),
-                              arg->opcode == WSLAY_BINARY_FRAME);
+        self->m_on.on_message(
+            std::string_view(reinterpret_cast<const char*>(arg->msg), arg->msg_length),
+            arg->opcode == WSLAY_BINARY_FRAME);
         self->m_in_callback = false;
     }
 }

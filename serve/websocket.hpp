@@ -29,7 +29,8 @@ public:
 
     // Answers `exchange` with 101 Switching Protocols (with `subprotocol` when not empty). An
     // error, and no answer, when the request is not a websocket handshake over HTTP/1.
-    static result<std::unique_ptr<websocket>> accept(http_exchange& exchange, std::string_view subprotocol,
+    static result<std::unique_ptr<websocket>> accept(http_exchange& exchange,
+                                                     std::string_view subprotocol,
                                                      std::size_t max_message, handlers on);
     ~websocket();
     websocket(const websocket&) = delete;

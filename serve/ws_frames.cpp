@@ -74,7 +74,8 @@ result<channel_message> from_legacy_json(std::string_view text, std::vector<std:
 
 // [count][offsets...] in `width`-byte integers, offsets from the start; the pieces between them.
 template <typename Read>
-result<std::vector<std::string_view>> split_offsets(std::string_view data, std::size_t width, Read read) {
+result<std::vector<std::string_view>> split_offsets(std::string_view data, std::size_t width,
+                                                    Read read) {
     if (data.size() < width) {
         return bad("binary message shorter than its offset count");
     }
@@ -89,7 +90,8 @@ result<std::vector<std::string_view>> split_offsets(std::string_view data, std::
     offsets.push_back(data.size());
     std::vector<std::string_view> pieces;
     for (std::size_t i = 0; i + 1 < offsets.size(); ++i) {
-        if (offsets[i] < (count + 1) * width || offsets[i] > offsets[i + 1] || offsets[i + 1] > data.size()) {
+        if (offsets[i] < (count + 1) * width || offsets[i] > offsets[i + 1] ||
+            offsets[i + 1] > data.size()) {
             return bad("binary message with offsets out of order or out of range");
         }
         pieces.push_back(data.substr(offsets[i], offsets[i + 1] - offsets[i]));
@@ -121,7 +123,8 @@ ws_protocol choose_protocol(const std::optional<std::string>& offered) {
     return ws_protocol::legacy;
 }
 
-result<channel_message> decode_client_message(ws_protocol protocol, std::string_view data, bool binary) {
+result<channel_message> decode_client_message(ws_protocol protocol, std::string_view data,
+                                              bool binary) {
     if (protocol == ws_protocol::legacy) {
         // jupyter_server 1.23's gateway client forwards a browser's binary message (buffers) in a
         // text frame: what cannot be JSON (no '{') is read as the binary layout it is.
@@ -129,9 +132,10 @@ result<channel_message> decode_client_message(ws_protocol protocol, std::string_
             return from_legacy_json(data, {});
         }
         // The count is of the pieces (JSON first, then buffers), and the JSON starts after it.
-        auto pieces = split_offsets(data, 4, [](std::string_view d, std::size_t at) -> std::uint64_t {
-            return read_be32(d, at);
-        });
+        auto pieces =
+            split_offsets(data, 4, [](std::string_view d, std::size_t at) -> std::uint64_t {
+                return read_be32(d, at);
+            });
         if (!pieces) {
             return pieces.err();
         }
@@ -190,8 +194,9 @@ std::optional<ws_payload> encode_for_client(ws_protocol protocol, const channel_
     // would cost more than everything else the gateway does with them.
     std::string text = "{\"header\":" + message.parts[0] + ",\"msg_id\":" + dump(header["msg_id"]) +
                        ",\"msg_type\":" + dump(header.value("msg_type", json(""))) +
-                       ",\"parent_header\":" + message.parts[1] + ",\"metadata\":" + message.parts[2] +
-                       ",\"content\":" + message.parts[3] + ",\"buffers\":[],\"channel\":" + dump(json(message.channel)) + "}";
+                       ",\"parent_header\":" + message.parts[1] +
+                       ",\"metadata\":" + message.parts[2] + ",\"content\":" + message.parts[3] +
+                       ",\"buffers\":[],\"channel\":" + dump(json(message.channel)) + "}";
     if (message.parts.size() == 4) {
         return ws_payload{std::move(text), false};
     }

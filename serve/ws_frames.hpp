@@ -31,7 +31,8 @@ ws_protocol choose_protocol(const std::optional<std::string>& offered);
 
 // A client's websocket message. Errors (bad_request) say what is wrong with it. Legacy messages
 // without a channel go to shell, as jupyter_server does.
-result<channel_message> decode_client_message(ws_protocol protocol, std::string_view data, bool binary);
+result<channel_message> decode_client_message(ws_protocol protocol, std::string_view data,
+                                              bool binary);
 
 struct ws_payload {
     std::string data;

@@ -63,7 +63,7 @@ TEST_SUITE("autosize") {
         CHECK(a.update(t) == busy);
         REQUIRE(a.next_check(t).has_value());
         t += 130s;
-        CHECK(a.update(t) == 1); // back to min
+        CHECK(a.update(t) == 1);                  // back to min
         CHECK_FALSE(a.next_check(t).has_value()); // at min: nothing left to watch
     }
 

@@ -36,8 +36,9 @@ TEST_SUITE("config") {
         CHECK(cfg.pools[0].kernelspec == "python3");
         CHECK(cfg.pools[0].size == 2);
         ::setenv("XDG_RUNTIME_DIR", "/nonexistent/xdg", 1); // set, but not there: ignored
-        CHECK(default_runtime_dir() == (::geteuid() == 0 ? std::string("/run/kpool")
-                                                          : "/tmp/kpool-" + std::to_string(::geteuid())));
+        CHECK(default_runtime_dir() == (::geteuid() == 0
+                                            ? std::string("/run/kpool")
+                                            : "/tmp/kpool-" + std::to_string(::geteuid())));
         ::unsetenv("XDG_RUNTIME_DIR");
     }
 
@@ -102,9 +103,10 @@ open_files = 256
     }
 
     TEST_CASE("[serve]'s gateway keys") {
-        const config c = parsed("[pools.a]\n[serve]\ncull_idle_timeout_s = 600\ncull_interval_s = 30\n"
-                                "cull_connected = true\nkernel_lease_s = 60\nenv_whitelist = [\"LANG\", \"TZ\"]\n"
-                                "max_kernels = 8\nallow_origin = \"*\"\n");
+        const config c = parsed(
+            "[pools.a]\n[serve]\ncull_idle_timeout_s = 600\ncull_interval_s = 30\n"
+            "cull_connected = true\nkernel_lease_s = 60\nenv_whitelist = [\"LANG\", \"TZ\"]\n"
+            "max_kernels = 8\nallow_origin = \"*\"\n");
         CHECK(c.serve.gateway.cull_idle_timeout == std::chrono::seconds(600));
         CHECK(c.serve.gateway.cull_interval == std::chrono::seconds(30));
         CHECK(c.serve.gateway.cull_connected);
@@ -113,7 +115,8 @@ open_files = 256
         CHECK(c.serve.gateway.env_whitelist == std::vector<std::string>{"LANG", "TZ"});
         CHECK(c.serve.gateway.max_kernels == 8);
         CHECK(c.serve.allow_origins == std::vector<std::string>{"*"});
-        CHECK(parsed("[pools.a]\n").serve.gateway.cull_idle_timeout.count() == 0); // never, by default
+        CHECK(parsed("[pools.a]\n").serve.gateway.cull_idle_timeout.count() ==
+              0); // never, by default
     }
 
     TEST_CASE("[serve]'s front door: a token by default, allowed hosts and origins") {
@@ -121,11 +124,13 @@ open_files = 256
         CHECK(!none.serve.no_token);
         CHECK(none.serve.allow_hosts.empty());
         CHECK(none.serve.allow_origins.empty());
-        const config c = parsed("[pools.a]\n[serve]\nrequire_token = false\nallow_hosts = [\"devbox.test\"]\n"
-                                "allow_origin = \"https://a.example, https://b.example\"\n");
+        const config c =
+            parsed("[pools.a]\n[serve]\nrequire_token = false\nallow_hosts = [\"devbox.test\"]\n"
+                   "allow_origin = \"https://a.example, https://b.example\"\n");
         CHECK(c.serve.no_token);
         CHECK(c.serve.allow_hosts == std::vector<std::string>{"devbox.test"});
-        CHECK(c.serve.allow_origins == std::vector<std::string>{"https://a.example", "https://b.example"});
+        CHECK(c.serve.allow_origins ==
+              std::vector<std::string>{"https://a.example", "https://b.example"});
         CHECK(diagnostic_of("[pools.a]\n[serve]\nrequire_token = \"no\"\n") ==
               "t.toml:3:17: 'require_token' must be true or false, not a string");
         CHECK(diagnostic_of("[pools.a]\n[serve]\nallow_hosts = \"x\"\n") ==
@@ -136,7 +141,8 @@ open_files = 256
         const config none = parsed("[pools.a]\n");
         CHECK(!none.daemon.refill_delay_s);
         CHECK(!none.pools[0].refill_delay_s);
-        const config both = parsed("[daemon]\nrefill_delay_s = 0\n[pools.a]\nrefill_delay_s = 2.5\n");
+        const config both =
+            parsed("[daemon]\nrefill_delay_s = 0\n[pools.a]\nrefill_delay_s = 2.5\n");
         CHECK(both.daemon.refill_delay_s == 0.0);
         CHECK(both.pools[0].refill_delay_s == 2.5);
     }
@@ -152,8 +158,9 @@ open_files = 256
     }
 
     TEST_CASE("[serve]'s limits") {
-        const config c = parsed("[pools.a]\n[serve]\nmax_body = 2048\nmax_header = 4096\nmax_connections = 10\n"
-                                "resolve_every_s = 5\n");
+        const config c =
+            parsed("[pools.a]\n[serve]\nmax_body = 2048\nmax_header = 4096\nmax_connections = 10\n"
+                   "resolve_every_s = 5\n");
         CHECK(c.serve.resolve_every == std::chrono::seconds(5));
         CHECK(c.serve.max_body == 2048);
         CHECK(c.serve.max_header == 4096);
@@ -186,9 +193,10 @@ open_files = 256
     }
 
     TEST_CASE("size = auto with min and max; launcher; startup_code") {
-        auto cfg = parse_config("[pools.a]\nsize = \"auto\"\nmin = 1\nmax = 6\nlauncher = \"fork\"\n"
-                                "startup_code = \"import json\"\n",
-                                "t.toml");
+        auto cfg =
+            parse_config("[pools.a]\nsize = \"auto\"\nmin = 1\nmax = 6\nlauncher = \"fork\"\n"
+                         "startup_code = \"import json\"\n",
+                         "t.toml");
         REQUIRE(cfg.ok());
         const pool_config& a = cfg->pools[0];
         CHECK(a.auto_size);
@@ -212,22 +220,26 @@ open_files = 256
         CHECK(std::string(to_string(launcher_kind::automatic)) == "auto");
     }
 
-    TEST_CASE("preload: learn by default, off, or a list of modules; its cap; the state directory") {
-        const config cfg = parsed("[daemon]\nstate_dir = \"/srv/kpool-state\"\n[pools.a]\n[pools.b]\npreload = \"off\"\n"
-                                  "[pools.c]\npreload = [\"pandas\", \"matplotlib.pyplot\"]\npreload_max_mb = 256\n");
+    TEST_CASE(
+        "preload: learn by default, off, or a list of modules; its cap; the state directory") {
+        const config cfg = parsed(
+            "[daemon]\nstate_dir = \"/srv/kpool-state\"\n[pools.a]\n[pools.b]\npreload = \"off\"\n"
+            "[pools.c]\npreload = [\"pandas\", \"matplotlib.pyplot\"]\npreload_max_mb = 256\n");
         CHECK(cfg.daemon.state_dir == "/srv/kpool-state");
         CHECK(cfg.pools[0].preload == preload_mode::learn);
         CHECK(cfg.pools[0].preload_max_mb == 1024);
         CHECK(cfg.pools[1].preload == preload_mode::off);
         CHECK(cfg.pools[2].preload == preload_mode::list);
-        CHECK(cfg.pools[2].preload_modules == std::vector<std::string>{"pandas", "matplotlib.pyplot"});
+        CHECK(cfg.pools[2].preload_modules ==
+              std::vector<std::string>{"pandas", "matplotlib.pyplot"});
         CHECK(cfg.pools[2].preload_max_mb == 256);
         CHECK(std::string(to_string(preload_mode::list)) == "list");
         CHECK(parsed("[pools.a]\n").daemon.state_dir.starts_with("/"));
     }
 
     TEST_CASE("prefault: learn by default, start or off") {
-        const config cfg = parsed("[pools.a]\n[pools.b]\nprefault = \"start\"\n[pools.c]\nprefault = \"off\"\n");
+        const config cfg =
+            parsed("[pools.a]\n[pools.b]\nprefault = \"start\"\n[pools.c]\nprefault = \"off\"\n");
         CHECK(cfg.pools[0].prefault == prefault_mode::learn);
         CHECK(cfg.pools[1].prefault == prefault_mode::start);
         CHECK(cfg.pools[2].prefault == prefault_mode::off);
@@ -258,11 +270,13 @@ open_files = 256
              "t.toml:2:19: 'ready_timeout_s' must be above 0 and at most 3600 seconds"},
             {"[pools.a]\nlease_s = true\n",
              "t.toml:2:11: 'lease_s' must be a number of seconds, not a boolean"},
-            {"[pools.a]\ntransport = \"udp\"\n", "t.toml:2:13: 'transport' must be \"tcp\" or \"ipc\""},
+            {"[pools.a]\ntransport = \"udp\"\n",
+             "t.toml:2:13: 'transport' must be \"tcp\" or \"ipc\""},
             {"[pools.a]\nip = \"localhost\"\n",
              "t.toml:2:6: 'ip' must be an IPv4 or IPv6 address, not 'localhost'"},
             {"[daemon]\nlog_level = \"loud\"\n[pools.a]\n",
-             "t.toml:2:13: 'log_level' must be one of trace, debug, info, warn, error, critical, off"},
+             "t.toml:2:13: 'log_level' must be one of trace, debug, info, warn, error, critical, "
+             "off"},
             {"[daemon]\ncontrol = \"tcp://127.0.0.1:5555\"\n[pools.a]\n",
              "t.toml:2:11: a tcp:// control endpoint needs CURVE: set 'curve_secret_key_file' and "
              "'curve_allowed_keys' (anyone who reaches the port could take kernels otherwise)"},
@@ -313,11 +327,16 @@ open_files = 256
              "t.toml:2:18: 'refill_delay_s' must be a number of seconds, not a string"},
             {"[pools.a]\n[serve]\nlisten = \"localhost:80\"\n",
              "t.toml:3:10: 'listen' must be HOST:PORT with an IP address, e.g. \"127.0.0.1:8890\""},
-            {"[pools.a]\n[serve]\nroot = \"notebooks\"\n", "t.toml:3:8: 'root' must be an absolute path"},
-            {"[pools.a]\n[serve]\ncert_file = \"/c.pem\"\n", "t.toml:3:13: TLS needs both 'cert_file' and 'key_file'"},
-            {"[pools.a]\n[serve]\nmax_queue = 0\n", "t.toml:3:13: 'max_queue' must be from 1 to 100000, not 0"},
-            {"[pools.a]\n[serve]\nspares = 65\n", "t.toml:3:10: 'spares' must be from 0 to 64, not 65"},
-            {"[pools.a]\n[serve]\ncells_ahead = 0\n", "t.toml:3:15: 'cells_ahead' must be from 1 to 64, not 0"},
+            {"[pools.a]\n[serve]\nroot = \"notebooks\"\n",
+             "t.toml:3:8: 'root' must be an absolute path"},
+            {"[pools.a]\n[serve]\ncert_file = \"/c.pem\"\n",
+             "t.toml:3:13: TLS needs both 'cert_file' and 'key_file'"},
+            {"[pools.a]\n[serve]\nmax_queue = 0\n",
+             "t.toml:3:13: 'max_queue' must be from 1 to 100000, not 0"},
+            {"[pools.a]\n[serve]\nspares = 65\n",
+             "t.toml:3:10: 'spares' must be from 0 to 64, not 65"},
+            {"[pools.a]\n[serve]\ncells_ahead = 0\n",
+             "t.toml:3:15: 'cells_ahead' must be from 1 to 64, not 0"},
             {"[pools.a]\n[serve]\nmax_connections = 0\n",
              "t.toml:3:19: 'max_connections' must be from 1 to 1000000, not 0"},
             {"[pools.a]\n[serve]\nport = 1\n", "t.toml:3:1: unknown key 'port' in [serve]"},
@@ -331,24 +350,33 @@ open_files = 256
              "t.toml:2:23: 'heartbeat_timeout_s' must be above 0 and at most 3600 seconds"},
             {"[pools.a.limits]\nopen_files = 3\n",
              "t.toml:2:14: 'open_files' must be from 16 to 1048576, not 3"},
-            {"[pools.a.limits]\nstack = 3\n", "t.toml:2:1: unknown key 'stack' in [pools.a.limits]"},
+            {"[pools.a.limits]\nstack = 3\n",
+             "t.toml:2:1: unknown key 'stack' in [pools.a.limits]"},
             {"[pools.a]\nsize = \"big\"\n", "t.toml:2:8: 'size' must be an integer or \"auto\""},
             {"[pools.a]\nsize = \"auto\"\n",
              "t.toml:2:8: size = \"auto\" needs 'max', the most warm kernels to keep"},
-            {"[pools.a]\nsize = \"auto\"\nmin = 3\nmax = 2\n", "t.toml:4:7: 'max' must be at least 'min'"},
+            {"[pools.a]\nsize = \"auto\"\nmin = 3\nmax = 2\n",
+             "t.toml:4:7: 'max' must be at least 'min'"},
             {"[pools.a]\nsize = 2\nmax = 4\n", "t.toml:3:7: 'max' applies to size = \"auto\" only"},
-            {"[pools.a]\nlauncher = \"clone\"\n", "t.toml:2:12: 'launcher' must be \"auto\", \"spawn\" or \"fork\""},
-            {"[pools.a]\nprime = \"yes\"\n", "t.toml:2:9: 'prime' must be true or false, not a string"},
+            {"[pools.a]\nlauncher = \"clone\"\n",
+             "t.toml:2:12: 'launcher' must be \"auto\", \"spawn\" or \"fork\""},
+            {"[pools.a]\nprime = \"yes\"\n",
+             "t.toml:2:9: 'prime' must be true or false, not a string"},
             {"[pools.a]\npreload = \"always\"\n",
              "t.toml:2:11: 'preload' must be \"learn\", \"off\" or a list of module names"},
-            {"[pools.a]\nprefault = \"all\"\n", "t.toml:2:12: 'prefault' must be \"learn\", \"start\" or \"off\""},
+            {"[pools.a]\nprefault = \"all\"\n",
+             "t.toml:2:12: 'prefault' must be \"learn\", \"start\" or \"off\""},
             {"[pools.a]\nprefault = 1\n", "t.toml:2:12: "},
             {"[pools.a]\npreload = [\"pandas\", \"../x\"]\n",
-             "t.toml:2:22: 'preload' lists module names (\"pandas\", \"matplotlib.pyplot\"), not \"../x\""},
+             "t.toml:2:22: 'preload' lists module names (\"pandas\", \"matplotlib.pyplot\"), not "
+             "\"../x\""},
             {"[pools.a]\npreload = [\"a..b\"]\n",
-             "t.toml:2:12: 'preload' lists module names (\"pandas\", \"matplotlib.pyplot\"), not \"a..b\""},
-            {"[pools.a]\npreload_max_mb = 1\n", "t.toml:2:18: 'preload_max_mb' must be from 16 to 1048576, not 1"},
-            {"[daemon]\nstate_dir = \"var\"\n[pools.a]\n", "t.toml:2:13: 'state_dir' must be an absolute path"},
+             "t.toml:2:12: 'preload' lists module names (\"pandas\", \"matplotlib.pyplot\"), not "
+             "\"a..b\""},
+            {"[pools.a]\npreload_max_mb = 1\n",
+             "t.toml:2:18: 'preload_max_mb' must be from 16 to 1048576, not 1"},
+            {"[daemon]\nstate_dir = \"var\"\n[pools.a]\n",
+             "t.toml:2:13: 'state_dir' must be an absolute path"},
             {"[daemon]\nmetrics = \"localhost:9464\"\n[pools.a]\n",
              "t.toml:2:11: 'metrics' must be HOST:PORT, e.g. \"127.0.0.1:9464\""},
             {"[daemon]\nmetrics = \"127.0.0.1:99999\"\n[pools.a]\n",
@@ -358,11 +386,12 @@ open_files = 256
             {"[daemon]\n", "t.toml:1:1: no pools configured: add a [pools.NAME] table"},
             {"pools = 3\n", "t.toml:1:9: 'pools' must be a table, not an integer"},
             {"[pools]\na = 3\n", "t.toml:2:5: 'pools.a' must be a table, not an integer"},
-            {"[pools.\"a b\"]\n", "t.toml:1:8: pool name 'a b' may hold only letters, digits, '-', '_', '.'"},
+            {"[pools.\"a b\"]\n",
+             "t.toml:1:8: pool name 'a b' may hold only letters, digits, '-', '_', '.'"},
             {"[pools.a]\ncontext_snippet = \"os.chdir(x)\"\n",
              "t.toml:2:19: 'context_snippet' must contain {context}, where the cwd and env go"},
-            {"[pools.a]\nkernelspec = \"../x\"\n",
-             "t.toml:2:14: 'kernelspec' must be a kernelspec name (letters, digits, '-', '_', '.')"},
+            {"[pools.a]\nkernelspec = \"../x\"\n", "t.toml:2:14: 'kernelspec' must be a kernelspec "
+                                                   "name (letters, digits, '-', '_', '.')"},
         };
         for (const auto& [text, message] : table) {
             CAPTURE(text);

@@ -69,10 +69,13 @@ TEST_SUITE("config keys") {
 
     TEST_CASE("a reload's effect follows from the rows") {
         const config base = config_of("[pools.a]\n");
-        const auto with = [](const std::string& pool_lines) { return config_of("[pools.a]\n" + pool_lines).pools[0]; };
+        const auto with = [](const std::string& pool_lines) {
+            return config_of("[pools.a]\n" + pool_lines).pools[0];
+        };
         const pool_config& a = base.pools[0];
         const auto effect_of = [&](const pool_config& next) -> std::string {
-            for (const auto effect : {reload_effect::replace_kernels, reload_effect::rebuild_zygote, reload_effect::reconfigure}) {
+            for (const auto effect : {reload_effect::replace_kernels, reload_effect::rebuild_zygote,
+                                      reload_effect::reconfigure}) {
                 if (const auto key = changed_pool_key(a, next, effect)) {
                     return std::string(*key) + ":" + std::to_string(static_cast<int>(effect));
                 }
@@ -94,14 +97,16 @@ TEST_SUITE("config keys") {
         CHECK(effect_of(with("preload = [\"json\"]\n")) == "preload:" + rebuild);
         CHECK(effect_of(with("size = 5\n")) == "size:" + reconfigure);
         CHECK(effect_of(with("lease_s = 5\n")) == "lease_s:" + reconfigure);
-        CHECK(effect_of(with("context_snippet = \"x({context})\"\n")) == "context_snippet:" + reconfigure);
+        CHECK(effect_of(with("context_snippet = \"x({context})\"\n")) ==
+              "context_snippet:" + reconfigure);
 
         const daemon_config& d = base.daemon;
         CHECK_FALSE(changed_daemon_key(d, d, reload_effect::restart));
-        CHECK(changed_daemon_key(d, config_of("[daemon]\nmetrics = \"127.0.0.1:9\"\n[pools.a]\n").daemon,
-                                 reload_effect::restart) == "metrics");
-        CHECK_FALSE(changed_daemon_key(d, config_of("[daemon]\nmax_kernels = 9\n[pools.a]\n").daemon,
-                                       reload_effect::restart));
+        CHECK(changed_daemon_key(
+                  d, config_of("[daemon]\nmetrics = \"127.0.0.1:9\"\n[pools.a]\n").daemon,
+                  reload_effect::restart) == "metrics");
+        CHECK_FALSE(changed_daemon_key(
+            d, config_of("[daemon]\nmax_kernels = 9\n[pools.a]\n").daemon, reload_effect::restart));
     }
 
     TEST_CASE("enum names: one table each, both ways") {

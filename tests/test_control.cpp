@@ -33,10 +33,13 @@ TEST_SUITE("control") {
         REQUIRE(memory.ok());
         CHECK(memory->memory_history);
         CHECK(memory->has_context());
-        CHECK_FALSE(parse_acquire(json{{"op", "acquire"}, {"pool", "p"}, {"history", "file"}})->memory_history);
-        CHECK(parse_acquire(json{{"op", "acquire"}, {"pool", "p"}, {"history", true}}).err().message ==
-              "field 'history' must be \"memory\" or \"file\"");
-        CHECK(parse_context(json{{"op", "context"}, {"kernel_id", "k"}, {"history", "memory"}})->memory_history);
+        CHECK_FALSE(parse_acquire(json{{"op", "acquire"}, {"pool", "p"}, {"history", "file"}})
+                        ->memory_history);
+        CHECK(parse_acquire(json{{"op", "acquire"}, {"pool", "p"}, {"history", true}})
+                  .err()
+                  .message == "field 'history' must be \"memory\" or \"file\"");
+        CHECK(parse_context(json{{"op", "context"}, {"kernel_id", "k"}, {"history", "memory"}})
+                  ->memory_history);
     }
 
     TEST_CASE("replies carry ok, the req_id and error code and message") {
@@ -75,7 +78,8 @@ TEST_SUITE("control") {
             {R"({"op":""})", "field 'op' must be a non-empty string"},
             {R"({"op":"ping","req_id":[1]})", "field 'req_id' must be a string or an integer"},
             {R"({"op":"ping","req_id":1.5})", "field 'req_id' must be a string or an integer"},
-            {"{\"op\":\"ping\",\"x\":\"\xff\xfe\"}", "request is not valid JSON (UTF-8): '{\"op\":\"ping\",\"x\":\"\xff\xfe\"}'"},
+            {"{\"op\":\"ping\",\"x\":\"\xff\xfe\"}",
+             "request is not valid JSON (UTF-8): '{\"op\":\"ping\",\"x\":\"\xff\xfe\"}'"},
             {deep, "request nests deeper than 16 levels"},
             {huge, "request larger than 65536 bytes"},
         };
@@ -110,9 +114,11 @@ TEST_SUITE("control") {
             REQUIRE_FALSE(r.ok());
             CHECK(r.err().message == message);
         }
-        CHECK(parse_kernel_op(json{{"op", "release"}}).err().message == "missing field 'kernel_id'");
-        CHECK(parse_kernel_op(json{{"op", "release"}, {"kernel_id", "k"}, {"x", 1}}).err().message ==
-              "unknown field 'x'");
+        CHECK(parse_kernel_op(json{{"op", "release"}}).err().message ==
+              "missing field 'kernel_id'");
+        CHECK(
+            parse_kernel_op(json{{"op", "release"}, {"kernel_id", "k"}, {"x", 1}}).err().message ==
+            "unknown field 'x'");
         CHECK(parse_no_args(json{{"op", "ping"}, {"pool", "p"}}).err().message ==
               "unknown field 'pool'");
         CHECK(parse_no_args(json{{"op", "ping"}, {"req_id", "r"}}).ok());
@@ -125,42 +131,57 @@ TEST_SUITE("control") {
         CHECK(args->cwd == "/home/u");
         CHECK(args->env == std::map<std::string, std::string>{{"A", "1"}});
         CHECK(args->has_context());
-        CHECK_FALSE(parse_acquire(json{{"op", "acquire"}, {"pool", "p"}, {"cwd", nullptr}})->has_context());
+        CHECK_FALSE(
+            parse_acquire(json{{"op", "acquire"}, {"pool", "p"}, {"cwd", nullptr}})->has_context());
         CHECK(parse_acquire(json{{"op", "acquire"}, {"pool", "p"}, {"cwd", "rel"}}).err().message ==
               "field 'cwd' must be an absolute path");
-        CHECK(parse_acquire(json{{"op", "acquire"}, {"pool", "p"}, {"env", {{"A", 1}}}}).err().message ==
-              "field 'env': 'A' must be a name without '=' with a string value");
-        CHECK(parse_acquire(json{{"op", "acquire"}, {"pool", "p"}, {"env", {{"A=B", "1"}}}}).err().message ==
-              "field 'env': 'A=B' must be a name without '=' with a string value");
+        CHECK(parse_acquire(json{{"op", "acquire"}, {"pool", "p"}, {"env", {{"A", 1}}}})
+                  .err()
+                  .message == "field 'env': 'A' must be a name without '=' with a string value");
+        CHECK(parse_acquire(json{{"op", "acquire"}, {"pool", "p"}, {"env", {{"A=B", "1"}}}})
+                  .err()
+                  .message == "field 'env': 'A=B' must be a name without '=' with a string value");
         CHECK(parse_acquire(json{{"op", "acquire"}, {"pool", "p"}, {"env", "A=1"}}).err().message ==
               "field 'env' must be an object of strings");
 
         auto sig = parse_signal(json{{"op", "signal"}, {"kernel_id", "k"}, {"signum", 2}});
         REQUIRE(sig.ok());
         CHECK(sig->signum == 2);
-        CHECK(parse_signal(json{{"op", "signal"}, {"kernel_id", "k"}, {"signum", 0}}).err().message ==
-              "field 'signum' must be a signal number from 1 to 64");
-        CHECK(parse_signal(json{{"op", "signal"}, {"kernel_id", "k"}}).err().message == "missing field 'signum'");
+        CHECK(
+            parse_signal(json{{"op", "signal"}, {"kernel_id", "k"}, {"signum", 0}}).err().message ==
+            "field 'signum' must be a signal number from 1 to 64");
+        CHECK(parse_signal(json{{"op", "signal"}, {"kernel_id", "k"}}).err().message ==
+              "missing field 'signum'");
         CHECK(parse_kernel_op(json{{"op", "poll"}, {"kernel_id", "k"}})->kernel_id == "k");
         auto renew = parse_renew(json{{"op", "renew"}, {"kernel_id", "k"}, {"lease_s", 30}});
         REQUIRE(renew.ok());
         CHECK(renew->lease_s == 30);
-        CHECK(parse_renew(json{{"op", "renew"}, {"kernel_id", "k"}}).err().message == "missing field 'lease_s'");
-        CHECK(parse_renew(json{{"op", "renew"}, {"kernel_id", "k"}, {"lease_s", 0}}).err().message ==
-              "field 'lease_s' must be a number above 0 and at most 31536000");
-        auto ctx = parse_context(json{{"op", "context"}, {"kernel_id", "k"}, {"cwd", "/w"}, {"env", {{"A", "1"}}}});
+        CHECK(parse_renew(json{{"op", "renew"}, {"kernel_id", "k"}}).err().message ==
+              "missing field 'lease_s'");
+        CHECK(
+            parse_renew(json{{"op", "renew"}, {"kernel_id", "k"}, {"lease_s", 0}}).err().message ==
+            "field 'lease_s' must be a number above 0 and at most 31536000");
+        auto ctx = parse_context(
+            json{{"op", "context"}, {"kernel_id", "k"}, {"cwd", "/w"}, {"env", {{"A", "1"}}}});
         REQUIRE(ctx.ok());
         CHECK(ctx->cwd == "/w");
         CHECK(ctx->env.at("A") == "1");
-        CHECK(parse_context(json{{"op", "context"}, {"kernel_id", "k"}, {"env", {{"A", "1"}}}})->cwd == std::nullopt);
-        CHECK(parse_context(json{{"op", "context"}, {"kernel_id", "k"}}).err().message == "give 'cwd', 'env' or 'history'");
-        CHECK(parse_context(json{{"op", "context"}, {"kernel_id", "k"}, {"cwd", "w"}}).err().message ==
-              "field 'cwd' must be an absolute path");
-        CHECK(parse_context(json{{"op", "context"}, {"kernel_id", "k"}, {"env", {{"A=B", "1"}}}}).err().code ==
+        CHECK(parse_context(json{{"op", "context"}, {"kernel_id", "k"}, {"env", {{"A", "1"}}}})
+                  ->cwd == std::nullopt);
+        CHECK(parse_context(json{{"op", "context"}, {"kernel_id", "k"}}).err().message ==
+              "give 'cwd', 'env' or 'history'");
+        CHECK(parse_context(json{{"op", "context"}, {"kernel_id", "k"}, {"cwd", "w"}})
+                  .err()
+                  .message == "field 'cwd' must be an absolute path");
+        CHECK(parse_context(json{{"op", "context"}, {"kernel_id", "k"}, {"env", {{"A=B", "1"}}}})
+                  .err()
+                  .code == kpool::errc::bad_request);
+        CHECK(parse_context(json{{"op", "context"}, {"cwd", "/w"}}).err().code ==
               kpool::errc::bad_request);
-        CHECK(parse_context(json{{"op", "context"}, {"cwd", "/w"}}).err().code == kpool::errc::bad_request);
-        CHECK(parse_context(json{{"op", "context"}, {"kernel_id", "k"}, {"cwd", "/w"}, {"pool", "p"}}).err().code ==
-              kpool::errc::bad_request);
+        CHECK(
+            parse_context(json{{"op", "context"}, {"kernel_id", "k"}, {"cwd", "/w"}, {"pool", "p"}})
+                .err()
+                .code == kpool::errc::bad_request);
     }
 
     TEST_CASE("resize and drain name a pool; resize a size") {
@@ -172,7 +193,8 @@ TEST_SUITE("control") {
               "field 'size' must be an integer from 0 to 4096");
         CHECK(parse_resize(json{{"op", "resize"}, {"pool", "p"}, {"size", 2.5}}).err().message ==
               "field 'size' must be an integer from 0 to 4096");
-        CHECK(parse_resize(json{{"op", "resize"}, {"size", 1}}).err().message == "missing field 'pool'");
+        CHECK(parse_resize(json{{"op", "resize"}, {"size", 1}}).err().message ==
+              "missing field 'pool'");
         auto d = parse_drain(json{{"op", "drain"}, {"pool", "p"}});
         REQUIRE(d.ok());
         CHECK_FALSE(d->size.has_value());

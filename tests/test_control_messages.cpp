@@ -30,8 +30,9 @@ TEST_SUITE("control messages") {
                 }
             }
         }
-        CHECK(names == std::set<std::string_view>{"ping", "acquire", "release", "signal", "poll", "renew",
-                                                  "context", "status", "kernelspecs", "resize", "drain"});
+        CHECK(names == std::set<std::string_view>{"ping", "acquire", "release", "signal", "poll",
+                                                  "renew", "context", "status", "kernelspecs",
+                                                  "resize", "drain"});
         CHECK(find_control_op("acquire") != nullptr);
         CHECK(find_control_op("acquire")->fields.front().name == "pool");
         CHECK(find_control_op("fly") == nullptr);
@@ -45,7 +46,8 @@ TEST_SUITE("control messages") {
         CHECK(kpool::daemon::daemon::served_ops() == table);
     }
 
-    TEST_CASE("every builder's request passes its op's table row and parses back to what was built") {
+    TEST_CASE(
+        "every builder's request passes its op's table row and parses back to what was built") {
         acquire_args a;
         a.pool = "python3";
         a.timeout_ms = 2500;
@@ -65,7 +67,8 @@ TEST_SUITE("control messages") {
         acquire_args bare;
         bare.pool = "ir";
         const json bare_request = requests::acquire(bare);
-        CHECK(bare_request == json{{"op", "acquire"}, {"pool", "ir"}}); // defaults stay the daemon's
+        CHECK(bare_request ==
+              json{{"op", "acquire"}, {"pool", "ir"}}); // defaults stay the daemon's
         CHECK_FALSE(parse_acquire(bare_request)->has_context());
 
         CHECK(parse_kernel_op(requests::release("k1"))->kernel_id == "k1");
@@ -96,7 +99,8 @@ TEST_SUITE("control messages") {
 
     TEST_CASE("a field's rules are one row: front ends check their own cwd and env by it") {
         CHECK(check_field(cwd_field, "/abs").ok());
-        CHECK(check_field(cwd_field, "rel").err().message == "field 'cwd' must be an absolute path");
+        CHECK(check_field(cwd_field, "rel").err().message ==
+              "field 'cwd' must be an absolute path");
         CHECK(check_field(cwd_field, "").err().code == errc::bad_request);
         CHECK(check_field(env_field, json{{"A", "1"}}).ok());
         CHECK(check_field(env_field, json{{"A=B", "1"}}).err().message ==
@@ -107,16 +111,19 @@ TEST_SUITE("control messages") {
 
     TEST_CASE("refusals read as errors with their codes") {
         CHECK_FALSE(refusal_of(json{{"ok", true}}).has_value());
-        auto e = refusal_of(json{{"ok", false}, {"error", {{"code", "capacity"}, {"message", "full"}}}});
+        auto e =
+            refusal_of(json{{"ok", false}, {"error", {{"code", "capacity"}, {"message", "full"}}}});
         REQUIRE(e.has_value());
         CHECK(e->code == errc::capacity);
         CHECK(e->message == "full");
-        CHECK(refusal_of(json{{"ok", false}, {"error", {{"code", "from_the_future"}}}})->code == errc::internal);
+        CHECK(refusal_of(json{{"ok", false}, {"error", {{"code", "from_the_future"}}}})->code ==
+              errc::internal);
         CHECK(refusal_of(json{{"ok", false}})->message == "kpoold refused");
         CHECK(refusal_of(json{{"ok", false}, {"error", "text"}})->code == errc::internal);
         CHECK(refusal_of(json::array())->code == errc::internal);
-        for (const char* name : {"bad_request", "unknown_op", "unknown_pool", "unknown_kernel", "timeout", "capacity",
-                                 "unavailable", "shutting_down", "internal"}) {
+        for (const char* name :
+             {"bad_request", "unknown_op", "unknown_pool", "unknown_kernel", "timeout", "capacity",
+              "unavailable", "shutting_down", "internal"}) {
             auto code = errc_from_string(name);
             REQUIRE(code.has_value());
             CHECK(std::string(kpool::to_string(*code)) == name);
@@ -124,7 +131,8 @@ TEST_SUITE("control messages") {
         CHECK_FALSE(errc_from_string("").has_value());
     }
 
-    TEST_CASE("an acquire reply: the kernel, its connection, and an unusable connection still names the kernel") {
+    TEST_CASE("an acquire reply: the kernel, its connection, and an unusable connection still "
+              "names the kernel") {
         connection_info info;
         info.shell_port = 1;
         info.iopub_port = 2;
@@ -132,8 +140,10 @@ TEST_SUITE("control messages") {
         info.control_port = 4;
         info.hb_port = 5;
         info.key = "k";
-        const json reply = {{"ok", true}, {"kernel_id", "abc"}, {"pool", "python3"}, {"pid", 42},
-                            {"connection", to_json(info)}, {"connection_file", "/run/k.json"}, {"pool_warm", 2}};
+        const json reply = {
+            {"ok", true},    {"kernel_id", "abc"},          {"pool", "python3"},
+            {"pid", 42},     {"connection", to_json(info)}, {"connection_file", "/run/k.json"},
+            {"pool_warm", 2}};
         auto k = read_acquire_reply(reply);
         REQUIRE(k.ok());
         CHECK(k->kernel_id == "abc");
@@ -152,8 +162,10 @@ TEST_SUITE("control messages") {
         CHECK_FALSE(b->connection.ok());
 
         CHECK(read_acquire_reply(json{{"ok", true}}).err().code == errc::internal);
-        CHECK(read_acquire_reply(json{{"ok", false}, {"error", {{"code", "timeout"}, {"message", "m"}}}}).err().code ==
-              errc::timeout);
+        CHECK(read_acquire_reply(
+                  json{{"ok", false}, {"error", {{"code", "timeout"}, {"message", "m"}}}})
+                  .err()
+                  .code == errc::timeout);
     }
 
     TEST_CASE("poll and status replies") {
@@ -162,13 +174,21 @@ TEST_SUITE("control messages") {
         REQUIRE(gone.ok());
         CHECK_FALSE(gone->alive);
         CHECK(gone->exit_code == -9);
-        CHECK(read_poll_reply(json{{"ok", false}, {"error", {{"code", "unknown_kernel"}}}}).err().code ==
-              errc::unknown_kernel);
+        CHECK(read_poll_reply(json{{"ok", false}, {"error", {{"code", "unknown_kernel"}}}})
+                  .err()
+                  .code == errc::unknown_kernel);
 
         const json status = {{"ok", true},
                              {"pools",
-                              {{{"name", "py"}, {"kernelspec", "python3"}, {"size", 3}, {"warm", 2}, {"starting", 1},
-                                {"leased", 4}, {"failing", false}, {"drained", true}, {"removed", false},
+                              {{{"name", "py"},
+                                {"kernelspec", "python3"},
+                                {"size", 3},
+                                {"warm", 2},
+                                {"starting", 1},
+                                {"leased", 4},
+                                {"failing", false},
+                                {"drained", true},
+                                {"removed", false},
                                 {"recent", {{"time_to_warm_s_p50", 0.75}}}},
                                {{"name", "r"}, {"recent", {{"time_to_warm_s_p50", nullptr}}}},
                                "not a pool"}}};
@@ -184,7 +204,8 @@ TEST_SUITE("control messages") {
         CHECK(py.leased == 4);
         CHECK(py.drained);
         CHECK(py.time_to_warm_s_p50 == 0.75);
-        CHECK((*pools)[1].kernelspec == "r"); // a pool's kernelspec is its name unless it says otherwise
+        CHECK((*pools)[1].kernelspec ==
+              "r"); // a pool's kernelspec is its name unless it says otherwise
         CHECK_FALSE((*pools)[1].time_to_warm_s_p50.has_value());
         CHECK(read_status_pools(json{{"ok", true}, {"pools", 3}}).err().code == errc::internal);
     }

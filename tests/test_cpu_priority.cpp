@@ -18,7 +18,8 @@ namespace {
 
 std::vector<int> threads_of(int pid) {
     std::vector<int> tids;
-    for (const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+    for (const auto& e :
+         std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
         tids.push_back(std::stoi(e.path().filename().string()));
     }
     return tids;

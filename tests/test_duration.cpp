@@ -20,11 +20,13 @@ TEST_SUITE("durations") {
         CHECK(parse_duration("5000", bare_unit::milliseconds)->bare);
         CHECK(parse_duration("30", bare_unit::seconds)->value == 30s);
         CHECK(parse_duration("0.25", bare_unit::seconds)->value == 250ms);
-        CHECK(parse_duration("0.0001", bare_unit::seconds)->value == 1ms); // never rounded to nothing
+        CHECK(parse_duration("0.0001", bare_unit::seconds)->value ==
+              1ms); // never rounded to nothing
     }
 
     TEST_CASE("what is not a duration") {
-        for (const char* text : {"", "-1", "5 s", "5sec", "s", "inf", "nan", "1e400", " 5", "5S", "+5", "400d"}) {
+        for (const char* text :
+             {"", "-1", "5 s", "5sec", "s", "inf", "nan", "1e400", " 5", "5S", "+5", "400d"}) {
             CAPTURE(text);
             CHECK_FALSE(parse_duration(text, bare_unit::seconds));
         }
@@ -32,6 +34,7 @@ TEST_SUITE("durations") {
         CHECK(parse_duration("0", bare_unit::milliseconds, true)->value == 0ms);
         CHECK(parse_duration("0s", bare_unit::seconds, true)->value == 0ms);
         CHECK(duration_usage("--timeout", "x", bare_unit::milliseconds) ==
-              "--timeout takes a duration such as 500ms, 5s, 1.5m or 2h (a bare number is milliseconds), not 'x'");
+              "--timeout takes a duration such as 500ms, 5s, 1.5m or 2h (a bare number is "
+              "milliseconds), not 'x'");
     }
 }

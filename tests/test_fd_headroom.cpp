@@ -11,7 +11,12 @@ TEST_SUITE("fd headroom") {
         int open = 100;
         int counted = 0;
         long limit = 100 + 32 + 10 * 3; // room for three starts
-        fd_headroom h([&] { ++counted; return open; }, [&] { return limit; });
+        fd_headroom h(
+            [&] {
+                ++counted;
+                return open;
+            },
+            [&] { return limit; });
         auto t = std::chrono::steady_clock::time_point{} + 100s;
         CHECK(h.reserve_for_start(t));
         CHECK(counted == 1);
@@ -37,7 +42,12 @@ TEST_SUITE("fd headroom") {
 
     TEST_CASE("no limit, no checks") {
         int counted = 0;
-        fd_headroom h([&] { ++counted; return 1 << 20; }, [] { return 0L; });
+        fd_headroom h(
+            [&] {
+                ++counted;
+                return 1 << 20;
+            },
+            [] { return 0L; });
         CHECK(h.reserve_for_start(std::chrono::steady_clock::now()));
         CHECK(counted == 0);
     }

@@ -36,13 +36,14 @@ TEST_CASE("feed policy: only what never ran is sent again") {
     CHECK(classify(500, "internal", true) == verdict::answered);
     CHECK(classify(502, "kernel_died", true) == verdict::answered);
     CHECK(classify(504, "timeout", true) == verdict::answered);
-    CHECK(classify(0, "", false) == verdict::retry);  // no connection was made
-    CHECK(classify(0, "", true) == verdict::lost);    // cut off after the request went out
+    CHECK(classify(0, "", false) == verdict::retry); // no connection was made
+    CHECK(classify(0, "", true) == verdict::lost);   // cut off after the request went out
     CHECK(classify(0, "", false, true) == verdict::hopeless);
     CHECK(classify(401, "unauthorized", true) == verdict::hopeless);
 }
 
-TEST_CASE("feed policy: slow start doubles while nothing queues; a queue shrinks it to the tolerance") {
+TEST_CASE(
+    "feed policy: slow start doubles while nothing queues; a queue shrinks it to the tolerance") {
     feed_policy p({.max_in_flight = 64, .initial_window = 2});
     double clock = 0;
     CHECK(p.window() == 2);
@@ -68,7 +69,7 @@ TEST_CASE("feed policy: a growth that buys no throughput is taken back, and left
         CHECK(p.window() == 4);
     }
     policy_round(p, clock, 4, 50, 0);
-    CHECK(p.window() == 5); // past slow start now: one more
+    CHECK(p.window() == 5);           // past slow start now: one more
     policy_round(p, clock, 5, 50, 0); // 100 a second against 80: kept, and one more
     CHECK(p.window() == 6);
 }
@@ -92,7 +93,7 @@ TEST_CASE("feed policy: answers to requests sent before a change do not count fo
     for (std::size_t i = 0; i < 8; ++i) {
         p.answered(clock, old[i], 200, 150);
     }
-    CHECK(p.window() == 5); // 8 * 0.5 (the floor) + 1
+    CHECK(p.window() == 5);              // 8 * 0.5 (the floor) + 1
     p.answered(clock, old[0], 400, 350); // a straggler of the old window: ignored
     policy_round(p, clock, 5, 50, 0);
     CHECK(p.window() == 6);
@@ -108,7 +109,7 @@ TEST_CASE("feed policy: a 429 cuts what was in flight and holds until an answer 
     CHECK(p.refused(15, 7, 5) == doctest::Approx(20));
     CHECK(p.window() == 7); // once a round
     p.answered(16, p.sent(15.9, 1), 50, 0);
-    CHECK(p.may_send(16, 0)); // an answer came: there is room
+    CHECK(p.may_send(16, 0));                             // an answer came: there is room
     CHECK(p.refused(20, 3, -1) == doctest::Approx(20.1)); // no Retry-After: the backoff's
 }
 
@@ -153,7 +154,8 @@ TEST_CASE("feed policy: the shared trace decides as the Python policy does") {
         } else if (op == "answered") {
             p.answered(e["now"], e["ticket"], e["latency"], e["queued"]);
         } else if (op == "refused") {
-            CHECK(p.refused(e["now"], e["in_flight"], e["retry_after"]) == doctest::Approx(e["returns"].get<double>()));
+            CHECK(p.refused(e["now"], e["in_flight"], e["retry_after"]) ==
+                  doctest::Approx(e["returns"].get<double>()));
         } else {
             CHECK(p.unreachable(e["now"]) == doctest::Approx(e["returns"].get<double>()));
         }

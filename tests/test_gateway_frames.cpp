@@ -1,8 +1,8 @@
 // The Kernel Gateway API's pure parts: its routes, the kernel websocket's two message formats
 // (jupyter_server's legacy JSON/binary and v1.kernel.websocket.jupyter.org), and the model's
 // time format and ids.
-#include "serve/gateway_kernel.hpp"
 #include "protocol/stamps.hpp"
+#include "serve/gateway_kernel.hpp"
 #include "serve/gateway_routes.hpp"
 #include "serve/routing.hpp"
 #include "serve/ws_frames.hpp"
@@ -19,7 +19,8 @@ using json = nlohmann::json;
 namespace {
 
 std::string be32(std::uint32_t v) {
-    return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8), static_cast<char>(v)};
+    return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
+            static_cast<char>(v)};
 }
 
 std::string le64(std::uint64_t v) {
@@ -59,13 +60,15 @@ TEST_SUITE("gateway") {
         CHECK(res.action == gateway_action::kernelspec_resource);
         CHECK(res.resource == "logo-64x64.png");
         CHECK(gateway_of("GET", "/api/kernels").action == gateway_action::list_kernels);
-        const auto start = gateway_of("POST", "/api/kernels", R"({"name":"ir","env":{"KERNEL_X":"1"},"path":"a.ipynb"})");
+        const auto start = gateway_of("POST", "/api/kernels",
+                                      R"({"name":"ir","env":{"KERNEL_X":"1"},"path":"a.ipynb"})");
         CHECK(start.action == gateway_action::start_kernel);
         CHECK(start.name == "ir");
         CHECK(start.env.at("KERNEL_X") == "1");
         CHECK(gateway_of("POST", "/api/kernels").name.empty()); // no body: the default kernel
         CHECK(gateway_of("DELETE", "/api/kernels/ab-cd").action == gateway_action::delete_kernel);
-        CHECK(gateway_of("POST", "/api/kernels/ab-cd/restart").action == gateway_action::restart_kernel);
+        CHECK(gateway_of("POST", "/api/kernels/ab-cd/restart").action ==
+              gateway_action::restart_kernel);
         CHECK(gateway_of("POST", "/api/kernels/ab-cd/interrupt").kernel_id == "ab-cd");
         CHECK(gateway_of("GET", "/api/kernels/ab-cd/channels").action == gateway_action::channels);
         CHECK(std::holds_alternative<do_preflight>(decide_gateway("OPTIONS", "/api/kernels", "")));
@@ -73,8 +76,9 @@ TEST_SUITE("gateway") {
 
     TEST_CASE("routes: jupyter_server's sessions, and the bodies they read") {
         CHECK(session_of("GET", "/api/sessions").action == session_action::list);
-        const auto made = session_of("POST", "/api/sessions",
-                                     R"({"path":"a/b.ipynb","name":"b.ipynb","type":"notebook","kernel":{"name":"ir"}})");
+        const auto made = session_of(
+            "POST", "/api/sessions",
+            R"({"path":"a/b.ipynb","name":"b.ipynb","type":"notebook","kernel":{"name":"ir"}})");
         CHECK(made.action == session_action::create);
         CHECK(made.fields.path == "a/b.ipynb");
         CHECK(made.fields.name == "b.ipynb");
@@ -88,7 +92,8 @@ TEST_SUITE("gateway") {
         const auto get = session_of("GET", "/api/sessions/s-1");
         CHECK(get.action == session_action::get);
         CHECK(get.session_id == "s-1");
-        const auto patch = session_of("PATCH", "/api/sessions/s-1", R"({"name":"new.ipynb","kernel":{"id":"k-2"}})");
+        const auto patch = session_of("PATCH", "/api/sessions/s-1",
+                                      R"({"name":"new.ipynb","kernel":{"id":"k-2"}})");
         CHECK(patch.action == session_action::update);
         CHECK(patch.fields.name == "new.ipynb");
         CHECK(patch.fields.kernel_id == "k-2");
@@ -97,7 +102,8 @@ TEST_SUITE("gateway") {
         CHECK(status_of("POST", "/api/sessions", R"({"name":"no path"})") == 400);
         CHECK(status_of("POST", "/api/sessions", R"({"path":7})") == 400);
         CHECK(status_of("POST", "/api/sessions", R"({"path":"a","kernel":"python3"})") == 400);
-        CHECK(status_of("POST", "/api/sessions", R"({"path":"a","kernel":{"name":"../x"}})") == 400);
+        CHECK(status_of("POST", "/api/sessions", R"({"path":"a","kernel":{"name":"../x"}})") ==
+              400);
         CHECK(status_of("PATCH", "/api/sessions/s-1", "") == 400);
         CHECK(status_of("PATCH", "/api/sessions/s-1", "null") == 400);
         CHECK(status_of("GET", "/api/sessions/..") == 404);
@@ -121,56 +127,83 @@ TEST_SUITE("gateway") {
     }
 
     TEST_CASE("decide: a kernel's websocket takes the token as ?token= too; preflights need none") {
-        request_view r{.method = "GET", .path = "/api/kernels/k1/channels", .query = "token=s3cret", .body = "",
+        request_view r{.method = "GET",
+                       .path = "/api/kernels/k1/channels",
+                       .query = "token=s3cret",
+                       .body = "",
                        .authorization = {}};
         CHECK(std::holds_alternative<do_gateway>(decide(r, "s3cret", false)));
-        request_view rest{.method = "GET", .path = "/api/kernels", .query = "token=s3cret", .body = "", .authorization = {}};
-        CHECK(std::get<http_response>(decide(rest, "s3cret", false)).status == 401); // a header there
+        request_view rest{.method = "GET",
+                          .path = "/api/kernels",
+                          .query = "token=s3cret",
+                          .body = "",
+                          .authorization = {}};
+        CHECK(std::get<http_response>(decide(rest, "s3cret", false)).status ==
+              401); // a header there
         r.query = "token=wrong";
         CHECK(std::get<http_response>(decide(r, "s3cret", false)).status == 401);
         r.authorization = "token s3cret";
         CHECK(std::holds_alternative<do_gateway>(decide(r, "s3cret", false)));
-        request_view v1{.method = "POST", .path = "/v1/exec", .query = "token=s3cret", .body = "{}", .authorization = {}};
-        CHECK(std::get<http_response>(decide(v1, "s3cret", false)).status == 401); // header only there
-        request_view pre{.method = "OPTIONS", .path = "/api/kernels", .query = "", .body = "", .authorization = {}};
+        request_view v1{.method = "POST",
+                        .path = "/v1/exec",
+                        .query = "token=s3cret",
+                        .body = "{}",
+                        .authorization = {}};
+        CHECK(std::get<http_response>(decide(v1, "s3cret", false)).status ==
+              401); // header only there
+        request_view pre{.method = "OPTIONS",
+                         .path = "/api/kernels",
+                         .query = "",
+                         .body = "",
+                         .authorization = {}};
         CHECK(std::holds_alternative<do_preflight>(decide(pre, "s3cret", false)));
         pre.path = "/v1/exec";
         CHECK(std::holds_alternative<do_preflight>(decide(pre, "s3cret", false)));
-        request_view start{.method = "POST", .path = "/api/kernels", .query = "", .body = "", .authorization = {}};
+        request_view start{
+            .method = "POST", .path = "/api/kernels", .query = "", .body = "", .authorization = {}};
         CHECK(std::get<http_response>(decide(start, "", true)).status == 503);
-        request_view list{.method = "GET", .path = "/api/kernels", .query = "", .body = "", .authorization = {}};
+        request_view list{
+            .method = "GET", .path = "/api/kernels", .query = "", .body = "", .authorization = {}};
         CHECK(std::holds_alternative<do_gateway>(decide(list, "", true))); // listing still works
         CHECK(route_label("/api/kernels/x/channels") == "/api/kernels/channels");
         CHECK(route_label("/api/sessions/s1") == "/api/sessions");
         CHECK(route_label("/kernelspecs/a/b.png") == "/api/kernelspecs");
-        request_view session{.method = "POST", .path = "/api/sessions", .query = "", .body = R"({"path":"a"})",
+        request_view session{.method = "POST",
+                             .path = "/api/sessions",
+                             .query = "",
+                             .body = R"({"path":"a"})",
                              .authorization = {}};
-        CHECK(std::get<http_response>(decide(session, "", true)).status == 503); // it starts a kernel
+        CHECK(std::get<http_response>(decide(session, "", true)).status ==
+              503); // it starts a kernel
         session.method = "GET";
         CHECK(std::holds_alternative<do_session>(decide(session, "", true)));
     }
 
     TEST_CASE("kpool serve --help lists every route of both tables") {
         const std::string help = endpoint_help();
-        for (const char* line : {"GET /v1/health", "POST /v1/exec", "GET, POST /v1/run/PATH", "POST /v1/run ",
-                                 "GET    /api/kernels ", "POST   /api/kernels/{id}/restart", "GET    /api/sessions ",
-                                 "PATCH  /api/sessions/{session}", "GET    /kernelspecs/{name}/{file}"}) {
+        for (const char* line :
+             {"GET /v1/health", "POST /v1/exec", "GET, POST /v1/run/PATH", "POST /v1/run ",
+              "GET    /api/kernels ", "POST   /api/kernels/{id}/restart", "GET    /api/sessions ",
+              "PATCH  /api/sessions/{session}", "GET    /kernelspecs/{name}/{file}"}) {
             CAPTURE(line);
             CHECK(help.find(line) != std::string::npos);
         }
-        CHECK(std::count(help.begin(), help.end(), '\n') == 10 + 2 + 16); // the v1 rows take 10 lines
+        CHECK(std::count(help.begin(), help.end(), '\n') ==
+              10 + 2 + 16); // the v1 rows take 10 lines
     }
 
     TEST_CASE("the v1 subprotocol is chosen only when offered") {
         CHECK(choose_protocol(std::nullopt) == ws_protocol::legacy);
-        CHECK(choose_protocol(std::string("chat, v1.kernel.websocket.jupyter.org")) == ws_protocol::v1);
+        CHECK(choose_protocol(std::string("chat, v1.kernel.websocket.jupyter.org")) ==
+              ws_protocol::v1);
         CHECK(choose_protocol(std::string("v2.other")) == ws_protocol::legacy);
     }
 
     TEST_CASE("legacy: a text message becomes the wire parts; without a channel it goes to shell") {
-        auto m = decode_client_message(ws_protocol::legacy,
-                                       R"({"header":{"msg_id":"1","msg_type":"execute_request"},"content":{"code":"1"}})",
-                                       false);
+        auto m = decode_client_message(
+            ws_protocol::legacy,
+            R"({"header":{"msg_id":"1","msg_type":"execute_request"},"content":{"code":"1"}})",
+            false);
         REQUIRE(m.ok());
         CHECK(m->channel == "shell");
         REQUIRE(m->parts.size() == 4);
@@ -179,13 +212,17 @@ TEST_SUITE("gateway") {
         CHECK(json::parse(m->parts[3])["code"] == "1");
         CHECK(!decode_client_message(ws_protocol::legacy, "not json", false).ok());
         CHECK(!decode_client_message(ws_protocol::legacy, R"({"header":{}})", false).ok());
-        CHECK(!decode_client_message(ws_protocol::legacy, R"({"header":{"msg_type":"x"},"channel":3})", false).ok());
+        CHECK(!decode_client_message(ws_protocol::legacy,
+                                     R"({"header":{"msg_type":"x"},"channel":3})", false)
+                   .ok());
     }
 
     TEST_CASE("legacy binary: big-endian offsets, the JSON, then the buffers; both ways") {
-        const std::string text = R"({"header":{"msg_id":"1","msg_type":"comm_msg"},"channel":"shell"})";
-        const std::string bytes = be32(3) + be32(16) + be32(16 + static_cast<std::uint32_t>(text.size())) +
-                                  be32(16 + static_cast<std::uint32_t>(text.size()) + 3) + text + "abc" + "de";
+        const std::string text =
+            R"({"header":{"msg_id":"1","msg_type":"comm_msg"},"channel":"shell"})";
+        const std::string bytes =
+            be32(3) + be32(16) + be32(16 + static_cast<std::uint32_t>(text.size())) +
+            be32(16 + static_cast<std::uint32_t>(text.size()) + 3) + text + "abc" + "de";
         auto m = decode_client_message(ws_protocol::legacy, bytes, true);
         REQUIRE(m.ok());
         REQUIRE(m->parts.size() == 6);
@@ -232,14 +269,18 @@ TEST_SUITE("gateway") {
         CHECK(back->channel == "shell");
         CHECK(back->parts == m.parts);
         CHECK(!decode_client_message(ws_protocol::v1, "{}", false).ok()); // text: not v1
-        CHECK(!decode_client_message(ws_protocol::v1, le64(3) + le64(32) + le64(31) + le64(40), true).ok());
+        CHECK(
+            !decode_client_message(ws_protocol::v1, le64(3) + le64(32) + le64(31) + le64(40), true)
+                 .ok());
     }
 
     TEST_CASE("the kernel model's time and ids look as jupyter_server's do") {
-        const auto t = std::chrono::system_clock::time_point(std::chrono::microseconds(1'700'000'000'123'456));
+        const auto t =
+            std::chrono::system_clock::time_point(std::chrono::microseconds(1'700'000'000'123'456));
         CHECK(kpool::protocol::iso8601_utc(t) == "2023-11-14T22:13:20.123456Z");
         const std::string id = kpool::protocol::random_uuid();
-        CHECK(std::regex_match(id, std::regex("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")));
+        CHECK(std::regex_match(
+            id, std::regex("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")));
         CHECK(kpool::protocol::random_uuid() != id);
     }
 }

@@ -8,7 +8,8 @@ using kpool::daemon::import_learner;
 using names = std::vector<std::string>;
 
 TEST_SUITE("import learner") {
-    TEST_CASE("nothing before min_kernels reports; then what half the window used, most used first") {
+    TEST_CASE(
+        "nothing before min_kernels reports; then what half the window used, most used first") {
         import_learner l;
         l.kernel_used({"numpy", "pandas"}, {});
         l.kernel_used({"pandas", "numpy"}, {{"utils", "not an installed module (found in /nb)"}});
@@ -30,20 +31,22 @@ TEST_SUITE("import learner") {
         CHECK(l.describe()["window"] == 2);
         l.kernel_used({"numpy", "pandas"}, {}, 41, false); // as it ends: still one, now closed
         CHECK(l.reports() == 2);
-        CHECK(l.wanted().empty()); // 2 kernels, fewer than 3
+        CHECK(l.wanted().empty());               // 2 kernels, fewer than 3
         l.kernel_used({"pandas"}, {}, 41, true); // a new kernel with the pid again: a new report
         CHECK(l.reports() == 3);
         CHECK(l.wanted() == names{"pandas"}); // 3 of 3; numpy 1 of 3
     }
 
-    TEST_CASE("refusals are remembered and never wanted again; size-cap ones are tried at the next build") {
+    TEST_CASE("refusals are remembered and never wanted again; size-cap ones are tried at the next "
+              "build") {
         import_learner l;
         for (int i = 0; i < 3; ++i) {
             l.kernel_used({"grpc", "numpy", "torch"}, {});
         }
         CHECK(l.wanted() == names{"grpc", "numpy", "torch"});
-        l.built({"numpy"}, {{"grpc", "starts a thread at import"},
-                            {"torch", "over the zygote's size cap (1024 MB: 900 MB used, it takes 400)"}});
+        l.built({"numpy"},
+                {{"grpc", "starts a thread at import"},
+                 {"torch", "over the zygote's size cap (1024 MB: 900 MB used, it takes 400)"}});
         CHECK(l.preloaded() == names{"numpy"});
         CHECK(l.wanted() == names{"numpy"}); // as it is: nothing to rebuild for
         CHECK(l.refused().at("grpc") == "starts a thread at import");
@@ -54,7 +57,8 @@ TEST_SUITE("import learner") {
         CHECK(l.refused().count("grpc") == 1);
     }
 
-    TEST_CASE("a pre-imported module stays when kernels no longer show it (its use is hidden then)") {
+    TEST_CASE(
+        "a pre-imported module stays when kernels no longer show it (its use is hidden then)") {
         import_learner l({.window = 10, .min_kernels = 3, .learn_share = 0.5});
         for (int i = 0; i < 10; ++i) {
             l.kernel_used({"pandas", "pytz"}, {});
@@ -80,7 +84,8 @@ TEST_SUITE("import learner") {
         CHECK(after.wanted() == names{"pandas"}); // before any report: kept
         CHECK(after.refused().at("grpc") == "starts a thread at import");
         import_learner odd;
-        odd.from_state(nlohmann::json::parse(R"({"learned": [3, "", "numpy"], "refused": {"x": 1}})"));
+        odd.from_state(
+            nlohmann::json::parse(R"({"learned": [3, "", "numpy"], "refused": {"x": 1}})"));
         CHECK(odd.preloaded() == names{"numpy"});
         CHECK(odd.refused().empty());
         odd.from_state(nlohmann::json::array());

@@ -57,7 +57,7 @@ TEST_SUITE("ipc_socket_dirs") {
             CHECK(fits(*prefix));
             CHECK(prefix->starts_with("/tmp/kp-")); // the runtime dir is too long as well
             short_dir = fs::path(*prefix).parent_path().string();
-            struct stat st{};
+            struct stat st {};
             REQUIRE(::stat(short_dir.c_str(), &st) == 0);
             CHECK((st.st_mode & 0777) == 0700);
             CHECK(*dirs.prefix_for("zz") == short_dir + "/zz"); // the same one again

@@ -60,7 +60,8 @@ TEST_SUITE("kernel_context") {
     }
 
     TEST_CASE("built-in snippets exist for the languages of Debian's and common kernels") {
-        for (const char* language : {"python", "Python", "R", "julia", "octave", "matlab", "bash"}) {
+        for (const char* language :
+             {"python", "Python", "R", "julia", "octave", "matlab", "bash"}) {
             CHECK(has_builtin_context_snippet(language));
         }
         CHECK_FALSE(has_builtin_context_snippet("fake"));
@@ -69,7 +70,8 @@ TEST_SUITE("kernel_context") {
         kernel_context history_only;
         history_only.memory_history = true;
         const std::string code = builtin_context_code("python", history_only).value();
-        CHECK(code.find("\nexec(\"\\ntry:\\n    from IPython import get_ipython") != std::string::npos);
+        CHECK(code.find("\nexec(\"\\ntry:\\n    from IPython import get_ipython") !=
+              std::string::npos);
         CHECK(code.ends_with(", {})"));
         CHECK(builtin_context_code("scala", {}).err().message ==
               "kpool has no cwd/env snippet for language 'scala'");
@@ -97,8 +99,8 @@ TEST_SUITE("kernel_context") {
             }
         }
         SUBCASE("bash") {
-            CHECK(run_script("/bin/bash",
-                             code_for("bash") + "\npwd\nprintf '%s\\n' \"$KPOOL_T\"\n") == expected);
+            CHECK(run_script("/bin/bash", code_for("bash") +
+                                              "\npwd\nprintf '%s\\n' \"$KPOOL_T\"\n") == expected);
             CHECK(builtin_context_code("bash", {std::nullopt, {{"A-B", "x"}}}).err().message ==
                   "env name 'A-B' cannot be exported by a shell");
         }
@@ -108,7 +110,8 @@ TEST_SUITE("kernel_context") {
     TEST_CASE("julia and octave snippets quote what their languages would read specially") {
         const std::string julia = builtin_context_code("julia", {"/a$b", {{"K", "\"v\""}}}).value();
         CHECK(julia == R"(let; cd("/a\$b"); ENV["K"] = "\"v\""; nothing; end)");
-        const std::string octave = builtin_context_code("octave", {"/a\\b", {{"K", "x\ny"}}}).value();
+        const std::string octave =
+            builtin_context_code("octave", {"/a\\b", {{"K", "x\ny"}}}).value();
         CHECK(octave == R"(cd("/a\\b"); setenv("K", "x\ny"); )");
     }
 }

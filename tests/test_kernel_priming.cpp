@@ -7,7 +7,8 @@
 using kpool::languages::priming_requests;
 
 TEST_SUITE("kernel priming") {
-    TEST_CASE("python is two silent cells (one with a user expression), R three loud unstored ones") {
+    TEST_CASE(
+        "python is two silent cells (one with a user expression), R three loud unstored ones") {
         for (const char* language : {"python", "Python", "python3"}) {
             const auto python = priming_requests(language);
             REQUIRE(python.size() == 2);

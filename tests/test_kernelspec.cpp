@@ -31,7 +31,8 @@ TEST_SUITE("kernelspec") {
         t.spec("b", "echo", R"({"argv":["/bin/echo","B"],"display_name":"B"})");
         t.spec("data", "echo", R"({"argv":["/bin/echo","D"]})");
         t.spec("data", "only-data", R"({"argv":["/bin/true"]})");
-        ::setenv("JUPYTER_PATH", ((t.root / "a").string() + ":" + (t.root / "b").string()).c_str(), 1);
+        ::setenv("JUPYTER_PATH", ((t.root / "a").string() + ":" + (t.root / "b").string()).c_str(),
+                 1);
         ::setenv("JUPYTER_DATA_DIR", (t.root / "data").string().c_str(), 1);
         auto path = kernelspec_search_path();
         REQUIRE(path.size() == 5);
@@ -47,7 +48,8 @@ TEST_SUITE("kernelspec") {
         CHECK_FALSE(find_kernelspec("missing").ok());
 
         auto all = list_kernelspecs();
-        auto count = std::count_if(all.begin(), all.end(), [](const kernelspec& s) { return s.name == "echo"; });
+        auto count = std::count_if(all.begin(), all.end(),
+                                   [](const kernelspec& s) { return s.name == "echo"; });
         CHECK(count == 1);
         ::unsetenv("JUPYTER_PATH");
         ::unsetenv("JUPYTER_DATA_DIR");
@@ -58,17 +60,21 @@ TEST_SUITE("kernelspec") {
         t.spec("a", "bad", R"({"argv": []})");
         t.spec("a", "notjson", "{");
         ::setenv("JUPYTER_PATH", (t.root / "a").string().c_str(), 1);
-        CHECK(find_kernelspec("bad").err().message == "kernelspec 'bad': 'argv' must be a non-empty list of strings");
-        CHECK(find_kernelspec("notjson").err().message.find("is not a JSON object") != std::string::npos);
+        CHECK(find_kernelspec("bad").err().message ==
+              "kernelspec 'bad': 'argv' must be a non-empty list of strings");
+        CHECK(find_kernelspec("notjson").err().message.find("is not a JSON object") !=
+              std::string::npos);
         ::unsetenv("JUPYTER_PATH");
     }
 
     TEST_CASE("argv placeholders are substituted, unknown ones kept") {
         kernelspec spec;
         spec.resource_dir = "/k/r";
-        spec.argv = {"{prefix}/bin/python3", "-f", "{connection_file}", "--res={resource_dir}", "{other}"};
+        spec.argv = {"{prefix}/bin/python3", "-f", "{connection_file}", "--res={resource_dir}",
+                     "{other}"};
         CHECK(format_argv(spec, "/run/c.json") ==
-              std::vector<std::string>{"/usr/bin/python3", "-f", "/run/c.json", "--res=/k/r", "{other}"});
+              std::vector<std::string>{"/usr/bin/python3", "-f", "/run/c.json", "--res=/k/r",
+                                       "{other}"});
     }
 
     TEST_CASE("env values expand like Template.safe_substitute") {

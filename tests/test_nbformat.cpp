@@ -21,8 +21,10 @@ TEST_SUITE("nbformat") {
         CHECK(split_lines("a") == std::vector<std::string>{"a"});
         CHECK(split_lines("a\nb\n") == std::vector<std::string>{"a\n", "b\n"});
         CHECK(split_lines("a\r\nb\rc") == std::vector<std::string>{"a\r\n", "b\r", "c"});
-        CHECK(split_lines("a\x0b" "b\x0c" "c\x1c" "d") ==
-              std::vector<std::string>{"a\x0b", "b\x0c", "c\x1c", "d"});
+        CHECK(split_lines("a\x0b"
+                          "b\x0c"
+                          "c\x1c"
+                          "d") == std::vector<std::string>{"a\x0b", "b\x0c", "c\x1c", "d"});
         CHECK(split_lines("x\xc2\x85y\xe2\x80\xa8z\xe2\x80\xa9") ==
               std::vector<std::string>{"x\xc2\x85", "y\xe2\x80\xa8", "z\xe2\x80\xa9"});
         CHECK(split_lines("caf\xc3\xa9\n") == std::vector<std::string>{"caf\xc3\xa9\n"});
@@ -49,8 +51,9 @@ TEST_SUITE("nbformat") {
     }
 
     TEST_CASE("what is not a notebook is refused with where and why") {
-        CHECK(read_notebook("{\n  \"cells\": [,]\n}", "bad.ipynb").err().message.starts_with(
-            "bad.ipynb:2:13: not valid JSON"));
+        CHECK(read_notebook("{\n  \"cells\": [,]\n}", "bad.ipynb")
+                  .err()
+                  .message.starts_with("bad.ipynb:2:13: not valid JSON"));
         CHECK(read_notebook("[]", "a.ipynb").err().message ==
               "a.ipynb: not a notebook (the JSON is not an object)");
         CHECK(read_notebook(R"({"nbformat": 3, "cells": []})", "v3.ipynb").err().message ==
@@ -85,8 +88,12 @@ TEST_SUITE("nbformat") {
 
     TEST_CASE("floats are written as Python's repr, the shortest that reads back") {
         nlohmann::json nb = {{"cells", nlohmann::json::array()},
-                             {"metadata", {{"d", 11508 / 1e6}, {"big", 1e16}, {"small", 1e-5},
-                                           {"whole", 3.0}, {"nan", std::nan("")}}},
+                             {"metadata",
+                              {{"d", 11508 / 1e6},
+                               {"big", 1e16},
+                               {"small", 1e-5},
+                               {"whole", 3.0},
+                               {"nan", std::nan("")}}},
                              {"nbformat", 4},
                              {"nbformat_minor", 4}};
         const std::string text = kpool::notebook::write_notebook(nb);
@@ -99,8 +106,9 @@ TEST_SUITE("nbformat") {
 
     TEST_CASE("an integer beyond 64 bits is written as its digits") {
         nlohmann::json nb = {{"cells", nlohmann::json::array()},
-                             {"metadata", {{"n", kpool::protocol::integer_value<nlohmann::json>(
-                                                     "123456789012345678901234567890", true)}}},
+                             {"metadata",
+                              {{"n", kpool::protocol::integer_value<nlohmann::json>(
+                                         "123456789012345678901234567890", true)}}},
                              {"nbformat", 4},
                              {"nbformat_minor", 4}};
         const std::string text = kpool::notebook::write_notebook(nb);
@@ -128,7 +136,8 @@ TEST_SUITE("nbformat") {
         CHECK(text.find("\"x\": NaN,") != std::string::npos);
         CHECK(text.find("\"z\": -Infinity\n") != std::string::npos);
         // The stand-ins for NaN and Infinity keep their length: errors point where they were.
-        CHECK(read_notebook("{\"a\": [NaN,\n  Infinity, x]}", "p.ipynb").err().message.starts_with(
-            "p.ipynb:2:13: not valid JSON"));
+        CHECK(read_notebook("{\"a\": [NaN,\n  Infinity, x]}", "p.ipynb")
+                  .err()
+                  .message.starts_with("p.ipynb:2:13: not valid JSON"));
     }
 }

@@ -7,7 +7,6 @@
 
 #include <doctest/doctest.h>
 
-
 using namespace kpool::runner;
 namespace jupyter = kpool::jupyter;
 using namespace std::chrono_literals;
@@ -18,7 +17,8 @@ using kpool::jupyter::incoming;
 namespace {
 
 incoming message(channel from, const std::string& type, const std::string& parent, json content) {
-    kpool::protocol::wire_message msg = kpool::protocol::make_message(type, "kernel-session", std::move(content));
+    kpool::protocol::wire_message msg =
+        kpool::protocol::make_message(type, "kernel-session", std::move(content));
     msg.parent_header = {{"msg_id", parent}, {"msg_type", "execute_request"}};
     return {from, msg};
 }
@@ -34,13 +34,18 @@ incoming reply(const std::string& parent, const std::string& status_, json extra
 }
 
 json code(const std::string& source, std::vector<std::string> tags = {}) {
-    return {{"cell_type", "code"}, {"execution_count", nullptr}, {"id", "c" + std::to_string(source.size())},
-            {"metadata", {{"tags", tags}, {"papermill", json::object()}}}, {"outputs", json::array()},
+    return {{"cell_type", "code"},
+            {"execution_count", nullptr},
+            {"id", "c" + std::to_string(source.size())},
+            {"metadata", {{"tags", tags}, {"papermill", json::object()}}},
+            {"outputs", json::array()},
             {"source", source}};
 }
 
 json prepared(json cells) {
-    json nb = {{"nbformat", 4}, {"nbformat_minor", 5}, {"metadata", {{"papermill", json::object()}}},
+    json nb = {{"nbformat", 4},
+               {"nbformat_minor", 5},
+               {"metadata", {{"papermill", json::object()}}},
                {"cells", cells}};
     notebook_start(nb, wall_clock::now());
     return nb;
@@ -54,10 +59,13 @@ jupyter::execution ended(json reply_content) {
 }
 
 // Runs every cell, each execution ending as `outcome(index)` says, with one stream output.
-void run(notebook_engine& engine, const std::function<kpool::jupyter::execution(std::size_t)>& outcome) {
+void run(notebook_engine& engine,
+         const std::function<kpool::jupyter::execution(std::size_t)>& outcome) {
     while (const auto i = engine.next_cell()) {
         if (engine.begin_cell(wall_clock::now())) {
-            engine.on_iopub(message(channel::iopub, "stream", "x", {{"name", "stdout"}, {"text", "out\n"}}).msg);
+            engine.on_iopub(
+                message(channel::iopub, "stream", "x", {{"name", "stdout"}, {"text", "out\n"}})
+                    .msg);
             engine.on_executed(outcome(*i));
         }
         engine.end_cell(wall_clock::now());
@@ -127,8 +135,10 @@ TEST_SUITE("execution_tracker") {
 
 TEST_SUITE("notebook_engine") {
     TEST_CASE("cells with nothing to run are started and completed without a request") {
-        json markdown = {{"cell_type", "markdown"}, {"metadata", json::object()}, {"source", "# t"}};
-        json nb = prepared({markdown, code("  \n"), code("x = 1", {"skip-execution"}), code("1 + 1")});
+        json markdown = {
+            {"cell_type", "markdown"}, {"metadata", json::object()}, {"source", "# t"}};
+        json nb =
+            prepared({markdown, code("  \n"), code("x = 1", {"skip-execution"}), code("1 + 1")});
         notebook_engine engine(nb, {});
         std::vector<std::string> sent;
         while (engine.next_cell()) {
@@ -152,7 +162,9 @@ TEST_SUITE("notebook_engine") {
         notebook_engine engine(nb, {});
         REQUIRE(engine.begin_cell(wall_clock::now()));
         engine.on_iopub(iopub_status("r", "busy").msg);
-        engine.on_iopub(message(channel::iopub, "execute_input", "r", {{"code", "print('out')"}, {"execution_count", 4}}).msg);
+        engine.on_iopub(message(channel::iopub, "execute_input", "r",
+                                {{"code", "print('out')"}, {"execution_count", 4}})
+                            .msg);
         const json out = engine.on_iopub(
             message(channel::iopub, "stream", "r", {{"name", "stdout"}, {"text", "out\n"}}).msg);
         engine.on_iopub(iopub_status("r", "idle").msg);
@@ -188,15 +200,18 @@ TEST_SUITE("notebook_engine") {
 
     TEST_CASE("allow_errors and raises-exception let the run go on") {
         for (bool allow : {true, false}) {
-            json nb = prepared({code("raise ValueError", allow ? std::vector<std::string>{} : std::vector<std::string>{"raises-exception"}),
-                                code("2")});
+            json nb = prepared(
+                {code("raise ValueError", allow ? std::vector<std::string>{}
+                                                : std::vector<std::string>{"raises-exception"}),
+                 code("2")});
             notebook_engine engine(nb, {.allow_errors = allow, .execution_timeout = std::nullopt});
             std::size_t ran = 0;
             while (engine.next_cell()) {
                 if (auto request = engine.begin_cell(wall_clock::now())) {
                     CHECK(request->stop_on_error == (!allow && ran == 1));
-                    engine.on_executed(ended(ran == 0 ? json{{"status", "error"}, {"ename", "ValueError"}}
-                                                      : json{{"status", "ok"}}));
+                    engine.on_executed(
+                        ended(ran == 0 ? json{{"status", "error"}, {"ename", "ValueError"}}
+                                       : json{{"status", "ok"}}));
                     ++ran;
                 }
                 engine.end_cell(wall_clock::now());
@@ -209,7 +224,9 @@ TEST_SUITE("notebook_engine") {
     TEST_CASE("sys.exit(0) ends the run as a success, papermill's way") {
         json nb = prepared({code("import sys; sys.exit(0)"), code("2")});
         notebook_engine engine(nb, {});
-        run(engine, [](std::size_t) { return ended({{"status", "error"}, {"ename", "SystemExit"}, {"evalue", "0"}}); });
+        run(engine, [](std::size_t) {
+            return ended({{"status", "error"}, {"ename", "SystemExit"}, {"evalue", "0"}});
+        });
         CHECK(engine.stop().outcome == run_outcome::ok);
         CHECK(nb["cells"][0]["metadata"]["papermill"]["exception"] == true);
         CHECK(nb["cells"][1]["metadata"]["papermill"]["status"] == "pending");
@@ -225,7 +242,8 @@ TEST_SUITE("notebook_engine") {
         };
         const std::vector<way> ways = {
             {[](kpool::jupyter::execution& e) { e.timed_out = true; }, run_outcome::cell_failed,
-             "cell 0: A cell timed out while it was being executed, after 1.5 seconds (the kernel was interrupted)."},
+             "cell 0: A cell timed out while it was being executed, after 1.5 seconds (the kernel "
+             "was interrupted)."},
             {[](kpool::jupyter::execution& e) { e.kernel_died = true; }, run_outcome::kernel_died,
              "the kernel died while running cell 0"},
             {[](kpool::jupyter::execution& e) { e.cancelled = true; }, run_outcome::interrupted,

@@ -31,8 +31,9 @@ TEST_SUITE("outputs") {
         b.apply(msg("execute_input", {{"code", "x"}, {"execution_count", 3}}), 0);
         b.apply(msg("stream", {{"name", "stdout"}, {"text", "a"}}), 0);
         b.apply(msg("stream", {{"name", "stdout"}, {"text", "b"}}), 0);
-        b.apply(msg("execute_result",
-                    {{"data", {{"text/plain", "1"}}}, {"metadata", json::object()}, {"execution_count", 3}}),
+        b.apply(msg("execute_result", {{"data", {{"text/plain", "1"}}},
+                                       {"metadata", json::object()},
+                                       {"execution_count", 3}}),
                 0);
         b.apply(msg("comm_open", {{"comm_id", "c"}}), 0);
         const json& outs = cells[0]["outputs"];
@@ -60,16 +61,19 @@ TEST_SUITE("outputs") {
         json cells = two_cells();
         output_builder b(cells);
         const json transient = {{"display_id", "d"}};
-        b.apply(msg("display_data", {{"data", {{"text/plain", "1"}}}, {"metadata", json::object()},
+        b.apply(msg("display_data", {{"data", {{"text/plain", "1"}}},
+                                     {"metadata", json::object()},
                                      {"transient", transient}}),
                 0);
-        b.apply(msg("display_data", {{"data", {{"text/plain", "2"}}}, {"metadata", json::object()},
+        b.apply(msg("display_data", {{"data", {{"text/plain", "2"}}},
+                                     {"metadata", json::object()},
                                      {"transient", transient}}),
                 1);
         // A display_data with a known id updates the earlier ones and is appended as well.
         CHECK(cells[0]["outputs"][0]["data"]["text/plain"] == "2");
         b.apply(msg("update_display_data", {{"data", {{"text/plain", "3"}}},
-                                            {"metadata", {{"k", 1}}}, {"transient", transient}}),
+                                            {"metadata", {{"k", 1}}},
+                                            {"transient", transient}}),
                 1);
         CHECK(cells[0]["outputs"][0]["data"]["text/plain"] == "3");
         CHECK(cells[1]["outputs"][0]["data"]["text/plain"] == "3");
@@ -79,8 +83,11 @@ TEST_SUITE("outputs") {
     }
 
     TEST_CASE("errors keep ename, evalue and the traceback") {
-        json out = output_from_msg("error", {{"ename", "E"}, {"evalue", "v"}, {"traceback", {"t"}}});
-        CHECK(out == json{{"output_type", "error"}, {"ename", "E"}, {"evalue", "v"}, {"traceback", {"t"}}});
+        json out =
+            output_from_msg("error", {{"ename", "E"}, {"evalue", "v"}, {"traceback", {"t"}}});
+        CHECK(
+            out ==
+            json{{"output_type", "error"}, {"ename", "E"}, {"evalue", "v"}, {"traceback", {"t"}}});
         CHECK(output_from_msg("comm_msg", json::object()).is_null());
     }
 }

@@ -36,24 +36,30 @@ TEST_SUITE("params") {
         const ojson big = resolve_cli_value("-123_456789012345678901234567890");
         REQUIRE(kpool::protocol::is_big_integer(big));
         CHECK(kpool::protocol::big_integer_digits(big) == "-123456789012345678901234567890");
-        CHECK(resolve_cli_value("9223372036854775807") == 9223372036854775807LL); // int64 max stays a number
+        CHECK(resolve_cli_value("9223372036854775807") ==
+              9223372036854775807LL); // int64 max stays a number
         CHECK(kpool::protocol::is_big_integer(resolve_cli_value("9223372036854775808")));
         CHECK(resolve_cli_value("-0") == 0);
         CHECK(resolve_cli_value("007") == 7);
-        auto p = parse_yaml_parameters("h: 0x1ffffffffffffffffffff\ns: 99999999999999999999:30\n"
-                                       "i: !!int 1234567890123456789012345\nf: !!float 123456789012345678901\n"
-                                       "b: -0b1111111111111111111111111111111111111111111111111111111111111111\n",
-                                       "big.yaml");
+        auto p = parse_yaml_parameters(
+            "h: 0x1ffffffffffffffffffff\ns: 99999999999999999999:30\n"
+            "i: !!int 1234567890123456789012345\nf: !!float 123456789012345678901\n"
+            "b: -0b1111111111111111111111111111111111111111111111111111111111111111\n",
+            "big.yaml");
         REQUIRE(p.ok());
         CHECK(kpool::protocol::big_integer_digits((*p)["h"]) == "2417851639229258349412351");
-        CHECK(kpool::protocol::big_integer_digits((*p)["s"]) == "5999999999999999999970"); // no crash
+        CHECK(kpool::protocol::big_integer_digits((*p)["s"]) ==
+              "5999999999999999999970"); // no crash
         CHECK(kpool::protocol::big_integer_digits((*p)["i"]) == "1234567890123456789012345");
         CHECK((*p)["f"].get<double>() == 123456789012345678901.0);
         CHECK(kpool::protocol::big_integer_digits((*p)["b"]) == "-18446744073709551615");
         const ojson values = ojson{{"n", big}};
-        CHECK(*translator_for("python", "")->codify(values) == "# Parameters\nn = -123456789012345678901234567890\n");
-        CHECK(*translator_for("R", "")->codify(values) == "# Parameters\nn = -123456789012345678901234567890\n");
-        CHECK(*translator_for("scala", "")->codify(values) == "// Parameters\nval n = -123456789012345678901234567890L\n");
+        CHECK(*translator_for("python", "")->codify(values) ==
+              "# Parameters\nn = -123456789012345678901234567890\n");
+        CHECK(*translator_for("R", "")->codify(values) ==
+              "# Parameters\nn = -123456789012345678901234567890\n");
+        CHECK(*translator_for("scala", "")->codify(values) ==
+              "// Parameters\nval n = -123456789012345678901234567890L\n");
     }
 
     TEST_CASE("decimal arithmetic for big integers") {
@@ -66,9 +72,10 @@ TEST_SUITE("params") {
     }
 
     TEST_CASE("YAML is typed as PyYAML's safe loader types it, without dates") {
-        auto p = parse_yaml_parameters("a: yes\nb: 0x1f\nc: 1.5\nd: 1e3\ne: ~\nf: '12'\ng: 2026-01-01\n"
-                                       "h: [1, two, .inf]\ni: {k: off}\nj: 010\nk: -0b11\n",
-                                       "p.yaml");
+        auto p =
+            parse_yaml_parameters("a: yes\nb: 0x1f\nc: 1.5\nd: 1e3\ne: ~\nf: '12'\ng: 2026-01-01\n"
+                                  "h: [1, two, .inf]\ni: {k: off}\nj: 010\nk: -0b11\n",
+                                  "p.yaml");
         REQUIRE(p.ok());
         CHECK((*p)["a"] == true);
         CHECK((*p)["b"] == 31);
@@ -84,13 +91,15 @@ TEST_SUITE("params") {
         CHECK((*p)["k"] == -3);
         CHECK(parse_yaml_parameters("", "e.yaml")->empty());
         // YAML 1.1's base 60 and explicit tags, as PyYAML reads them.
-        auto t = parse_yaml_parameters("s: 1:30\nf: -1:30.5\nstr: !!str 5\nfl: !!float 3\n", "t.yaml");
+        auto t =
+            parse_yaml_parameters("s: 1:30\nf: -1:30.5\nstr: !!str 5\nfl: !!float 3\n", "t.yaml");
         REQUIRE(t.ok());
         CHECK((*t)["s"] == 90);
         CHECK((*t)["f"].get<double>() == -90.5);
         CHECK((*t)["str"] == "5");
         CHECK((*t)["fl"].is_number_float());
-        CHECK(parse_yaml_parameters("x: !!int abc\n", "b.yaml").err().message == "b.yaml:1:4: 'abc' is not a int");
+        CHECK(parse_yaml_parameters("x: !!int abc\n", "b.yaml").err().message ==
+              "b.yaml:1:4: 'abc' is not a int");
         CHECK(parse_yaml_parameters("[1]", "l.yaml").err().message ==
               "l.yaml: parameters must be a YAML mapping of names to values");
         CHECK(parse_yaml_parameters("a: [1,\n", "bad.yaml").err().message.starts_with("bad.yaml:"));
@@ -123,18 +132,19 @@ TEST_SUITE("params") {
         CHECK(std::string(translator_for("octave", "octave")->name()) == "matlab");
         CHECK(translator_for("xr", "fake") == nullptr); // an error for the caller, not Python
         CHECK(std::string(translator_for(".net-csharp", "C#")->name()) == ".net-csharp");
-        CHECK(translator_names() == ".net-csharp, .net-fsharp, .net-powershell, R, bash, julia, matlab, "
-                                    "octave, pysparkkernel, python, scala, sparkkernel, sparkrkernel");
+        CHECK(translator_names() ==
+              ".net-csharp, .net-fsharp, .net-powershell, R, bash, julia, matlab, "
+              "octave, pysparkkernel, python, scala, sparkkernel, sparkrkernel");
     }
 
     TEST_CASE("each language's literals, as papermill writes them") {
         const ojson values = ojson::parse(
             R"({"s": "a \"q\" 'b' \\ \n é 😀", "i": 3, "big": 3000000000, "f": 0.5, "t": true,
                 "n": null, "l": [1, "x"], "d": {"k": 1.0}})");
-        CHECK(*codify("python", values) ==
-              "# Parameters\n"
-              "s = \"a \\\"q\\\" 'b' \\\\ \\n \\xe9 \\U0001f600\"\n"
-              "i = 3\nbig = 3000000000\nf = 0.5\nt = True\nn = None\nl = [1, \"x\"]\nd = {\"k\": 1.0}\n");
+        CHECK(*codify("python", values) == "# Parameters\n"
+                                           "s = \"a \\\"q\\\" 'b' \\\\ \\n \\xe9 \\U0001f600\"\n"
+                                           "i = 3\nbig = 3000000000\nf = 0.5\nt = True\nn = "
+                                           "None\nl = [1, \"x\"]\nd = {\"k\": 1.0}\n");
         CHECK(*codify("R", values) ==
               "# Parameters\n"
               "s = \"a \\\"q\\\" 'b' \\\\ \\n \\xe9 \\U0001f600\"\n"
@@ -158,8 +168,7 @@ TEST_SUITE("params") {
         CHECK(codify("bash", ojson::parse(R"({"d": {"k": 1}})")).err().message ==
               "a dict parameter cannot be written in bash");
         CHECK(*codify("R", ojson::parse(R"({"__x": 1})")) == "# Parameters\nx = 1\n");
-        CHECK(*codify("python", ojson{{"x", std::nan("")}}) ==
-              "# Parameters\nx = float('nan')\n");
+        CHECK(*codify("python", ojson{{"x", std::nan("")}}) == "# Parameters\nx = float('nan')\n");
     }
 
     TEST_CASE(".NET's three languages, as papermill writes them") {
@@ -169,31 +178,41 @@ TEST_SUITE("params") {
         CHECK(*codify(".net-csharp", simple) ==
               "// Parameters\nvar i = 3;\nvar big = 3000000000L;\nvar t = false;\nvar f = 0.5;\n"
               "var l = new [] { 1, \"x y\" };\n"
-              "var d = new Dictionary<string,Object>{ { \"k\" , \"v\" }, { \"q\" , \"a\\\"b\" } };\n");
+              "var d = new Dictionary<string,Object>{ { \"k\" , \"v\" }, { \"q\" , \"a\\\"b\" } "
+              "};\n");
         CHECK(*codify(".net-fsharp", simple) ==
               "(* Parameters *)\nlet i = 3\nlet big = 3000000000L\nlet t = false\nlet f = 0.5\n"
               "let l = [ 1; \"x y\" ]\n"
-              "let d = [ (\"k\", \"v\" :> IComparable); (\"q\", \"a\\\"b\" :> IComparable) ] |> Map.ofList\n");
+              "let d = [ (\"k\", \"v\" :> IComparable); (\"q\", \"a\\\"b\" :> IComparable) ] |> "
+              "Map.ofList\n");
         CHECK(*codify(".net-powershell", simple) ==
               "# Parameters\n$i = 3\n$big = 3000000000\n$t = $False\n$f = 0.5\n$l = @(1, \"x y\")\n"
               "$d = @{\"k\" = \"v\"\n \"q\" = \"a`\"b\"}\n");
         const ojson edges = ojson::parse(R"({"n": null, "e": [], "z": {}})");
-        CHECK(*codify(".net-fsharp", edges) == "(* Parameters *)\nlet n = None\nlet e = [  ]\nlet z = [  ] |> Map.ofList\n");
-        CHECK(*codify(".net-powershell", ojson{{"n", nullptr}, {"x", std::nan("")}, {"y", -HUGE_VAL}}) ==
+        CHECK(*codify(".net-fsharp", edges) ==
+              "(* Parameters *)\nlet n = None\nlet e = [  ]\nlet z = [  ] |> Map.ofList\n");
+        CHECK(*codify(".net-powershell",
+                      ojson{{"n", nullptr}, {"x", std::nan("")}, {"y", -HUGE_VAL}}) ==
               "# Parameters\n$n = $Null\n$x = [double]::NaN\n$y = [double]::NegativeInfinity\n");
-        CHECK(*codify(".net-csharp", ojson{{"e", ojson::array()}, {"z", ojson::object()}, {"x", HUGE_VAL}}) ==
-              "// Parameters\nvar e = new [] {  };\nvar z = new Dictionary<string,Object>{  };\nvar x = inf;\n");
+        CHECK(*codify(".net-csharp",
+                      ojson{{"e", ojson::array()}, {"z", ojson::object()}, {"x", HUGE_VAL}}) ==
+              "// Parameters\nvar e = new [] {  };\nvar z = new Dictionary<string,Object>{  "
+              "};\nvar x = inf;\n");
         // papermill: NotImplementedError("Option type not implemented for C#.")
-        CHECK(codify(".net-csharp", edges).err().message == "a None parameter cannot be written in .net-csharp");
+        CHECK(codify(".net-csharp", edges).err().message ==
+              "a None parameter cannot be written in .net-csharp");
         CHECK(names(".net-csharp", "var x = 1;\ny = 2;\n") == std::set<std::string>{"x", "y"});
-        CHECK(names(".net-fsharp", "let x = 1\nlet mutable y = 2\n") == std::set<std::string>{"x", "y"});
+        CHECK(names(".net-fsharp", "let x = 1\nlet mutable y = 2\n") ==
+              std::set<std::string>{"x", "y"});
         CHECK(names(".net-powershell", "$x = 1\n$y=2\n") == std::set<std::string>{"x", "y"});
     }
 
     TEST_CASE("papermill's inspection of a Python parameters cell (--help-notebook)") {
-        const auto found = *translator_for("python3", "python")->inspect(
-            "# Parameters\nalpha = 0.1  # the learning rate\nn: int = 3\nname: 'str' = \"x\"\n"
-            "items = [\n  1,  # one\n  2,\n]  # the items\nbad = a == b\nk = 4 # type: int  and help\n");
+        const auto found = *translator_for("python3", "python")
+                                ->inspect("# Parameters\nalpha = 0.1  # the learning rate\nn: int "
+                                          "= 3\nname: 'str' = \"x\"\n"
+                                          "items = [\n  1,  # one\n  2,\n]  # the items\nbad = a "
+                                          "== b\nk = 4 # type: int  and help\n");
         REQUIRE(found.size() == 5);
         CHECK(found[0].name == "alpha");
         CHECK(found[0].inferred_type_name == "None");

@@ -210,7 +210,7 @@ TEST_SUITE("pool") {
         f.advance(500ms);
         CHECK(f.driver.started.size() == 2);
         CHECK_FALSE(f.p->next_deadline().has_value()); // the backoff is over, nothing is due
-        f.p->on_exited("k2", "exit code 1", f.now); // died while starting: failure #2
+        f.p->on_exited("k2", "exit code 1", f.now);    // died while starting: failure #2
         CHECK(f.p->counters().spawn_failures == 2);
         CHECK(f.p->next_deadline() == f.now + 1000ms);
         CHECK(pool_status_json(*f.p, f.now)["consecutive_failures"] == 2);
@@ -263,7 +263,7 @@ TEST_SUITE("pool") {
         const kernel_entry* k = granted(f.p->acquire(1, 5s, std::nullopt, f.now));
         REQUIRE(k != nullptr);
         CHECK(k->id == "k2");
-        CHECK(f.driver.watched.empty()); // leased: hands off
+        CHECK(f.driver.watched.empty());           // leased: hands off
         f.p->on_unresponsive("k2", "late", f.now); // a beat in flight at lease time: ignored
         CHECK(f.p->counters().hung_warm == 1);
         f.p->on_exited("k1", "killed by signal 9", f.now);
@@ -305,7 +305,8 @@ TEST_SUITE("pool") {
         fixture f(1, 1);
         f.p->refill(f.now);
         f.warm("k1");
-        CHECK(f.p->release("k1", f.now).err().code == errc::unknown_kernel); // warm, never handed out
+        CHECK(f.p->release("k1", f.now).err().code ==
+              errc::unknown_kernel); // warm, never handed out
         REQUIRE(granted(f.p->acquire(1, 5s, std::nullopt, f.now)) != nullptr);
         CHECK(f.p->release("k1", f.now).ok());
         CHECK(f.kernel("k1").state == kernel_state::stopping);
@@ -408,7 +409,7 @@ TEST_SUITE("pool") {
         fixture f(3, 3);
         f.p->refill(f.now);
         f.warm("k1");
-        f.warm("k2"); // k3 still starting
+        f.warm("k2");                                                          // k3 still starting
         REQUIRE(granted(f.p->acquire(1, 5s, std::nullopt, f.now)) != nullptr); // k1 leased
         f.p->refill(f.now); // k4 starts to replace it
         f.p->resize(1, f.now);
@@ -420,7 +421,8 @@ TEST_SUITE("pool") {
         CHECK(f.p->config().size == 3);
     }
 
-    TEST_CASE("reconfigure replaces warm kernels started differently; a fresh start after failures") {
+    TEST_CASE(
+        "reconfigure replaces warm kernels started differently; a fresh start after failures") {
         fixture f(2, 2);
         f.p->refill(f.now);
         f.warm("k1");
@@ -447,9 +449,9 @@ TEST_SUITE("pool") {
         fixture f(3, 3);
         f.p->refill(f.now);
         f.warm("k1");
-        f.warm("k2"); // k3 still starting
+        f.warm("k2");                                                          // k3 still starting
         REQUIRE(granted(f.p->acquire(1, 5s, std::nullopt, f.now)) != nullptr); // k1 leased
-        f.p->refill(f.now);                                                      // k4 starts
+        f.p->refill(f.now);                                                    // k4 starts
         f.p->replace_unleased(f.now);
         CHECK(f.driver.stopped == std::vector<std::string>{"k3", "k4", "k2"});
         CHECK(f.kernel("k1").state == kernel_state::leased);
@@ -473,7 +475,8 @@ TEST_SUITE("pool") {
         CHECK(std::holds_alternative<acquire_queued>(f.p->acquire(4, 5s, std::nullopt, f.now)));
         f.p->retire(f.now);
         CHECK(f.sink.failures.back() == std::pair<waiter_id, errc>{4, errc::unknown_pool});
-        CHECK(std::get<kpool::error>(f.p->acquire(5, 5s, std::nullopt, f.now)).code == errc::unknown_pool);
+        CHECK(std::get<kpool::error>(f.p->acquire(5, 5s, std::nullopt, f.now)).code ==
+              errc::unknown_pool);
         const auto started = f.driver.started.size();
         f.p->refill(f.now);
         CHECK(f.driver.started.size() == started);

@@ -25,14 +25,16 @@ int listen_on(std::uint16_t port) {
     address.sin_family = AF_INET;
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     address.sin_port = htons(port);
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 || ::listen(fd, 1) != 0) {
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+        ::listen(fd, 1) != 0) {
         ::close(fd);
         return -1;
     }
     return fd;
 }
 
-kpool::config::daemon_config ports_config(kpool::config::kernel_port_source source, int max_kernels = 64) {
+kpool::config::daemon_config ports_config(kpool::config::kernel_port_source source,
+                                          int max_kernels = 64) {
     kpool::config::daemon_config cfg;
     cfg.kernel_ports = source;
     cfg.max_kernels = max_kernels;
@@ -92,7 +94,8 @@ TEST_SUITE("port_registry") {
         CHECK_FALSE(port_registry::taken_by_another("127.0.0.1", port));
     }
 
-    TEST_CASE("a range: every port from it, ports others listen on skipped, a clear error when full") {
+    TEST_CASE(
+        "a range: every port from it, ports others listen on skipped, a clear error when full") {
         // Below Linux's ephemeral range and kpoold's default (above it): nobody else's.
         const port_range range{29100, 29111};
         const int other_a = listen_on(29103);
@@ -130,16 +133,19 @@ TEST_SUITE("port_registry") {
         CHECK(registry.reserve("127.0.0.1").ok());
     }
 
-    TEST_CASE("kernel_ports: auto takes the ports above the OS's ephemeral range when there is room") {
+    TEST_CASE(
+        "kernel_ports: auto takes the ports above the OS's ephemeral range when there is room") {
         using kpool::config::kernel_port_source;
         const port_range linux_default{32768, 60999};
         auto plan = plan_kernel_ports(ports_config(kernel_port_source::automatic), linux_default);
         REQUIRE(plan.range);
         CHECK(*plan.range == port_range{61000, 65535});
-        CHECK(plan.why == "auto: above the OS's ephemeral range 32768-60999, where jupyter_client's "
-                          "kernels and outgoing connections take theirs");
+        CHECK(plan.why ==
+              "auto: above the OS's ephemeral range 32768-60999, where jupyter_client's "
+              "kernels and outgoing connections take theirs");
 
-        plan = plan_kernel_ports(ports_config(kernel_port_source::automatic), port_range{1024, 65000});
+        plan =
+            plan_kernel_ports(ports_config(kernel_port_source::automatic), port_range{1024, 65000});
         CHECK_FALSE(plan.range);
         CHECK(plan.why == "auto: the OS's choice of port, from the OS's ephemeral range 1024-65000 "
                           "(only 535 ports above it, 1000 wanted)");

@@ -8,8 +8,13 @@ using namespace kpool::serve;
 namespace {
 
 route decide_one(std::string_view method, std::string_view path, std::string_view body = "",
-                 std::optional<std::string> authorization = {}, bool stopping = false, std::string_view query = "") {
-    return decide({.method = method, .path = path, .query = query, .body = body, .authorization = std::move(authorization)},
+                 std::optional<std::string> authorization = {}, bool stopping = false,
+                 std::string_view query = "") {
+    return decide({.method = method,
+                   .path = path,
+                   .query = query,
+                   .body = body,
+                   .authorization = std::move(authorization)},
                   "s3cret", stopping);
 }
 
@@ -32,11 +37,14 @@ std::string header(const http_response& r, const std::string& name) {
 TEST_SUITE("routing") {
     TEST_CASE("each /v1 row: its methods, with Allow on a 405") {
         const std::optional<std::string> token = "token s3cret";
-        CHECK(std::holds_alternative<do_health>(decide_one("GET", "/v1/health"))); // no token needed
+        CHECK(
+            std::holds_alternative<do_health>(decide_one("GET", "/v1/health"))); // no token needed
         CHECK(std::holds_alternative<do_metrics>(decide_one("GET", "/metrics", "", token)));
-        CHECK(std::holds_alternative<do_exec>(decide_one("POST", "/v1/exec", R"({"code":"1"})", token)));
+        CHECK(std::holds_alternative<do_exec>(
+            decide_one("POST", "/v1/exec", R"({"code":"1"})", token)));
         CHECK(std::holds_alternative<do_run>(decide_one("GET", "/v1/run/a/b.ipynb", "", token)));
-        CHECK(std::get<do_run>(decide_one("POST", "/v1/run/a/b.ipynb", "{}", token)).path == "a/b.ipynb");
+        CHECK(std::get<do_run>(decide_one("POST", "/v1/run/a/b.ipynb", "{}", token)).path ==
+              "a/b.ipynb");
 
         const auto health = answer_of(decide_one("POST", "/v1/health"));
         CHECK(health.status == 405);
@@ -44,9 +52,12 @@ TEST_SUITE("routing") {
         const auto exec = answer_of(decide_one("GET", "/v1/exec", "", token));
         CHECK(exec.status == 405);
         CHECK(header(exec, "allow") == "POST");
-        CHECK(exec.body.find("GET is not allowed on /v1/exec (allowed: POST)") != std::string::npos);
-        CHECK(header(answer_of(decide_one("PUT", "/v1/run/x.ipynb", "", token)), "allow") == "GET, POST");
-        CHECK(answer_of(decide_one("OPTIONS", "/v1/health")).status == 405); // health has no preflight
+        CHECK(exec.body.find("GET is not allowed on /v1/exec (allowed: POST)") !=
+              std::string::npos);
+        CHECK(header(answer_of(decide_one("PUT", "/v1/run/x.ipynb", "", token)), "allow") ==
+              "GET, POST");
+        CHECK(answer_of(decide_one("OPTIONS", "/v1/health")).status ==
+              405); // health has no preflight
         CHECK(std::holds_alternative<do_preflight>(decide_one("OPTIONS", "/v1/run/x.ipynb")));
     }
 
@@ -57,8 +68,10 @@ TEST_SUITE("routing") {
         CHECK(answer_of(decide_one("GET", "/v1/nothing", "", "token s3cret")).status == 404);
         // POST /v1/run takes the notebook in its body; GET needs a path under the root.
         CHECK(answer_of(decide_one("GET", "/v1/run", "", "token s3cret")).status == 405);
-        CHECK(answer_of(decide_one("POST", "/v1/run", "{}", "token s3cret")).status == 400); // no notebook
-        auto upload = decide_one("POST", "/v1/run", R"({"notebook": {"cells": []}})", "token s3cret");
+        CHECK(answer_of(decide_one("POST", "/v1/run", "{}", "token s3cret")).status ==
+              400); // no notebook
+        auto upload =
+            decide_one("POST", "/v1/run", R"({"notebook": {"cells": []}})", "token s3cret");
         REQUIRE(std::holds_alternative<do_run>(upload));
         CHECK(std::get<do_run>(upload).path.empty());
         CHECK_FALSE(std::get<do_run>(upload).body.notebook.empty());
@@ -66,9 +79,11 @@ TEST_SUITE("routing") {
 
     TEST_CASE("while stopping, routes that run code get 503; health and metrics still answer") {
         const std::optional<std::string> token = "token s3cret";
-        CHECK(answer_of(decide_one("POST", "/v1/exec", R"({"code":"1"})", token, true)).status == 503);
+        CHECK(answer_of(decide_one("POST", "/v1/exec", R"({"code":"1"})", token, true)).status ==
+              503);
         CHECK(answer_of(decide_one("GET", "/v1/run/x.ipynb", "", token, true)).status == 503);
-        CHECK(answer_of(decide_one("GET", "/v1/exec", "", token, true)).status == 405); // the method first
+        CHECK(answer_of(decide_one("GET", "/v1/exec", "", token, true)).status ==
+              405); // the method first
         CHECK(std::holds_alternative<do_health>(decide_one("GET", "/v1/health", "", {}, true)));
         CHECK(std::holds_alternative<do_metrics>(decide_one("GET", "/metrics", "", token, true)));
     }

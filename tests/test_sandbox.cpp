@@ -40,12 +40,13 @@ bool has(const std::vector<std::string>& list, const std::string& item) {
 
 TEST_SUITE("sandbox") {
     TEST_CASE("isolation is none by default; sandbox with its table and limits") {
-        const auto cfg = parsed("[pools.a]\n"
-                                "[pools.b]\nisolation = \"sandbox\"\n"
-                                "[pools.b.sandbox]\nreadable = [\"/srv/data/\"]\nwritable = [\"/srv/out\"]\n"
-                                "roots = [\"/srv/jobs\"]\nuser = \"kpool-kernel\"\n"
-                                "[pools.b.limits]\nmemory_mb = 512\nprocesses = 64\n"
-                                "[pools.c]\nisolation = \"sandbox\"\n[pools.c.sandbox]\nnetwork = false\n");
+        const auto cfg =
+            parsed("[pools.a]\n"
+                   "[pools.b]\nisolation = \"sandbox\"\n"
+                   "[pools.b.sandbox]\nreadable = [\"/srv/data/\"]\nwritable = [\"/srv/out\"]\n"
+                   "roots = [\"/srv/jobs\"]\nuser = \"kpool-kernel\"\n"
+                   "[pools.b.limits]\nmemory_mb = 512\nprocesses = 64\n"
+                   "[pools.c]\nisolation = \"sandbox\"\n[pools.c.sandbox]\nnetwork = false\n");
         CHECK(cfg.pools[0].isolation == config::isolation_kind::none);
         const auto& b = cfg.pools[1];
         CHECK(b.isolation == config::isolation_kind::sandbox);
@@ -65,21 +66,31 @@ TEST_SUITE("sandbox") {
     TEST_CASE("diagnostics for the sandbox's keys") {
         CHECK(diagnostic_of("[pools.a]\nisolation = \"vm\"\n") ==
               "t.toml:2:13: 'isolation' must be \"none\" or \"sandbox\"");
-        CHECK(diagnostic_of("[pools.a]\n[pools.a.sandbox]\nroots = [\"/x\"]\n").starts_with(
-            "t.toml:2:1: [pools.a.sandbox] applies to isolation = \"sandbox\" only"));
-        CHECK(diagnostic_of("[pools.a]\nisolation = \"sandbox\"\n[pools.a.sandbox]\nroots = [\"jobs\"]\n") ==
+        CHECK(diagnostic_of("[pools.a]\n[pools.a.sandbox]\nroots = [\"/x\"]\n")
+                  .starts_with(
+                      "t.toml:2:1: [pools.a.sandbox] applies to isolation = \"sandbox\" only"));
+        CHECK(diagnostic_of(
+                  "[pools.a]\nisolation = \"sandbox\"\n[pools.a.sandbox]\nroots = [\"jobs\"]\n") ==
               "t.toml:4:10: 'roots' must be an array of absolute paths");
-        CHECK(diagnostic_of("[pools.a]\nisolation = \"sandbox\"\n[pools.a.sandbox]\nwritable = [\"\"]\n") ==
+        CHECK(diagnostic_of(
+                  "[pools.a]\nisolation = \"sandbox\"\n[pools.a.sandbox]\nwritable = [\"\"]\n") ==
               "t.toml:4:13: 'writable' must be an array of absolute paths");
         // Normalised as read: what a path means, not how it is spelled.
-        CHECK(parsed("[pools.a]\nisolation = \"sandbox\"\n[pools.a.sandbox]\nwritable = [\"/a/../srv//x/\"]\n")
-                  .pools[0].sandbox.writable == std::vector<std::string>{"/srv/x"});
-        CHECK(diagnostic_of("[pools.a]\nisolation = \"sandbox\"\n[pools.a.sandbox]\nuser = \"root\"\n") ==
-              "t.toml:4:8: 'user' names who sandboxed kernels run as when kpoold is root: never root");
-        CHECK(diagnostic_of("[pools.a]\nisolation = \"sandbox\"\n[pools.a.sandbox]\nhome = \"/x\"\n") ==
+        CHECK(parsed("[pools.a]\nisolation = \"sandbox\"\n[pools.a.sandbox]\nwritable = "
+                     "[\"/a/../srv//x/\"]\n")
+                  .pools[0]
+                  .sandbox.writable == std::vector<std::string>{"/srv/x"});
+        CHECK(diagnostic_of(
+                  "[pools.a]\nisolation = \"sandbox\"\n[pools.a.sandbox]\nuser = \"root\"\n") ==
+              "t.toml:4:8: 'user' names who sandboxed kernels run as when kpoold is root: never "
+              "root");
+        CHECK(diagnostic_of(
+                  "[pools.a]\nisolation = \"sandbox\"\n[pools.a.sandbox]\nhome = \"/x\"\n") ==
               "t.toml:4:1: unknown key 'home' in [pools.a.sandbox]");
-        CHECK(diagnostic_of("[pools.a]\nisolation = \"sandbox\"\ntransport = \"tcp\"\n[pools.a.sandbox]\nnetwork = false\n") ==
-              "t.toml:3:13: network = false needs transport = \"ipc\" (the kernel's loopback is its own)");
+        CHECK(diagnostic_of("[pools.a]\nisolation = \"sandbox\"\ntransport = "
+                            "\"tcp\"\n[pools.a.sandbox]\nnetwork = false\n") ==
+              "t.toml:3:13: network = false needs transport = \"ipc\" (the kernel's loopback is "
+              "its own)");
         CHECK(diagnostic_of("[pools.a]\n[pools.a.limits]\nmemory_mb = 8\n") ==
               "t.toml:3:13: 'memory_mb' must be from 32 to 1073741824, not 8");
     }
@@ -110,18 +121,22 @@ TEST_SUITE("sandbox") {
         CHECK_FALSE(protocol::parse_sandbox_spec("{").ok());
     }
 
-    TEST_CASE("a pool's plan: the system read-only, roots kept for working directories, private scratch, kpool's own hidden") {
-        const auto cfg = parsed("[pools.a]\nisolation = \"sandbox\"\n[pools.a.sandbox]\nroots = [\"/srv/jobs\"]\n"
-                                "readable = [\"/srv/models\"]\n");
+    TEST_CASE("a pool's plan: the system read-only, roots kept for working directories, private "
+              "scratch, kpool's own hidden") {
+        const auto cfg = parsed(
+            "[pools.a]\nisolation = \"sandbox\"\n[pools.a.sandbox]\nroots = [\"/srv/jobs\"]\n"
+            "readable = [\"/srv/models\"]\n");
         jupyter::resolved_kernelspec spec;
         spec.spec.resource_dir = "/usr/share/jupyter/kernels/python3";
         spec.program = "/usr/bin/python3";
         const auto plan = daemon::plan_sandbox(cfg.pools[0], spec, {"/run/kpool", "/etc/kpool"});
-        for (const char* path : {"/usr", "/etc", "/lib", "/srv/models", "/usr/share/jupyter/kernels/python3"}) {
+        for (const char* path :
+             {"/usr", "/etc", "/lib", "/srv/models", "/usr/share/jupyter/kernels/python3"}) {
             CHECK_MESSAGE(has(plan.base.readable, path), path);
         }
         CHECK(has(plan.base.roots, "/srv/jobs"));
-        CHECK_FALSE(has(plan.base.writable, "/srv/jobs")); // only an acquire's cwd under it, at acquire
+        CHECK_FALSE(
+            has(plan.base.writable, "/srv/jobs")); // only an acquire's cwd under it, at acquire
         for (const char* path : {"/tmp", "/var/tmp", "/dev/shm"}) {
             CHECK(has(plan.base.private_dirs, path));
         }
@@ -136,12 +151,15 @@ TEST_SUITE("sandbox") {
         limits.memory_mb = 512;
         limits.processes = 64;
         const auto by_cgroup = plan.describe(limits, "cgroup v1 (memory, pids)")["limits"];
-        CHECK(by_cgroup["memory_by"] == "cgroup v1 (memory, pids), the kernel and what it starts together");
+        CHECK(by_cgroup["memory_by"] ==
+              "cgroup v1 (memory, pids), the kernel and what it starts together");
         CHECK(plan.describe(limits, "")["limits"]["memory_by"] ==
               "RLIMIT_AS, each process alone (kpoold can write no cgroup)");
-        const auto no_user = parsed("[pools.a]\nisolation = \"sandbox\"\n[pools.a.sandbox]\nuser = \"no-such-user-here\"\n");
+        const auto no_user = parsed("[pools.a]\nisolation = \"sandbox\"\n[pools.a.sandbox]\nuser = "
+                                    "\"no-such-user-here\"\n");
         if (::geteuid() == 0) {
-            CHECK(daemon::plan_sandbox(no_user.pools[0], spec, {}).problem.find("no-such-user-here") != std::string::npos);
+            CHECK(daemon::plan_sandbox(no_user.pools[0], spec, {})
+                      .problem.find("no-such-user-here") != std::string::npos);
         }
     }
 
@@ -166,8 +184,10 @@ TEST_SUITE("sandbox") {
         const std::vector<std::string> roots = {root};
         CHECK(daemon::workdir_problem(root, roots).empty());
         CHECK(daemon::workdir_problem(root + "/a/", roots).empty());
-        CHECK(daemon::workdir_problem(root + "/link", roots) == "a symbolic link on the way (not followed)");
-        CHECK(daemon::workdir_problem(root + "/link/ssl", roots) == "a symbolic link on the way (not followed)");
+        CHECK(daemon::workdir_problem(root + "/link", roots) ==
+              "a symbolic link on the way (not followed)");
+        CHECK(daemon::workdir_problem(root + "/link/ssl", roots) ==
+              "a symbolic link on the way (not followed)");
         CHECK(daemon::workdir_problem(root + "/missing", roots) == "No such file or directory");
         CHECK(daemon::workdir_problem(root + "/file", roots) == "Not a directory");
         CHECK(daemon::workdir_problem("/etc", roots) == "not within the roots");

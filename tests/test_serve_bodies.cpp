@@ -32,13 +32,18 @@ TEST_SUITE("serve bodies") {
             {"[]", "the body must be a JSON object"},
             {"{}", "field 'code' is required"},
             {R"({"code": null})", "field 'code' must be a string"},
-            {R"({"code": "", "timeout": 0})", "field 'timeout' must be a number of seconds above 0 and at most 3600"},
-            {R"({"code": "", "timeout": 1e9})", "field 'timeout' must be a number of seconds above 0 and at most 3600"},
-            {R"({"code": "", "env": {"A=B": "c"}})", "field 'env': 'A=B' must be a name without '=' with a string value"},
-            {R"({"code": "", "env": {"A": 1}})", "field 'env': 'A' must be a name without '=' with a string value"},
+            {R"({"code": "", "timeout": 0})",
+             "field 'timeout' must be a number of seconds above 0 and at most 3600"},
+            {R"({"code": "", "timeout": 1e9})",
+             "field 'timeout' must be a number of seconds above 0 and at most 3600"},
+            {R"({"code": "", "env": {"A=B": "c"}})",
+             "field 'env': 'A=B' must be a name without '=' with a string value"},
+            {R"({"code": "", "env": {"A": 1}})",
+             "field 'env': 'A' must be a name without '=' with a string value"},
             {R"({"code": "", "env": []})", "field 'env' must be an object of strings"},
             {R"({"code": "", "kernel": ""})", "field 'kernel' must be a non-empty string"},
-            {R"({"code": "", "parameters": {}})", "unknown field 'parameters' (fields: code, kernel, timeout, cwd, env)"},
+            {R"({"code": "", "parameters": {}})",
+             "unknown field 'parameters' (fields: code, kernel, timeout, cwd, env)"},
         };
         for (const auto& [body, message] : table) {
             CAPTURE(body);
@@ -49,7 +54,8 @@ TEST_SUITE("serve bodies") {
     }
 
     TEST_CASE("a run body keeps its parameters in the caller's order") {
-        auto b = parse_run_body(R"({"parameters": {"zeta": 1, "alpha": [1, "x"], "mid": null}, "timeout": 2})");
+        auto b = parse_run_body(
+            R"({"parameters": {"zeta": 1, "alpha": [1, "x"], "mid": null}, "timeout": 2})");
         REQUIRE(b);
         std::vector<std::string> names;
         for (const auto& [name, value] : b->parameters.items()) {
@@ -60,11 +66,14 @@ TEST_SUITE("serve bodies") {
         CHECK(parse_run_body("")->parameters.empty());
         CHECK(parse_run_body(R"({"code": "x"})").err().message ==
               "unknown field 'code' (fields: parameters, report_mode, kernel, timeout, cwd, env)");
-        CHECK(parse_run_body(R"({"notebook": {}})").err().message.starts_with("unknown field 'notebook'"));
+        CHECK(parse_run_body(R"({"notebook": {}})")
+                  .err()
+                  .message.starts_with("unknown field 'notebook'"));
     }
 
     TEST_CASE("POST /v1/run's body carries the notebook itself; report_mode is papermill's") {
-        auto b = parse_run_body(R"({"notebook": {"cells": [], "nbformat": 4}, "report_mode": true})", true);
+        auto b = parse_run_body(
+            R"({"notebook": {"cells": [], "nbformat": 4}, "report_mode": true})", true);
         REQUIRE(b);
         CHECK(nlohmann::json::parse(b->notebook)["nbformat"] == 4);
         CHECK(b->report_mode);
@@ -72,23 +81,27 @@ TEST_SUITE("serve bodies") {
         CHECK(parse_run_body("", true).err().message == "the body is not JSON");
         CHECK(parse_run_body(R"({"notebook": "x.ipynb"})", true).err().message ==
               "field 'notebook' must be a notebook (a JSON object)");
-        CHECK(parse_run_body(R"({"report_mode": 1})").err().message == "field 'report_mode' must be true or false");
+        CHECK(parse_run_body(R"({"report_mode": 1})").err().message ==
+              "field 'report_mode' must be true or false");
     }
 
     TEST_CASE("query parameters are decoded and typed as -p types them") {
-        auto b = parse_run_query("a=1&b=2.5&c=True&d=None&e=hello+world&f=%2Fpath%3D&format=outputs&g");
+        auto b =
+            parse_run_query("a=1&b=2.5&c=True&d=None&e=hello+world&f=%2Fpath%3D&format=outputs&g");
         REQUIRE(b);
         CHECK(b->parameters.dump() ==
               R"({"a":1,"b":2.5,"c":true,"d":null,"e":"hello world","f":"/path=","g":""})");
         CHECK(b->outputs_only);
-        CHECK(parse_run_query("format=xml").err().message == "format must be 'outputs' or 'notebook', not 'xml'");
+        CHECK(parse_run_query("format=xml").err().message ==
+              "format must be 'outputs' or 'notebook', not 'xml'");
         CHECK(parse_run_query("=1").err().message == "a query parameter without a name");
         CHECK(parse_run_query("")->parameters.empty());
         CHECK(parse_run_query("a=%zz")->parameters["a"] == "%zz"); // not an escape: kept
         const auto on = parse_run_query("a=1&kernel=py");
         CHECK(on->kernel.kernel == "py");
         CHECK(on->parameters.dump() == R"({"a":1})");
-        CHECK(parse_run_query("kernel=").err().message == "'kernel' must name a pool or a kernelspec");
+        CHECK(parse_run_query("kernel=").err().message ==
+              "'kernel' must name a pool or a kernelspec");
     }
 
     TEST_CASE("kpoold's refused context op: 400 for the caller's directory, else 502") {

@@ -26,7 +26,8 @@ TEST_CASE("serve job: code goes to /v1/exec with its fields, the id as the reque
 }
 
 TEST_CASE("serve job: a notebook under the root, its path %-encoded, its outputs asked for") {
-    auto job = read_job(R"({"id": 2, "root_notebook": "a dir/r&d.ipynb", "parameters": {"b": 2, "a": 1}})", 1);
+    auto job = read_job(
+        R"({"id": 2, "root_notebook": "a dir/r&d.ipynb", "parameters": {"b": 2, "a": 1}})", 1);
     REQUIRE(job);
     CHECK(job->request.target == "/v1/run/a%20dir/r%26d.ipynb?format=outputs");
     CHECK(job->request.body == R"({"parameters":{"b":2,"a":1}})"); // the caller's order kept
@@ -55,7 +56,8 @@ TEST_CASE("serve job: what is wrong with a line, with its number") {
              {R"({"code": 1})", "\"code\" must be a non-empty string"},
              {R"({"code": "1", "parameters": {}})", "go with a notebook"},
              {R"({"code": "1", "kernal": "x"})", "unknown field \"kernal\""},
-             {R"({"notebook": "/nonexistent.ipynb"})", "cannot read the notebook /nonexistent.ipynb"},
+             {R"({"notebook": "/nonexistent.ipynb"})",
+              "cannot read the notebook /nonexistent.ipynb"},
          }) {
         CAPTURE(line);
         auto job = read_job(line, 5);
@@ -75,8 +77,9 @@ TEST_CASE("serve job: answer lines say the status, the outcome and what came bac
     a.seconds = 0.0123;
     auto line = answer_of(*job, a, 2);
     CHECK_FALSE(line.ok);
-    CHECK(line.line.dump() ==
-          R"({"id":9,"line":4,"attempts":2,"status":200,"ms":12.3,"outcome":"error","result":{"ename":"ZeroDivisionError","status":"error"}})");
+    CHECK(
+        line.line.dump() ==
+        R"({"id":9,"line":4,"attempts":2,"status":200,"ms":12.3,"outcome":"error","result":{"ename":"ZeroDivisionError","status":"error"}})");
     a.status = 504;
     a.headers.clear();
     a.body = "not json";

@@ -1,7 +1,7 @@
 // spawn_launcher with real processes on a real libuv loop: start, output, exit codes, signals
 // sent before the process exists, and a loop that closes with nothing left open.
-#include "jupyter/executable.hpp"
 #include "daemon/process/spawn_launcher.hpp"
+#include "jupyter/executable.hpp"
 
 #include <doctest/doctest.h>
 
@@ -24,16 +24,16 @@ struct outcome {
 };
 
 // Runs one process to its end on a fresh loop; `before_run` may act on the handle first.
-outcome run(const launch_spec& spec, const std::function<void(launched_process&)>& before_run = {}) {
+outcome run(const launch_spec& spec,
+            const std::function<void(launched_process&)>& before_run = {}) {
     uv_loop_t loop;
     uv_loop_init(&loop);
     outcome out;
     {
         spawn_launcher launcher(&loop);
-        auto proc = launcher.launch(spec,
-                                    {[&](int pid) { out.pid = pid; },
-                                     [&](std::string_view s) { out.output += s; },
-                                     [&](exit_status st) { out.exit = st; }});
+        auto proc = launcher.launch(spec, {[&](int pid) { out.pid = pid; },
+                                           [&](std::string_view s) { out.output += s; },
+                                           [&](exit_status st) { out.exit = st; }});
         REQUIRE(proc.ok());
         if (before_run) {
             before_run(**proc);
@@ -79,9 +79,11 @@ TEST_SUITE("spawn_launcher") {
     }
 
     TEST_CASE("an idle launch starts at SCHED_IDLE, threads included; a normal one does not") {
-        const char* code = "import os, threading; t = threading.Thread(target=lambda: print(os.sched_getscheduler(0))); "
+        const char* code = "import os, threading; t = threading.Thread(target=lambda: "
+                           "print(os.sched_getscheduler(0))); "
                            "print(os.sched_getscheduler(0)); t.start(); t.join()";
-        auto idle = run(launch_spec{{"/usr/bin/python3", "-c", code}, {"PATH=/usr/bin:/bin"}, "", {}, "", true, {}, ""});
+        auto idle = run(launch_spec{
+            {"/usr/bin/python3", "-c", code}, {"PATH=/usr/bin:/bin"}, "", {}, "", true, {}, ""});
         REQUIRE(idle.exit.has_value());
         CHECK(idle.output == "5\n5\n"); // SCHED_IDLE
         auto normal = run({"/usr/bin/python3", "-c", code});
@@ -138,9 +140,10 @@ TEST_SUITE("spawn_launcher") {
         std::string output;
         {
             spawn_launcher launcher(&loop);
-            auto proc = launcher.launch({{"/bin/true"}, {}, "/nonexistent/dir", {}, "", false, {}, ""},
-                                        {nullptr, [&](std::string_view s) { output += s; },
-                                         [&](exit_status st) { exit = st; }});
+            auto proc =
+                launcher.launch({{"/bin/true"}, {}, "/nonexistent/dir", {}, "", false, {}, ""},
+                                {nullptr, [&](std::string_view s) { output += s; },
+                                 [&](exit_status st) { exit = st; }});
             REQUIRE(proc.ok());
             uv_run(&loop, UV_RUN_DEFAULT);
         }

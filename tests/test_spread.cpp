@@ -6,8 +6,8 @@
 
 #include <set>
 
-using kpool::client::spread;
 using kpool::errc;
+using kpool::client::spread;
 using kpool::protocol::pool_summary;
 
 TEST_SUITE("spread") {
@@ -61,7 +61,8 @@ TEST_SUITE("spread") {
         CHECK(firsts.count("b") == 1);
     }
 
-    TEST_CASE("stale views: the better of two picked at random goes first, so every daemon gets turns") {
+    TEST_CASE(
+        "stale views: the better of two picked at random goes first, so every daemon gets turns") {
         spread s;
         const auto then = spread::clock::now();
         s.learn_status("a", {{"py", "python3", 0}}, then);
@@ -81,10 +82,12 @@ TEST_SUITE("spread") {
     }
 
     TEST_CASE("the refusals that fail over, and the wait a later daemon is given") {
-        for (errc code : {errc::capacity, errc::unavailable, errc::unknown_pool, errc::shutting_down}) {
+        for (errc code :
+             {errc::capacity, errc::unavailable, errc::unknown_pool, errc::shutting_down}) {
             CHECK(spread::fails_over({code, ""}));
         }
-        for (errc code : {errc::bad_request, errc::timeout, errc::unknown_kernel, errc::internal, errc::unknown_op}) {
+        for (errc code : {errc::bad_request, errc::timeout, errc::unknown_kernel, errc::internal,
+                          errc::unknown_op}) {
             CHECK_FALSE(spread::fails_over({code, ""}));
         }
         using ms = std::chrono::milliseconds;

@@ -45,7 +45,9 @@ stop_record escalate(bool ask_first, std::vector<bool> hurries, bool with_hurry,
         stop_escalation::steps s{
             [&] { note("ask"); },
             {},
-            [&](int signum) { note(signum == SIGTERM ? "TERM" : signum == SIGKILL ? "KILL" : "?"); },
+            [&](int signum) {
+                note(signum == SIGTERM ? "TERM" : signum == SIGKILL ? "KILL" : "?");
+            },
             [&] { note("ignored"); },
             {},
             {}};
@@ -112,16 +114,19 @@ TEST_SUITE("stop_escalation") {
 
     TEST_CASE("a kernel kept waiting for a CPU gets graces until it is not") {
         // At ask 0; starved through two graces (10 and 9 ms of waiting), then barely (1 ms).
-        auto r = escalate(true, {false}, true, std::chrono::milliseconds{-1}, {0, 10'000'000, 19'000'000, 20'000'000});
-        REQUIRE(r.steps ==
-                std::vector<std::string>{"ask", "hurry", "starved", "starved", "TERM", "ignored", "KILL"});
+        auto r = escalate(true, {false}, true, std::chrono::milliseconds{-1},
+                          {0, 10'000'000, 19'000'000, 20'000'000});
+        REQUIRE(r.steps == std::vector<std::string>{"ask", "hurry", "starved", "starved", "TERM",
+                                                    "ignored", "KILL"});
         CHECK(r.at[2] >= grace_ms);
         CHECK(r.at[3] - r.at[2] >= grace_ms);
         CHECK(r.at[4] - r.at[3] >= grace_ms);
     }
 
-    TEST_CASE("a hurried kernel's idle grace is not counted as starved: the count restarts at the hurry") {
-        auto r = escalate(true, {true}, true, std::chrono::milliseconds{-1}, {0, 30'000'000, 31'000'000});
+    TEST_CASE("a hurried kernel's idle grace is not counted as starved: the count restarts at the "
+              "hurry") {
+        auto r = escalate(true, {true}, true, std::chrono::milliseconds{-1},
+                          {0, 30'000'000, 31'000'000});
         REQUIRE(r.steps == std::vector<std::string>{"ask", "hurry", "TERM", "ignored", "KILL"});
         CHECK(r.at[2] - r.at[1] >= grace_ms);
     }
@@ -131,7 +136,8 @@ TEST_SUITE("stop_escalation") {
         for (unsigned long long i = 0; i < 100; ++i) {
             ever_more.push_back(i * 20'000'000);
         }
-        auto r = escalate(true, {}, false, std::chrono::milliseconds{-1}, ever_more, 10 * stop_grace);
+        auto r =
+            escalate(true, {}, false, std::chrono::milliseconds{-1}, ever_more, 10 * stop_grace);
         REQUIRE(std::find(r.steps.begin(), r.steps.end(), "TERM") != r.steps.end());
         const auto graces = std::count(r.steps.begin(), r.steps.end(), "starved");
         CHECK(graces >= 1);

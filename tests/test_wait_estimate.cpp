@@ -12,7 +12,8 @@ using namespace std::chrono_literals;
 namespace {
 
 // `count` requests that each held a kernel for `hold`, the last given back at `end`.
-void holds(wait_estimate& w, wait_estimate::clock::time_point end, int count, std::chrono::milliseconds hold) {
+void holds(wait_estimate& w, wait_estimate::clock::time_point end, int count,
+           std::chrono::milliseconds hold) {
     for (int i = 0; i < count; ++i) {
         w.took(end - hold);
         w.returned(end - hold, end);
@@ -59,7 +60,8 @@ TEST_SUITE("wait_estimate") {
         w.returned(now - 2s, now - 500ms);
         w.returned(now - 2s, now - 500ms); // between requests: one held now, three in rotation
         CHECK(*w.turnover(now, 0.5) == doctest::Approx(3 / (2.0 + 0.5)));
-        CHECK(*w.turnover(now + 40s, 0.5) == doctest::Approx(1 / (42.0 + 0.5))); // the peak is old news
+        CHECK(*w.turnover(now + 40s, 0.5) ==
+              doctest::Approx(1 / (42.0 + 0.5))); // the peak is old news
     }
 
     TEST_CASE("each refusal is told a later turn: those waiting, those told before, then it") {

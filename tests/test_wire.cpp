@@ -53,7 +53,8 @@ TEST_SUITE("wire") {
         REQUIRE(frames.size() == 8);
         CHECK(frames[0] == "peer");
         CHECK(frames[1] == "<IDS|MSG>");
-        CHECK(frames[2] == hmac_sha256_hex(session_key, {frames[3], frames[4], frames[5], frames[6]}));
+        CHECK(frames[2] ==
+              hmac_sha256_hex(session_key, {frames[3], frames[4], frames[5], frames[6]}));
         auto back = parse(frames, session_key);
         REQUIRE(back.ok());
         CHECK(back->msg_id() == msg.msg_id());
@@ -79,11 +80,15 @@ TEST_SUITE("wire") {
         const std::vector<std::pair<frames_t, std::string>> table = {
             {{}, "wire message has no <IDS|MSG> delimiter"},
             {{"a", "b"}, "wire message has no <IDS|MSG> delimiter"},
-            {{"<IDS|MSG>", "", "{}", "{}"}, "wire message has fewer than 5 frames after the delimiter"},
-            {{"<IDS|MSG>", "", "not json", "{}", "{}", "{}"}, "wire message frame 2 is not a JSON object"},
-            {{"<IDS|MSG>", "", "{}", "[]", "{}", "{}"}, "wire message frame 3 is not a JSON object"},
+            {{"<IDS|MSG>", "", "{}", "{}"},
+             "wire message has fewer than 5 frames after the delimiter"},
+            {{"<IDS|MSG>", "", "not json", "{}", "{}", "{}"},
+             "wire message frame 2 is not a JSON object"},
+            {{"<IDS|MSG>", "", "{}", "[]", "{}", "{}"},
+             "wire message frame 3 is not a JSON object"},
             {{"<IDS|MSG>", "", "{}", "{}", "{}", "{}"}, "wire message header has no msg_type"},
-            {{"<IDS|MSG>", "", "{\"msg_type\":\"\xff\"}", "{}", "{}", "{}"}, "wire message frame 2 is not a JSON object"},
+            {{"<IDS|MSG>", "", "{\"msg_type\":\"\xff\"}", "{}", "{}", "{}"},
+             "wire message frame 2 is not a JSON object"},
         };
         for (const auto& [frames, message] : table) {
             auto r = parse(frames, "");

@@ -31,9 +31,12 @@ TEST_SUITE("zygote protocol") {
     }
 
     TEST_CASE("a preload plan is JSON, the pool's prefault with it") {
-        const preload_plan plan{.modules = {"pandas"}, .max_mb = 256, .request_env = {"TZ"}, .prefault = "start"};
-        CHECK(nlohmann::json::parse(format(plan)) ==
-              nlohmann::json::parse(R"({"modules": ["pandas"], "max_mb": 256, "request_env": ["TZ"], "prefault": "start",
+        const preload_plan plan{
+            .modules = {"pandas"}, .max_mb = 256, .request_env = {"TZ"}, .prefault = "start"};
+        CHECK(
+            nlohmann::json::parse(format(plan)) ==
+            nlohmann::json::parse(
+                R"({"modules": ["pandas"], "max_mb": 256, "request_env": ["TZ"], "prefault": "start",
                                         "imports_every_s": 60})"));
     }
 
@@ -43,7 +46,10 @@ TEST_SUITE("zygote protocol") {
                    .startup_code = "import json",
                    .args = std::vector<std::string>{"-f", "{connection_file}"},
                    .prime = false,
-                   .preload = preload_plan{.modules = {"numpy"}, .max_mb = 512, .request_env = {}, .prefault = "learn",
+                   .preload = preload_plan{.modules = {"numpy"},
+                                           .max_mb = 512,
+                                           .request_env = {},
+                                           .prefault = "learn",
                                            .imports_every_s = 60},
                    .helpers = {{"zygote_kernel.py", "x = 1\n"}}};
         const auto j = nlohmann::json::parse(format(s));
@@ -59,7 +65,8 @@ TEST_SUITE("zygote protocol") {
     }
 
     TEST_CASE("each message kind parses into its type") {
-        auto ready_msg = parse(R"({"ready": 12, "threads": 1, "prebuilt": false, "why_not": "ipykernel 7.0 is not 6.x"})");
+        auto ready_msg = parse(
+            R"({"ready": 12, "threads": 1, "prebuilt": false, "why_not": "ipykernel 7.0 is not 6.x"})");
         REQUIRE(ready_msg);
         const auto& r = std::get<ready>(*ready_msg);
         CHECK(r.pid == 12);
@@ -76,7 +83,8 @@ TEST_SUITE("zygote protocol") {
         CHECK(std::get<forked>(*f).prebuilt);
         CHECK(std::get<forked>(*f).why_not.empty());
         CHECK_FALSE(std::get<forked>(*f).at_idle);
-        auto idle = parse(R"({"forked": 4, "pid": 98, "prebuilt": true, "why_not": null, "at_idle": true})");
+        auto idle = parse(
+            R"({"forked": 4, "pid": 98, "prebuilt": true, "why_not": null, "at_idle": true})");
         REQUIRE(idle.ok());
         CHECK(std::get<forked>(*idle).at_idle);
         CHECK_FALSE(parse(R"({"forked": 4, "pid": 98, "at_idle": "yes"})").ok());
@@ -98,7 +106,8 @@ TEST_SUITE("zygote protocol") {
         CHECK(std::get<learned>(*lives).kernels == 3);
         CHECK_FALSE(parse(R"({"learned": 5200, "kernels": "three"})"));
 
-        auto pre = parse(R"({"ready": 7, "threads": 1, "prebuilt": true, "why_not": null, "preload": {
+        auto pre =
+            parse(R"({"ready": 7, "threads": 1, "prebuilt": true, "why_not": null, "preload": {
             "preloaded": [{"name": "pandas", "file": "/usr/lib/python3/dist-packages/pandas/__init__.py", "mtime": 1.5e9}],
             "refused": [["grpc", "starts a thread at import"]], "warmed": ["pandas"],
             "warm_ups_refused": [["matplotlib", "leaves a figure open"]], "growth_mb": 61.5, "rss_mb": 120.25}})");
@@ -112,7 +121,8 @@ TEST_SUITE("zygote protocol") {
         CHECK(report.warm_ups_refused.at(0).first == "matplotlib");
         CHECK(report.growth_mb == doctest::Approx(61.5));
 
-        auto used = parse(R"j({"imports": 321, "modules": ["numpy", "pandas"], "other": [["utils", "not an installed module (found in /home/u/nb)"]]})j");
+        auto used = parse(
+            R"j({"imports": 321, "modules": ["numpy", "pandas"], "other": [["utils", "not an installed module (found in /home/u/nb)"]]})j");
         REQUIRE(used);
         CHECK(std::get<imports>(*used).pid == 321);
         CHECK(std::get<imports>(*used).modules == std::vector<std::string>{"numpy", "pandas"});
@@ -129,15 +139,15 @@ TEST_SUITE("zygote protocol") {
     }
 
     TEST_CASE("malformed lines are errors that say what is wrong, never a crash") {
-        for (const char* line : {"", "not json", "[1,2]", "{}", R"({"forked": "3", "pid": 9})",
-                                 R"({"forked": 3, "pid": -1})", R"({"forked": 3})",
-                                 R"({"exited": 9, "code": 0})", R"({"ready": 1})",
-                                 R"({"learned": -5})", R"({"ready": 1, "threads": 1, "prebuilt": "yes"})",
-                                 R"({"error": 5})", "{\"forked\": 1, \"pid\": 2",
-                                 R"({"imports": 1, "modules": [1]})", R"({"imports": 1, "other": [["a"]]})",
-                                 R"({"imports": "1", "modules": []})",
-                                 R"({"ready": 1, "threads": 1, "preload": {"preloaded": [{"file": "x"}]}})",
-                                 R"({"ready": 1, "threads": 1, "preload": {"refused": "all"}})"}) {
+        for (const char* line :
+             {"", "not json", "[1,2]", "{}", R"({"forked": "3", "pid": 9})",
+              R"({"forked": 3, "pid": -1})", R"({"forked": 3})", R"({"exited": 9, "code": 0})",
+              R"({"ready": 1})", R"({"learned": -5})",
+              R"({"ready": 1, "threads": 1, "prebuilt": "yes"})", R"({"error": 5})",
+              "{\"forked\": 1, \"pid\": 2", R"({"imports": 1, "modules": [1]})",
+              R"({"imports": 1, "other": [["a"]]})", R"({"imports": "1", "modules": []})",
+              R"({"ready": 1, "threads": 1, "preload": {"preloaded": [{"file": "x"}]}})",
+              R"({"ready": 1, "threads": 1, "preload": {"refused": "all"}})"}) {
             CAPTURE(line);
             auto m = parse(line);
             REQUIRE_FALSE(m);
@@ -149,7 +159,7 @@ TEST_SUITE("zygote protocol") {
         line_splitter split(10);
         CHECK(split.feed("ab").empty());
         CHECK(split.feed("c\nde\n\nf") == std::vector<std::string>{"abc", "de", ""});
-        CHECK(split.feed("0123456789ABC") .empty()); // "f" + 13 bytes: too long
+        CHECK(split.feed("0123456789ABC").empty()); // "f" + 13 bytes: too long
         CHECK(split.feed("DEF\nok\n") == std::vector<std::string>{"ok"});
         CHECK(split.dropped() == 1);
         split.feed("partial");

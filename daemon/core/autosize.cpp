@@ -40,8 +40,8 @@ double autosizer::rate_per_s(clock::time_point now) const {
 }
 
 void autosizer::on_time_to_warm(double seconds) {
-    m_time_to_warm = m_time_to_warm < 0 ? seconds
-                                        : m_time_to_warm + warm_weight * (seconds - m_time_to_warm);
+    m_time_to_warm =
+        m_time_to_warm < 0 ? seconds : m_time_to_warm + warm_weight * (seconds - m_time_to_warm);
 }
 
 int autosizer::wanted(clock::time_point now) const {

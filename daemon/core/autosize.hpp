@@ -10,7 +10,6 @@
 // away. Pure code: time is passed in, so tests script arrivals exactly.
 #pragma once
 
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>

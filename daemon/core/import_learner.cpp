@@ -15,11 +15,13 @@ constexpr const char* size_cap_refusal = "over the zygote's size cap";
 
 } // namespace
 
-bool import_learner::refused_for_size(const std::string& why) { return why.starts_with(size_cap_refusal); }
+bool import_learner::refused_for_size(const std::string& why) {
+    return why.starts_with(size_cap_refusal);
+}
 
 void import_learner::kernel_used(const std::vector<std::string>& modules,
-                                 const std::vector<std::pair<std::string, std::string>>& other, std::uint64_t kernel,
-                                 bool running) {
+                                 const std::vector<std::pair<std::string, std::string>>& other,
+                                 std::uint64_t kernel, bool running) {
     const auto earlier = std::find_if(m_window.begin(), m_window.end(), [&](const report& r) {
         return kernel != 0 && r.running && r.kernel == kernel;
     });
@@ -69,7 +71,8 @@ std::vector<std::string> import_learner::wanted() const {
     }
     if (judged) {
         for (const auto& [name, count] : used) {
-            const bool already = std::find(m_preloaded.begin(), m_preloaded.end(), name) != m_preloaded.end();
+            const bool already =
+                std::find(m_preloaded.begin(), m_preloaded.end(), name) != m_preloaded.end();
             if (!already && !m_refused.contains(name) &&
                 static_cast<double>(count) >= std::ceil(m_settings.learn_share * n)) {
                 chosen.emplace_back(count, name);
@@ -100,8 +103,9 @@ json import_learner::describe() const {
     json candidates = json::object();
     const auto wanted_now = wanted();
     for (const auto& [name, count] : used) {
-        const bool listed = std::find(m_preloaded.begin(), m_preloaded.end(), name) != m_preloaded.end() ||
-                            std::find(wanted_now.begin(), wanted_now.end(), name) != wanted_now.end();
+        const bool listed =
+            std::find(m_preloaded.begin(), m_preloaded.end(), name) != m_preloaded.end() ||
+            std::find(wanted_now.begin(), wanted_now.end(), name) != wanted_now.end();
         if (!listed && !m_refused.contains(name)) {
             candidates[name] = count;
         }
@@ -114,12 +118,9 @@ json import_learner::describe() const {
     for (const auto& [name, where] : m_not_installed) {
         not_installed[name] = where;
     }
-    return {{"learned", m_preloaded},
-            {"wanted", wanted_now},
-            {"candidates", candidates},
-            {"refused", refused},
-            {"not_installed", not_installed},
-            {"kernels_reported", m_reports},
+    return {{"learned", m_preloaded},         {"wanted", wanted_now},
+            {"candidates", candidates},       {"refused", refused},
+            {"not_installed", not_installed}, {"kernels_reported", m_reports},
             {"window", m_window.size()}};
 }
 

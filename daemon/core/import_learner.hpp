@@ -26,9 +26,9 @@ namespace kpool::daemon {
 class import_learner {
 public:
     struct settings {
-        std::size_t window = 20;      // the kernels whose reports count
-        std::size_t min_kernels = 3;  // reports before anything is learned
-        double learn_share = 0.5;     // of the window: a module used this often is wanted
+        std::size_t window = 20;     // the kernels whose reports count
+        std::size_t min_kernels = 3; // reports before anything is learned
+        double learn_share = 0.5;    // of the window: a module used this often is wanted
     };
 
     import_learner() = default;
@@ -38,8 +38,8 @@ public:
     // `kernel` names it (its pid; 0: a kernel that reports once); `running`: a report while it
     // runs, which its next report replaces in the window (its last, as it ends, closes it).
     void kernel_used(const std::vector<std::string>& modules,
-                     const std::vector<std::pair<std::string, std::string>>& other, std::uint64_t kernel = 0,
-                     bool running = false);
+                     const std::vector<std::pair<std::string, std::string>>& other,
+                     std::uint64_t kernel = 0, bool running = false);
 
     // The modules to pre-import, most used first (ties by name): what the zygote should have.
     std::vector<std::string> wanted() const;

@@ -39,7 +39,8 @@ std::optional<double> recent_samples::percentile(double p) const {
         return std::nullopt;
     }
     std::vector<double> sorted = m_values;
-    const auto rank = static_cast<std::size_t>(std::lround(p / 100.0 * static_cast<double>(sorted.size() - 1)));
+    const auto rank =
+        static_cast<std::size_t>(std::lround(p / 100.0 * static_cast<double>(sorted.size() - 1)));
     std::nth_element(sorted.begin(), sorted.begin() + static_cast<long>(rank), sorted.end());
     return sorted[rank];
 }
@@ -83,9 +84,9 @@ void pool::autosize(clock::time_point now) {
     if (target == before) {
         return;
     }
-    loop::logger("pool")->info("pool {} auto size {} -> {} (arrivals {:.2f}/s, time to warm {:.2f} s)",
-                         m_cfg.name, before, target, m_auto->rate_per_s(now),
-                         m_auto->time_to_warm_s());
+    loop::logger("pool")->info(
+        "pool {} auto size {} -> {} (arrivals {:.2f}/s, time to warm {:.2f} s)", m_cfg.name, before,
+        target, m_auto->rate_per_s(now), m_auto->time_to_warm_s());
     m_cfg.size = target;
     if (target < before) {
         stop_surplus(target + static_cast<int>(m_waiters.size()), now);
@@ -135,7 +136,8 @@ acquire_outcome pool::acquire(waiter_id who, std::chrono::milliseconds timeout,
         return error{errc::unknown_pool, "pool '" + m_cfg.name + "' was removed from the config"};
     }
     if (m_drained) {
-        return error{errc::unavailable, "pool '" + m_cfg.name + "' is drained (resize it to serve again)"};
+        return error{errc::unavailable,
+                     "pool '" + m_cfg.name + "' is drained (resize it to serve again)"};
     }
     if (m_auto) {
         m_auto->on_acquire(now);
@@ -187,15 +189,16 @@ void pool::return_unseen(const std::string& id, clock::time_point now) {
     --m_counters.acquired;
     set_state(it->second, kernel_state::warm, clock::time_point{}); // first in line again
     it->second.lease_deadline.reset();
-    loop::logger("pool")->info("kernel back to warm id={} pool={}: the client left before the reply",
-                         id, m_cfg.name);
+    loop::logger("pool")->info(
+        "kernel back to warm id={} pool={}: the client left before the reply", id, m_cfg.name);
     serve_waiters(now);
 }
 
 status pool::release(const std::string& id, clock::time_point now) {
     auto it = m_kernels.find(id);
     if (it == m_kernels.end() || it->second.state != kernel_state::leased) {
-        return error{errc::unknown_kernel, "no leased kernel '" + id + "' in pool '" + m_cfg.name + "'"};
+        return error{errc::unknown_kernel,
+                     "no leased kernel '" + id + "' in pool '" + m_cfg.name + "'"};
     }
     loop::logger("pool")->debug("kernel released id={} pool={}", id, m_cfg.name);
     stop(it->second, now);
@@ -205,7 +208,8 @@ status pool::release(const std::string& id, clock::time_point now) {
 status pool::renew(const std::string& id, double lease_s, clock::time_point now) {
     auto it = m_kernels.find(id);
     if (it == m_kernels.end() || it->second.state != kernel_state::leased) {
-        return error{errc::unknown_kernel, "no leased kernel '" + id + "' in pool '" + m_cfg.name + "'"};
+        return error{errc::unknown_kernel,
+                     "no leased kernel '" + id + "' in pool '" + m_cfg.name + "'"};
     }
     it->second.lease_deadline = now + seconds(lease_s);
     return ok_status();
@@ -243,8 +247,8 @@ void pool::on_warm(const std::string& id, const protocol::connection_info& info,
     }
     m_consecutive_failures = 0;
     m_backoff_until.reset();
-    loop::logger("pool")->debug("kernel warm id={} pool={} pid={} startup_ms={:.0f}", id, m_cfg.name,
-                         k.pid, seconds_between(k.created, now) * 1000);
+    loop::logger("pool")->debug("kernel warm id={} pool={} pid={} startup_ms={:.0f}", id,
+                                m_cfg.name, k.pid, seconds_between(k.created, now) * 1000);
     serve_waiters(now);
 }
 
@@ -274,9 +278,9 @@ void pool::record_failure(const std::string& reason, clock::time_point now) {
     // Exponentially, so a broken kernelspec cannot fork-storm.
     const auto delay = backoff_delay(m_consecutive_failures);
     m_backoff_until = now + delay;
-    loop::logger("pool")->error("pool {} kernel failure #{} ({}); next start in {:.1f} s", m_cfg.name,
-                          m_consecutive_failures, reason,
-                          std::chrono::duration<double>(delay).count());
+    loop::logger("pool")->error("pool {} kernel failure #{} ({}); next start in {:.1f} s",
+                                m_cfg.name, m_consecutive_failures, reason,
+                                std::chrono::duration<double>(delay).count());
     if (failing()) {
         fail_waiters(unavailable_error(now)); // nobody should wait out a timeout for these
     }
@@ -287,12 +291,14 @@ error pool::unavailable_error(clock::time_point now) const {
     if (m_backoff_until && *m_backoff_until > now) {
         retry = fmt::format("; next attempt in {:.1f} s", seconds_between(now, *m_backoff_until));
     }
-    return error{errc::unavailable,
-                 fmt::format("pool '{}' cannot start kernels ({} failures in a row{}); last error: {}",
-                             m_cfg.name, m_consecutive_failures, retry, m_counters.last_error)};
+    return error{
+        errc::unavailable,
+        fmt::format("pool '{}' cannot start kernels ({} failures in a row{}); last error: {}",
+                    m_cfg.name, m_consecutive_failures, retry, m_counters.last_error)};
 }
 
-void pool::on_start_failed(const std::string& id, const std::string& reason, clock::time_point now) {
+void pool::on_start_failed(const std::string& id, const std::string& reason,
+                           clock::time_point now) {
     auto it = m_kernels.find(id);
     if (it == m_kernels.end() || it->second.failed) {
         return;
@@ -330,7 +336,8 @@ void pool::on_exited(const std::string& id, const std::string& reason, clock::ti
     refill(now);
 }
 
-void pool::on_unresponsive(const std::string& id, const std::string& reason, clock::time_point now) {
+void pool::on_unresponsive(const std::string& id, const std::string& reason,
+                           clock::time_point now) {
     auto it = m_kernels.find(id);
     if (it == m_kernels.end() || it->second.state != kernel_state::warm) {
         return;
@@ -358,8 +365,8 @@ void pool::expire(clock::time_point now) {
         const waiter_id id = due->id;
         m_waiters.erase(due);
         ++m_counters.timed_out;
-        m_waiter_sink.failed(id, {errc::timeout, "no kernel in pool '" + m_cfg.name +
-                                                     "' became warm in time"});
+        m_waiter_sink.failed(
+            id, {errc::timeout, "no kernel in pool '" + m_cfg.name + "' became warm in time"});
     }
     for (auto& [id, k] : m_kernels) {
         if (k.state == kernel_state::leased && k.lease_deadline && *k.lease_deadline <= now) {
@@ -420,7 +427,7 @@ void pool::refill(clock::time_point now) {
                 // Out of resources: try again shortly, or as soon as a kernel exits.
                 if (m_resource_shortage.empty()) {
                     loop::logger("pool")->warn("pool {} cannot start a kernel: {}", m_cfg.name,
-                                         st.err().message);
+                                               st.err().message);
                 }
                 m_resource_shortage = st.err().message;
                 m_backoff_until = now + resource_retry;
@@ -471,8 +478,8 @@ void pool::stop_surplus(int keep, clock::time_point now) {
 }
 
 void pool::reconfigure(config::pool_config cfg, bool replace_warm, clock::time_point now) {
-    loop::logger("pool")->info("pool {} reconfigured: size {} -> {}{}", m_cfg.name, m_cfg.size, cfg.size,
-                         replace_warm ? "; warm kernels replaced" : "");
+    loop::logger("pool")->info("pool {} reconfigured: size {} -> {}{}", m_cfg.name, m_cfg.size,
+                               cfg.size, replace_warm ? "; warm kernels replaced" : "");
     m_cfg = std::move(cfg);
     m_auto = autosizer_for(m_cfg);
     m_auto_check.reset();
@@ -487,7 +494,7 @@ void pool::reconfigure(config::pool_config cfg, bool replace_warm, clock::time_p
 
 void pool::resize(int size, clock::time_point now) {
     loop::logger("pool")->info("pool {} resized: {} -> {}{}", m_cfg.name, m_cfg.size, size,
-                         m_auto ? " (no longer auto-sized, until the next reload)" : "");
+                               m_auto ? " (no longer auto-sized, until the next reload)" : "");
     m_auto.reset();
     m_auto_check.reset();
     m_cfg.size = size;
@@ -511,8 +518,8 @@ void pool::drain(clock::time_point now) {
 }
 
 void pool::retire(clock::time_point now) {
-    loop::logger("pool")->info("pool {} removed from the config; {} leased kernel(s) run on", m_cfg.name,
-                         count(kernel_state::leased));
+    loop::logger("pool")->info("pool {} removed from the config; {} leased kernel(s) run on",
+                               m_cfg.name, count(kernel_state::leased));
     m_retired = true;
     fail_waiters({errc::unknown_pool, "pool '" + m_cfg.name + "' was removed from the config"});
     stop_surplus(0, now);

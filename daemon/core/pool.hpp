@@ -40,18 +40,18 @@ struct kernel_entry {
     std::optional<clock::time_point> lease_deadline;
     protocol::connection_info connection;
     std::string connection_file;
-    bool failed = false; // start failed or died: counted once, never handed out
+    bool failed = false;  // start failed or died: counted once, never handed out
     bool awaited = false; // starting while an acquire waits: not background work
 };
 
 struct pool_counters {
-    std::uint64_t acquired = 0;       // acquires answered with a kernel
-    std::uint64_t served_warm = 0;    // ... of which found a warm kernel at once
-    std::uint64_t waited = 0;         // ... of which waited for one to become warm
+    std::uint64_t acquired = 0;    // acquires answered with a kernel
+    std::uint64_t served_warm = 0; // ... of which found a warm kernel at once
+    std::uint64_t waited = 0;      // ... of which waited for one to become warm
     std::uint64_t timed_out = 0;
     std::uint64_t spawn_failures = 0;
     std::uint64_t died_warm = 0;
-    std::uint64_t hung_warm = 0;      // warm kernels that stopped answering the heartbeat
+    std::uint64_t hung_warm = 0; // warm kernels that stopped answering the heartbeat
     std::uint64_t leases_expired = 0;
     std::string last_error;
 };
@@ -71,7 +71,8 @@ inline constexpr counter_description pool_counter_table[] = {
     {"timed_out", "Acquires that timed out", &pool_counters::timed_out},
     {"spawn_failures", "Kernels that failed to start", &pool_counters::spawn_failures},
     {"died_warm", "Warm kernels that exited by themselves", &pool_counters::died_warm},
-    {"hung_warm", "Warm kernels that missed a heartbeat and were replaced", &pool_counters::hung_warm},
+    {"hung_warm", "Warm kernels that missed a heartbeat and were replaced",
+     &pool_counters::hung_warm},
     {"leases_expired", "Leased kernels shut down because their lease ran out",
      &pool_counters::leases_expired},
 };

@@ -14,14 +14,10 @@ std::chrono::milliseconds refill_delay::duration() const {
 
 std::string refill_delay::why(const std::string& pool_name) const {
     switch (from) {
-    case source::pool:
-        return "[pools." + pool_name + "] refill_delay_s";
-    case source::daemon:
-        return "[daemon] refill_delay_s";
-    case source::forked_default:
-        return "default for forked kernels: a fork costs little CPU";
-    case source::spawned_default:
-        break;
+    case source::pool: return "[pools." + pool_name + "] refill_delay_s";
+    case source::daemon: return "[daemon] refill_delay_s";
+    case source::forked_default: return "default for forked kernels: a fork costs little CPU";
+    case source::spawned_default: break;
     }
     return "default for spawned kernels: their start-up (about a second of CPU) waits until the "
            "first cells have run";

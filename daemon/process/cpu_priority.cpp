@@ -117,8 +117,8 @@ unsigned long long cpu_wait_ns(int pid, reach scope) {
     // the end, while threads that exit take their counts with them (a sum over all would fall).
     for (const int process : processes) {
         // "time on a CPU, time waiting on a run queue, timeslices" (ns; sched-stats.rst).
-        std::ifstream schedstat("/proc/" + std::to_string(process) + "/task/" + std::to_string(process) +
-                                "/schedstat");
+        std::ifstream schedstat("/proc/" + std::to_string(process) + "/task/" +
+                                std::to_string(process) + "/schedstat");
         unsigned long long ran = 0, delay = 0;
         if (schedstat >> ran >> delay) {
             waited += delay;

@@ -37,8 +37,8 @@ int kill_processes_of(const std::string& id) {
         if (pid <= 0 || *end != '\0' || pid == self) {
             continue;
         }
-        auto environ_text = read_small_file("/proc/" + std::string(entry->d_name) + "/environ",
-                                            1 << 20);
+        auto environ_text =
+            read_small_file("/proc/" + std::string(entry->d_name) + "/environ", 1 << 20);
         if (!environ_text) {
             continue; // gone, or not ours to read
         }
@@ -114,8 +114,8 @@ stale_sweep sweep_stale_instances(const std::string& kernels_root) {
         std::filesystem::remove_all(kernels_root + "/" + id, ec);
         remove_listed_ipc_dirs(kernels_root + "/" + id + ".ipc"); // sockets kept elsewhere
         loop::logger("daemon")->warn("cleaned up after an earlier run that did not exit cleanly: "
-                               "run {}, {} leftover process(es) killed, files removed",
-                               id, killed);
+                                     "run {}, {} leftover process(es) killed, files removed",
+                                     id, killed);
         ++sweep.runs;
         sweep.processes += killed;
         // `lock` goes out of scope here and unlinks the lock file, after the directory.

@@ -14,7 +14,8 @@
 
 namespace kpool::daemon {
 
-ipc_socket_dirs::ipc_socket_dirs(std::string run_dir, std::string runtime_dir, std::string list_file)
+ipc_socket_dirs::ipc_socket_dirs(std::string run_dir, std::string runtime_dir,
+                                 std::string list_file)
     : m_run_dir(std::move(run_dir)), m_runtime_dir(std::move(runtime_dir)),
       m_list_file(std::move(list_file)) {}
 
@@ -71,11 +72,12 @@ result<std::string> ipc_socket_dirs::make_short_dir(const std::string& parent) {
     }
     if (auto st = write_private_file(m_list_file, listing); !st) {
         loop::logger("daemon")->warn("cannot record {} for the cleanup after a crash: {}", templ,
-                               st.err().message);
+                                     st.err().message);
     }
-    loop::logger("daemon")->info("ipc sockets go to {}: the run directory {} makes endpoints longer "
-                           "than the {} characters some kernels (xeus) accept",
-                           templ, m_run_dir, max_endpoint);
+    loop::logger("daemon")->info(
+        "ipc sockets go to {}: the run directory {} makes endpoints longer "
+        "than the {} characters some kernels (xeus) accept",
+        templ, m_run_dir, max_endpoint);
     return templ;
 }
 
@@ -86,7 +88,7 @@ void remove_listed_ipc_dirs(const std::string& list_file) {
     }
     std::stringstream lines(*listing);
     for (std::string dir; std::getline(lines, dir);) {
-        struct stat st{};
+        struct stat st {};
         // Only a directory of ours: the list file is private, but be strict anyway.
         if (!dir.empty() && ::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
             st.st_uid == ::geteuid()) {

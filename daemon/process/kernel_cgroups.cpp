@@ -112,14 +112,15 @@ status kernel_cgroups::make_parents() {
         }
     }
     if (m_v2 && !write_text(m_parents.front() + "/cgroup.subtree_control", "+memory +pids")) {
-        return error{errc::internal, "cannot enable the memory and pids controllers in " + m_parents.front()};
+        return error{errc::internal,
+                     "cannot enable the memory and pids controllers in " + m_parents.front()};
     }
     m_made = true;
     return ok_status();
 }
 
-result<std::unique_ptr<kernel_cgroup>> kernel_cgroups::create(const std::string& kernel, int memory_mb,
-                                                             int processes) {
+result<std::unique_ptr<kernel_cgroup>> kernel_cgroups::create(const std::string& kernel,
+                                                              int memory_mb, int processes) {
     if (m_parents.empty()) {
         return error{errc::internal, "no cgroup kpoold can write"};
     }
@@ -139,13 +140,15 @@ result<std::unique_ptr<kernel_cgroup>> kernel_cgroups::create(const std::string&
     }
     auto group = std::make_unique<kernel_cgroup>(dirs, memory_mb, m_v2);
     const std::string bytes = std::to_string(static_cast<long long>(memory_mb) << 20);
-    const std::string memory_file = dirs.front() + (m_v2 ? "/memory.max" : "/memory.limit_in_bytes");
+    const std::string memory_file =
+        dirs.front() + (m_v2 ? "/memory.max" : "/memory.limit_in_bytes");
     const std::string pids_file = dirs.back() + "/pids.max";
     if (memory_mb > 0 && !write_text(memory_file, bytes)) {
         return error{errc::internal, "cannot write " + memory_file};
     }
     if (m_v2 && memory_mb > 0) {
-        write_text(dirs.front() + "/memory.swap.max", "0"); // the limit is memory, not memory + swap
+        write_text(dirs.front() + "/memory.swap.max",
+                   "0"); // the limit is memory, not memory + swap
     }
     if (processes > 0 && !write_text(pids_file, std::to_string(processes))) {
         return error{errc::internal, "cannot write " + pids_file};

@@ -2,10 +2,11 @@
 // and everything it starts count together, and an out-of-memory kill is seen as one.
 //
 // kpoold makes them where it can write: cgroup v2 at /sys/fs/cgroup (root), or v1's memory and
-// pids hierarchies (root on a hybrid host, as Debian 12 boots with systemd.unified_cgroup_hierarchy=0).
-// Elsewhere (an ordinary user without delegation) the limits fall back to what holds without
-// cgroups, per kernel process rather than per tree: RLIMIT_AS for memory, RLIMIT_NPROC inside the
-// kernel's own user namespace for processes; status says which (how()).
+// pids hierarchies (root on a hybrid host, as Debian 12 boots with
+// systemd.unified_cgroup_hierarchy=0). Elsewhere (an ordinary user without delegation) the limits
+// fall back to what holds without cgroups, per kernel process rather than per tree: RLIMIT_AS for
+// memory, RLIMIT_NPROC inside the kernel's own user namespace for processes; status says which
+// (how()).
 #pragma once
 
 #include "protocol/result.hpp"
@@ -48,7 +49,8 @@ public:
     // "cgroup v2", "cgroup v1 (memory, pids)", or "" where kpoold can make none.
     const std::string& how() const { return m_how; }
     // The groups for one kernel with these limits (0: none of that kind).
-    result<std::unique_ptr<kernel_cgroup>> create(const std::string& kernel, int memory_mb, int processes);
+    result<std::unique_ptr<kernel_cgroup>> create(const std::string& kernel, int memory_mb,
+                                                  int processes);
 
 private:
     // Makes the parent groups (v2: with the memory and pids controllers for their children).

@@ -27,7 +27,8 @@ void kernel_channel::open(const std::string& endpoint, const std::string& key,
     m_watcher = std::make_unique<loop::zmq_watcher>(m_loop, *m_socket, [this] { on_readable(); });
 }
 
-std::string kernel_channel::send(std::string_view msg_type, nlohmann::json content, on_reply reply) {
+std::string kernel_channel::send(std::string_view msg_type, nlohmann::json content,
+                                 on_reply reply) {
     auto msg = protocol::make_message(msg_type, m_session, std::move(content));
     loop::send_frames(*m_socket, protocol::serialize(msg, m_key));
     if (reply) {

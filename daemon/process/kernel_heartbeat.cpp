@@ -7,11 +7,13 @@ namespace kpool::daemon {
 
 kernel_heartbeat::kernel_heartbeat(uv_loop_t* loop, std::chrono::milliseconds interval,
                                    std::chrono::milliseconds timeout, callbacks cb)
-    : m_interval(interval), m_timeout(timeout), m_cb(std::move(cb)), m_next(loop), m_deadline(loop) {}
+    : m_interval(interval), m_timeout(timeout), m_cb(std::move(cb)), m_next(loop),
+      m_deadline(loop) {}
 
 void kernel_heartbeat::start() {
     if (m_interval.count() > 0) {
-        m_next.start(m_interval, [this] { beat(); }, m_interval);
+        m_next.start(
+            m_interval, [this] { beat(); }, m_interval);
     }
 }
 

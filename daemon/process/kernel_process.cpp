@@ -36,12 +36,9 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 // iopub), store_history false (no history entry, no execution count: the user's first cell is
 // still In[1]).
 json silent_execute(const std::string& code) {
-    return {{"code", code},
-            {"silent", true},
-            {"store_history", false},
-            {"user_expressions", json::object()},
-            {"allow_stdin", false},
-            {"stop_on_error", false}};
+    return {{"code", code},           {"silent", true},
+            {"store_history", false}, {"user_expressions", json::object()},
+            {"allow_stdin", false},   {"stop_on_error", false}};
 }
 
 } // namespace
@@ -55,21 +52,25 @@ kernel_process::kernel_process(uv_loop_t* loop, zmq::context_t& zmq, launcher& l
       m_heartbeat(loop, m_setup.heartbeat_interval, m_setup.heartbeat_timeout,
                   {[this] { return send_heartbeat(); },
                    [this](const std::string& reason) {
-                       loop::logger("kernel")->warn("kernel {} pool={} pid={}: {}", m_setup.id, m_setup.pool,
-                                              pid(), reason);
+                       loop::logger("kernel")->warn("kernel {} pool={} pid={}: {}", m_setup.id,
+                                                    m_setup.pool, pid(), reason);
                        m_events.kernel_unresponsive(m_setup.id, reason); // may stop this kernel
                    }}),
-      m_stopping(loop, m_setup.shutdown_grace,
-                 {[this] { send_shutdown_request(); },
-                  [this] { return hurry_teardown(); },
-                  [this](int signum) { m_process->signal_group(signum); },
-                  [this] { loop::logger("kernel")->warn("kernel {} ignored SIGTERM; sending SIGKILL", m_setup.id); },
-                  [this] { return pid() > 0 ? cpu_priority::cpu_wait_ns(pid(), priority_reach()) : 0ULL; },
-                  [this](double seconds) {
-                      loop::logger("kernel")->debug("kernel {} pool={} pid={}: still shutting down and kept waiting "
-                                                    "for a CPU {:.1f} s after its shutdown_request; one more grace",
-                                                    m_setup.id, m_setup.pool, pid(), seconds);
-                  }}) {
+      m_stopping(
+          loop, m_setup.shutdown_grace,
+          {[this] { send_shutdown_request(); }, [this] { return hurry_teardown(); },
+           [this](int signum) { m_process->signal_group(signum); },
+           [this] {
+               loop::logger("kernel")->warn("kernel {} ignored SIGTERM; sending SIGKILL",
+                                            m_setup.id);
+           },
+           [this] { return pid() > 0 ? cpu_priority::cpu_wait_ns(pid(), priority_reach()) : 0ULL; },
+           [this](double seconds) {
+               loop::logger("kernel")->debug(
+                   "kernel {} pool={} pid={}: still shutting down and kept waiting "
+                   "for a CPU {:.1f} s after its shutdown_request; one more grace",
+                   m_setup.id, m_setup.pool, pid(), seconds);
+           }}) {
     if (m_setup.sandbox) {
         m_workdir.emplace(m_setup.helper_launcher, m_setup.sandbox_helper, *m_setup.sandbox);
     }
@@ -143,10 +144,11 @@ void kernel_process::on_background_limit() {
     if (!m_launched_idle || (m_phase != phase::probing && m_phase != phase::preheating)) {
         return;
     }
-    loop::logger("kernel")->warn("kernel {} pool={} pid={}: still starting after {:.1f} s at idle CPU "
-                           "priority (the host had no idle CPU); normal priority from now",
-                           m_setup.id, m_setup.pool, pid(),
-                           std::chrono::duration<double>(m_setup.background_limit).count());
+    loop::logger("kernel")->warn(
+        "kernel {} pool={} pid={}: still starting after {:.1f} s at idle CPU "
+        "priority (the host had no idle CPU); normal priority from now",
+        m_setup.id, m_setup.pool, pid(),
+        std::chrono::duration<double>(m_setup.background_limit).count());
     hurry();
     m_events.kernel_starved(m_setup.id);
 }
@@ -225,7 +227,8 @@ status kernel_process::launch() {
             return st;
         }
     }
-    if (auto st = write_private_file(m_connection_file, protocol::dump_json(to_json(m_info))); !st) {
+    if (auto st = write_private_file(m_connection_file, protocol::dump_json(to_json(m_info)));
+        !st) {
         return st;
     }
     // A sandboxed kernel of a root kpoold runs as the sandbox's user: its file is that user's.
@@ -235,10 +238,10 @@ status kernel_process::launch() {
     }
     m_launched_idle = wants_idle();
     m_ever_idle = m_ever_idle || m_launched_idle;
-    auto process = m_launcher.launch(make_launch_spec(),
-                                     {[this](int pid) { on_started(pid); },
-                                      [this](std::string_view out) { append_output(out); },
-                                      [this](const exit_status& st) { on_exit(st); }});
+    auto process =
+        m_launcher.launch(make_launch_spec(), {[this](int pid) { on_started(pid); },
+                                               [this](std::string_view out) { append_output(out); },
+                                               [this](const exit_status& st) { on_exit(st); }});
     if (!process) {
         remove_kernel_files(m_connection_file, m_info);
         if (m_setup.sandbox && m_info.transport == "ipc") {
@@ -252,8 +255,9 @@ status kernel_process::launch() {
 }
 
 void kernel_process::on_started(int pid) {
-    loop::logger("kernel")->debug("kernel starting id={} pool={} pid={} spawn_ms={:.1f}", m_setup.id,
-                           m_setup.pool, pid, seconds_since(m_started_at) * 1000);
+    loop::logger("kernel")->debug("kernel starting id={} pool={} pid={} spawn_ms={:.1f}",
+                                  m_setup.id, m_setup.pool, pid,
+                                  seconds_since(m_started_at) * 1000);
     if (m_launched_idle && m_setup.awaited) {
         restore_priority(); // hurried before it existed
     }
@@ -272,7 +276,9 @@ bool kernel_process::lost_a_port() const {
     return false;
 }
 
-void kernel_process::open_shell() { m_shell.open(m_info.endpoint(m_info.shell_port), m_info.key, m_session); }
+void kernel_process::open_shell() {
+    m_shell.open(m_info.endpoint(m_info.shell_port), m_info.key, m_session);
+}
 
 void kernel_process::close_shell() { m_shell.close(); }
 
@@ -287,17 +293,19 @@ void kernel_process::begin_probe() {
     // The first request waits in the socket until the kernel has bound its shell port. Resent
     // every second, as jupyter_client's wait_for_ready does: cheap, and robust against a request
     // that arrives before the kernel's shell handler is listening.
-    m_poll_timer.start(0ms, [this] { send_kernel_info_request(); }, kernel_info_resend);
+    m_poll_timer.start(
+        0ms, [this] { send_kernel_info_request(); }, kernel_info_resend);
 }
 
 void kernel_process::send_kernel_info_request() {
     // Every probe's answer means the same: whichever comes first ends the probing.
-    m_shell.send("kernel_info_request", json::object(), [this](const protocol::wire_message& reply) {
-        if (m_phase != phase::probing || reply.msg_type() != "kernel_info_reply") {
-            return;
-        }
-        preheat();
-    });
+    m_shell.send("kernel_info_request", json::object(),
+                 [this](const protocol::wire_message& reply) {
+                     if (m_phase != phase::probing || reply.msg_type() != "kernel_info_reply") {
+                         return;
+                     }
+                     preheat();
+                 });
 }
 
 void kernel_process::watch(bool on) {
@@ -318,16 +326,18 @@ bool kernel_process::send_heartbeat() {
         loop::logger("kernel")->warn("kernel {}: no heartbeat this time: {}", m_setup.id, e.what());
         return false;
     }
-    m_shell.send("kernel_info_request", json::object(), [this](const protocol::wire_message& reply) {
-        if (reply.msg_type() != "kernel_info_reply" || !m_heartbeat.answered()) {
-            return; // answered after the watch ended
-        }
-        // Between beats an unleased kernel costs the daemon no socket: its file descriptors
-        // stay the same whether or not it has been beaten (a connection per beat is cheap).
-        if (!m_code_done) {
-            close_shell();
-        }
-    });
+    m_shell.send("kernel_info_request", json::object(),
+                 [this](const protocol::wire_message& reply) {
+                     if (reply.msg_type() != "kernel_info_reply" || !m_heartbeat.answered()) {
+                         return; // answered after the watch ended
+                     }
+                     // Between beats an unleased kernel costs the daemon no socket: its file
+                     // descriptors stay the same whether or not it has been beaten (a connection
+                     // per beat is cheap).
+                     if (!m_code_done) {
+                         close_shell();
+                     }
+                 });
     return true;
 }
 
@@ -344,15 +354,17 @@ void kernel_process::run_code(const std::string& code, std::chrono::milliseconds
         return;
     }
     begin_code(timeout, std::move(done));
-    m_shell.send("execute_request", silent_execute(code), [this](const protocol::wire_message& reply) {
-        if (reply.msg_type() == "execute_reply") {
-            on_code_reply(reply);
-        }
-    });
+    m_shell.send("execute_request", silent_execute(code),
+                 [this](const protocol::wire_message& reply) {
+                     if (reply.msg_type() == "execute_reply") {
+                         on_code_reply(reply);
+                     }
+                 });
 }
 
-void kernel_process::apply_context(const languages::kernel_context& context, const std::string& code,
-                                   std::chrono::milliseconds timeout, code_done done) {
+void kernel_process::apply_context(const languages::kernel_context& context,
+                                   const std::string& code, std::chrono::milliseconds timeout,
+                                   code_done done) {
     if (!applies_context_message()) {
         run_code(code, timeout, std::move(done));
         return;
@@ -368,15 +380,17 @@ void kernel_process::apply_context(const languages::kernel_context& context, con
         return;
     }
     begin_code(timeout, std::move(done));
-    json content = {{"cwd", context.cwd ? json(*context.cwd) : json(nullptr)}, {"env", context.env}};
+    json content = {{"cwd", context.cwd ? json(*context.cwd) : json(nullptr)},
+                    {"env", context.env}};
     if (context.memory_history) {
         content["python"] = languages::memory_history_python; // run by the kernel after cwd and env
     }
-    m_control.send("kpool_context_request", std::move(content), [this](const protocol::wire_message& reply) {
-        if (reply.msg_type() == "kpool_context_reply") {
-            on_code_reply(reply);
-        }
-    });
+    m_control.send("kpool_context_request", std::move(content),
+                   [this](const protocol::wire_message& reply) {
+                       if (reply.msg_type() == "kpool_context_reply") {
+                           on_code_reply(reply);
+                       }
+                   });
 }
 
 void kernel_process::open_workdir(const std::optional<std::string>& cwd, code_done done) {
@@ -385,7 +399,8 @@ void kernel_process::open_workdir(const std::optional<std::string>& cwd, code_do
         return;
     }
     if (m_phase != phase::ready) {
-        done(error{errc::internal, "kernel " + m_setup.id + " cannot take a working directory now"});
+        done(
+            error{errc::internal, "kernel " + m_setup.id + " cannot take a working directory now"});
         return;
     }
     m_workdir->open(pid(), *cwd, std::move(done));
@@ -394,8 +409,9 @@ void kernel_process::open_workdir(const std::optional<std::string>& cwd, code_do
 void kernel_process::begin_code(std::chrono::milliseconds timeout, code_done done) {
     m_code_done = std::move(done);
     m_code_deadline.start(timeout, [this, timeout] {
-        finish_code(error{errc::timeout, fmt::format("the kernel did not run the setup code within {} ms",
-                                                     timeout.count())});
+        finish_code(
+            error{errc::timeout, fmt::format("the kernel did not run the setup code within {} ms",
+                                             timeout.count())});
     });
 }
 
@@ -447,14 +463,15 @@ void kernel_process::run_startup_code() {
 void kernel_process::on_startup_reply(const protocol::wire_message& msg) {
     const json& content = msg.content;
     if (content.value("status", "") == "ok") {
-        loop::logger("kernel")->debug("kernel {}: startup_code ran in {:.0f} ms since launch", m_setup.id,
-                                seconds_since(m_started_at) * 1000);
+        loop::logger("kernel")->debug("kernel {}: startup_code ran in {:.0f} ms since launch",
+                                      m_setup.id, seconds_since(m_started_at) * 1000);
         prime(0);
         return;
     }
     const std::string traceback = protocol::traceback_text(content.value("traceback", json()));
-    loop::logger("kernel")->error("kernel {} pool={}: startup_code failed:\n{}", m_setup.id, m_setup.pool,
-                            traceback.substr(traceback.size() > 4000 ? traceback.size() - 4000 : 0));
+    loop::logger("kernel")->error(
+        "kernel {} pool={}: startup_code failed:\n{}", m_setup.id, m_setup.pool,
+        traceback.substr(traceback.size() > 4000 ? traceback.size() - 4000 : 0));
     fail_start("startup_code raised " + content.value("ename", std::string("an error")) + ": " +
                content.value("evalue", std::string()));
 }
@@ -465,17 +482,20 @@ void kernel_process::prime(std::size_t next) {
         return;
     }
     // Under the ready deadline and still at background priority, like startup_code.
-    m_shell.send("execute_request", m_setup.priming[next], [this, next](const protocol::wire_message& reply) {
-        if (m_phase != phase::preheating || reply.msg_type() != "execute_reply") {
-            return;
-        }
-        if (reply.content.value("status", "") != "ok") {
-            loop::logger("kernel")->warn("kernel {} pool={}: priming execute {} answered {}: {}", m_setup.id,
-                                   m_setup.pool, next + 1, reply.content.value("status", std::string("?")),
-                                   protocol::echo_safe(reply.content.value("evalue", std::string())));
-        }
-        prime(next + 1);
-    });
+    m_shell.send("execute_request", m_setup.priming[next],
+                 [this, next](const protocol::wire_message& reply) {
+                     if (m_phase != phase::preheating || reply.msg_type() != "execute_reply") {
+                         return;
+                     }
+                     if (reply.content.value("status", "") != "ok") {
+                         loop::logger("kernel")->warn(
+                             "kernel {} pool={}: priming execute {} answered {}: {}", m_setup.id,
+                             m_setup.pool, next + 1,
+                             reply.content.value("status", std::string("?")),
+                             protocol::echo_safe(reply.content.value("evalue", std::string())));
+                     }
+                     prime(next + 1);
+                 });
 }
 
 void kernel_process::become_ready() {
@@ -484,7 +504,8 @@ void kernel_process::become_ready() {
     m_poll_timer.stop();
     close_shell(); // reopened by the heartbeat if the kernel is watched
     // The file clients get holds all nine fields, kernel_name included.
-    if (auto st = write_private_file(m_connection_file, protocol::dump_json(to_json(m_info))); !st) {
+    if (auto st = write_private_file(m_connection_file, protocol::dump_json(to_json(m_info)));
+        !st) {
         fail_start(st.err().message);
         return;
     }
@@ -499,8 +520,8 @@ void kernel_process::become_ready() {
         return;
     }
     m_phase = phase::ready;
-    loop::logger("kernel")->debug("kernel warm id={} pool={} pid={} ms={:.0f}", m_setup.id, m_setup.pool,
-                           pid(), seconds_since(m_started_at) * 1000);
+    loop::logger("kernel")->debug("kernel warm id={} pool={} pid={} ms={:.0f}", m_setup.id,
+                                  m_setup.pool, pid(), seconds_since(m_started_at) * 1000);
     m_events.kernel_warm(m_setup.id);
 }
 
@@ -508,10 +529,11 @@ void kernel_process::fail_start(const std::string& reason) {
     if (m_phase != phase::probing && m_phase != phase::preheating) {
         return;
     }
-    loop::logger("kernel")->error("kernel failed to start id={} pool={} pid={}: {}; output tail: {}",
-                            m_setup.id, m_setup.pool, pid(), reason,
-                            protocol::echo_safe(m_output_tail.substr(
-                                m_output_tail.size() > 512 ? m_output_tail.size() - 512 : 0)));
+    loop::logger("kernel")->error(
+        "kernel failed to start id={} pool={} pid={}: {}; output tail: {}", m_setup.id,
+        m_setup.pool, pid(), reason,
+        protocol::echo_safe(
+            m_output_tail.substr(m_output_tail.size() > 512 ? m_output_tail.size() - 512 : 0)));
     stop();
     m_events.kernel_start_failed(m_setup.id, reason);
 }
@@ -539,7 +561,8 @@ void kernel_process::stop(urgency how) {
     m_poll_timer.stop();
     watch(false);
     close_shell();
-    loop::logger("kernel")->debug("kernel stopping id={} pool={} pid={}", m_setup.id, m_setup.pool, pid());
+    loop::logger("kernel")->debug("kernel stopping id={} pool={} pid={}", m_setup.id, m_setup.pool,
+                                  pid());
     // Its teardown (atexit, interpreter finalisation) is background work too, unless awaited.
     if (m_setup.background_priority && how == urgency::background && pid() > 0) {
         m_launched_idle = false;
@@ -555,20 +578,24 @@ bool kernel_process::hurry_teardown() {
     m_teardown_idle = false;
     const double grace = std::chrono::duration<double>(m_setup.shutdown_grace).count();
     // Most likely the host had no idle CPU to give it; or its atexit work is slow.
-    loop::logger("kernel")->info("kernel {} pool={} pid={}: still shutting down after {:.1f} s at idle "
-                           "CPU priority; normal priority and {:.1f} s more before SIGTERM",
-                           m_setup.id, m_setup.pool, pid(), grace, grace);
+    loop::logger("kernel")->info(
+        "kernel {} pool={} pid={}: still shutting down after {:.1f} s at idle "
+        "CPU priority; normal priority and {:.1f} s more before SIGTERM",
+        m_setup.id, m_setup.pool, pid(), grace, grace);
     cpu_priority::make_normal(pid(), priority_reach());
     return true;
 }
 
-void kernel_process::send_shutdown_request() { send_control("shutdown_request", {{"restart", false}}); }
+void kernel_process::send_shutdown_request() {
+    send_control("shutdown_request", {{"restart", false}});
+}
 
 void kernel_process::handed_out() {
     try {
         m_control.open(m_info.endpoint(m_info.control_port), m_info.key, m_session);
     } catch (const zmq::error_t& e) {
-        loop::logger("kernel")->warn("kernel {}: cannot open its control channel: {}", m_setup.id, e.what());
+        loop::logger("kernel")->warn("kernel {}: cannot open its control channel: {}", m_setup.id,
+                                     e.what());
     }
 }
 
@@ -578,7 +605,8 @@ void kernel_process::send_control(std::string_view msg_type, json content) {
         m_control.open(m_info.endpoint(m_info.control_port), m_info.key, m_session);
         m_control.send(msg_type, std::move(content));
     } catch (const zmq::error_t& e) {
-        loop::logger("kernel")->warn("kernel {}: cannot send {}: {}", m_setup.id, msg_type, e.what());
+        loop::logger("kernel")->warn("kernel {}: cannot send {}: {}", m_setup.id, msg_type,
+                                     e.what());
     }
 }
 
@@ -588,8 +616,8 @@ int kernel_process::signal(int signum) {
     }
     if (signum == SIGINT && m_setup.spec.interrupt_mode == "message") {
         // Such a kernel interrupts itself on request (and may not handle SIGINT at all).
-        loop::logger("kernel")->info("kernel {}: interrupt_mode is message: interrupt_request on control",
-                               m_setup.id);
+        loop::logger("kernel")->info(
+            "kernel {}: interrupt_mode is message: interrupt_request on control", m_setup.id);
         send_control("interrupt_request", json::object());
         return 0;
     }
@@ -608,9 +636,10 @@ void kernel_process::append_output(std::string_view bytes) {
     if (m_phase == phase::probing && !m_bind_failed && m_process &&
         m_output_tail.find("Address already in use") != std::string::npos) {
         m_bind_failed = true;
-        loop::logger("kernel")->warn("kernel {} pool={} pid={} could not bind one of its ports (its output says so): "
-                               "stopping it",
-                               m_setup.id, m_setup.pool, pid());
+        loop::logger("kernel")->warn(
+            "kernel {} pool={} pid={} could not bind one of its ports (its output says so): "
+            "stopping it",
+            m_setup.id, m_setup.pool, pid());
         m_process->signal_group(SIGKILL);
     }
 }
@@ -622,9 +651,10 @@ void kernel_process::on_exit(exit_status status) {
         // not the kernelspec's fault. Once more, with fresh ports.
         m_relaunched = true;
         m_bind_failed = false;
-        loop::logger("kernel")->warn("kernel {} pool={}: another process took one of its ports before it "
-                               "could bind them; starting it again with fresh ports",
-                               m_setup.id, m_setup.pool);
+        loop::logger("kernel")->warn(
+            "kernel {} pool={}: another process took one of its ports before it "
+            "could bind them; starting it again with fresh ports",
+            m_setup.id, m_setup.pool);
         m_poll_timer.stop();
         close_shell();
         m_control.close();
@@ -637,7 +667,8 @@ void kernel_process::on_exit(exit_status status) {
     const bool expected = m_phase == phase::stopping;
     m_phase = phase::exited;
     if (m_setup.cgroup && m_setup.cgroup->oom_killed()) {
-        status.reason = "out of memory (limit " + std::to_string(m_setup.cgroup->memory_mb()) + " MiB)";
+        status.reason =
+            "out of memory (limit " + std::to_string(m_setup.cgroup->memory_mb()) + " MiB)";
     }
     finish_code(error{errc::internal, "the kernel exited: " + status.describe()});
     if (m_workdir) {

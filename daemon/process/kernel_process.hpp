@@ -15,9 +15,9 @@
 
 #include "daemon/process/cpu_priority.hpp"
 #include "daemon/process/kernel_cgroups.hpp"
-#include "daemon/process/kernel_workdir.hpp"
 #include "daemon/process/kernel_channel.hpp"
 #include "daemon/process/kernel_heartbeat.hpp"
+#include "daemon/process/kernel_workdir.hpp"
 #include "daemon/process/launcher.hpp"
 #include "daemon/process/port_registry.hpp"
 #include "daemon/process/stop_escalation.hpp"
@@ -68,11 +68,11 @@ struct kernel_setup {
     kernelspec spec;
     // What runs: the kernelspec's argv with argv[0] resolved (resolve_kernel_program).
     std::string program;
-    std::string kernels_dir; // 0700 directory for the connection file
-    std::string instance;    // this daemon run's id, given to the kernel as KPOOL_INSTANCE
-    std::string transport;   // "tcp" or "ipc"
-    std::string ip;          // tcp: the address the kernel binds
-    std::string ipc_prefix;  // ipc: the socket path prefix (ipc_socket_dirs)
+    std::string kernels_dir;        // 0700 directory for the connection file
+    std::string instance;           // this daemon run's id, given to the kernel as KPOOL_INSTANCE
+    std::string transport;          // "tcp" or "ipc"
+    std::string ip;                 // tcp: the address the kernel binds
+    std::string ipc_prefix;         // ipc: the socket path prefix (ipc_socket_dirs)
     port_registry* ports = nullptr; // tcp: where the kernel's ports come from
     std::chrono::milliseconds ready_timeout{60000};
     std::chrono::milliseconds shutdown_grace{2000};
@@ -144,8 +144,8 @@ public:
     // instead: no cell runs (a silent execute goes through all of IPython's run_cell in a kernel
     // whose pages are still shared with its zygote): an acquire with cwd/env took 8.0 ms p50
     // instead of 11.5 (fork pool of 4, 2 cores).
-    void apply_context(const languages::kernel_context& context, const std::string& code, std::chrono::milliseconds timeout,
-                       code_done done);
+    void apply_context(const languages::kernel_context& context, const std::string& code,
+                       std::chrono::milliseconds timeout, code_done done);
 
     // A sandboxed kernel's working directory: `cwd` (under its pool's roots) bound into its
     // sandbox by `kpool-sandbox workdir` (daemon/sandbox/workdir.hpp), before the kernel changes
@@ -161,7 +161,9 @@ public:
     void handed_out();
 
     // Whether apply_context sends a message rather than running code.
-    bool applies_context_message() const { return m_process && m_process->applies_context_message(); }
+    bool applies_context_message() const {
+        return m_process && m_process->applies_context_message();
+    }
 
     const kernelspec& spec() const { return m_setup.spec; }
 
@@ -228,14 +230,14 @@ private:
     protocol::connection_info m_info;
     std::string m_connection_file;
     port_reservation m_ports;
-    bool m_relaunched = false; // after losing a port: once per kernel
-    bool m_bind_failed = false; // its output said a bind failed: stopped, to be started again
+    bool m_relaunched = false;    // after losing a port: once per kernel
+    bool m_bind_failed = false;   // its output said a bind failed: stopped, to be started again
     bool m_launched_idle = false; // the process started at SCHED_IDLE and has not left it
     bool m_ever_idle = false;     // some launch of this kernel started at SCHED_IDLE
     bool m_teardown_idle = false; // a background stop put it at SCHED_IDLE
-    std::string m_session; // our wire-protocol session id with this kernel
+    std::string m_session;        // our wire-protocol session id with this kernel
     std::string m_output_tail;
-    code_done m_code_done;      // run_code's caller, while its code runs
+    code_done m_code_done;                   // run_code's caller, while its code runs
     std::optional<kernel_workdir> m_workdir; // a sandboxed kernel's
     std::chrono::steady_clock::time_point m_started_at;
 
@@ -245,7 +247,7 @@ private:
     kernel_channel m_shell;
     kernel_channel m_control;
     loop::uv_timer m_ready_deadline;
-    loop::uv_timer m_poll_timer;   // kernel_info resends
+    loop::uv_timer m_poll_timer;       // kernel_info resends
     loop::uv_timer m_background_limit; // while starting at SCHED_IDLE
     loop::uv_timer m_code_deadline;
     kernel_heartbeat m_heartbeat; // while watched

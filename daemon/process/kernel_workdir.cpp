@@ -43,8 +43,9 @@ void kernel_workdir::open(int pid, const std::string& cwd, done_fn done) {
         return;
     }
     if (!m_bound.empty() || m_done) {
-        done(error{errc::bad_request, "a sandboxed kernel's working directory is chosen once: this one works in " +
-                                          protocol::echo_safe(m_bound.empty() ? std::string("another") : m_bound)});
+        done(error{errc::bad_request,
+                   "a sandboxed kernel's working directory is chosen once: this one works in " +
+                       protocol::echo_safe(m_bound.empty() ? std::string("another") : m_bound)});
         return;
     }
     if (m_launcher == nullptr || pid <= 0) {
@@ -70,7 +71,8 @@ void kernel_workdir::open(int pid, const std::string& cwd, done_fn done) {
             return;
         }
         const std::string why = reason_of(m_output);
-        const errc code = st.code == protocol::unusable_workdir_exit ? errc::bad_request : errc::internal;
+        const errc code =
+            st.code == protocol::unusable_workdir_exit ? errc::bad_request : errc::internal;
         finished(error{code, why.empty() ? "kpool-sandbox workdir: " + st.describe() : why});
     };
     auto launched = m_launcher->launch(helper, std::move(callbacks));

@@ -13,7 +13,8 @@ std::string exit_status::describe() const {
         return reason;
     }
     if (term_signal != 0) {
-        return "killed by signal " + std::to_string(term_signal) + " (" + strsignal(term_signal) + ")";
+        return "killed by signal " + std::to_string(term_signal) + " (" + strsignal(term_signal) +
+               ")";
     }
     return "exit code " + std::to_string(code);
 }

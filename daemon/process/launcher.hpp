@@ -1,6 +1,6 @@
 // How a kernel process comes to exist. The daemon asks a launcher for a process and learns of its
-// output and exit through callbacks; spawn_launcher vforks+execs from a helper thread. Other launchers (a
-// fork server that clones a pre-imported parent) implement the same interface.
+// output and exit through callbacks; spawn_launcher vforks+execs from a helper thread. Other
+// launchers (a fork server that clones a pre-imported parent) implement the same interface.
 #pragma once
 
 #include "protocol/result.hpp"
@@ -27,8 +27,8 @@ struct launch_spec {
     std::vector<std::string> env; // complete environment, "NAME=value"
     std::string cwd;              // empty: the daemon's
     std::vector<resource_limit> limits;
-    std::string connection_file;  // what {connection_file} in argv became (for the zygote)
-    bool idle = false;            // start at SCHED_IDLE: background work (daemon/process/cpu_priority.hpp)
+    std::string connection_file; // what {connection_file} in argv became (for the zygote)
+    bool idle = false; // start at SCHED_IDLE: background work (daemon/process/cpu_priority.hpp)
     // isolation = "sandbox": the kernel starts in this sandbox, made by the kpool-sandbox helper
     // at `sandbox_helper` (daemon/sandbox/stages.hpp), whichever launcher starts it.
     std::optional<protocol::sandbox_spec> sandbox;
@@ -38,7 +38,8 @@ struct launch_spec {
 struct exit_status {
     std::int64_t code = 0;
     int term_signal = 0;
-    std::string reason; // what the kernel of Linux said, when known: "out of memory (limit 512 MiB)"
+    std::string
+        reason; // what the kernel of Linux said, when known: "out of memory (limit 512 MiB)"
     std::string describe() const; // "exit code 1" / "killed by signal 9 (Killed)" / the reason
 };
 

@@ -14,7 +14,8 @@ launcher_choice choose_launcher(const config::pool_config& pc,
                                 const result<resolved_kernelspec>& spec) {
     using config::launcher_kind;
     if (pc.launcher != launcher_kind::automatic) {
-        return {pc.launcher, std::string("configured: launcher = \"") + config::to_string(pc.launcher) + "\""};
+        return {pc.launcher,
+                std::string("configured: launcher = \"") + config::to_string(pc.launcher) + "\""};
     }
     if (!spec) {
         return {launcher_kind::spawn, "auto: the kernelspec cannot be read"};
@@ -66,7 +67,8 @@ bool launcher_registry::forks(const std::string& pool) const {
     return it != m_choices.end() && it->second.kind == config::launcher_kind::fork;
 }
 
-bool launcher_registry::rebuild(const std::string& pool, const protocol::zygote::preload_plan& plan) {
+bool launcher_registry::rebuild(const std::string& pool,
+                                const protocol::zygote::preload_plan& plan) {
     const auto s = m_setups.find(pool);
     if (s == m_setups.end() || !m_zygotes.contains(pool)) {
         return false;
@@ -83,10 +85,9 @@ bool launcher_registry::rebuild(const std::string& pool, const protocol::zygote:
     return false;
 }
 
-std::unique_ptr<zygote_launcher> launcher_registry::make_zygote(const config::pool_config& pc,
-                                                                const resolved_kernelspec& spec,
-                                                                const protocol::zygote::preload_plan& plan,
-                                                                bool background) {
+std::unique_ptr<zygote_launcher>
+launcher_registry::make_zygote(const config::pool_config& pc, const resolved_kernelspec& spec,
+                               const protocol::zygote::preload_plan& plan, bool background) {
     launch_spec zygote;
     const std::string socket_path = m_run_dir + "/z" + std::to_string(++m_zygotes_started);
     // The kernelspec's arguments with {connection_file} unexpanded: the zygote parses them once.
@@ -106,16 +107,18 @@ std::unique_ptr<zygote_launcher> launcher_registry::make_zygote(const config::po
     zygote.env = kernel_environment(spec.spec, m_instance);
     zygote.idle = background; // a rebuild is background work; the zygote leaves it once ready
     try {
-        auto z = std::make_unique<zygote_launcher>(m_loop, *m_spawn, std::move(zygote), socket_path, pc.name);
+        auto z = std::make_unique<zygote_launcher>(m_loop, *m_spawn, std::move(zygote), socket_path,
+                                                   pc.name);
         const zygote_launcher* id = z.get();
         const std::string pool = pc.name;
-        z->set_events({[this, pool, id](const protocol::zygote::ready& r) { on_ready(pool, id, r); },
-                       [this, pool](const protocol::zygote::imports& m) {
-                           if (m_events.on_imports) {
-                               m_events.on_imports(pool, m);
-                           }
-                       },
-                       [this, pool, id](const exit_status& st) { on_exit(pool, id, st); }});
+        z->set_events(
+            {[this, pool, id](const protocol::zygote::ready& r) { on_ready(pool, id, r); },
+             [this, pool](const protocol::zygote::imports& m) {
+                 if (m_events.on_imports) {
+                     m_events.on_imports(pool, m);
+                 }
+             },
+             [this, pool, id](const exit_status& st) { on_exit(pool, id, st); }});
         return z;
     } catch (const std::exception& e) {
         loop::logger("daemon")->error("pool {}: no zygote: {}", pc.name, e.what());
@@ -129,9 +132,11 @@ void launcher_registry::on_ready(const std::string& pool, const zygote_launcher*
     const auto standby = m_standby.find(pool);
     const bool took_over = standby != m_standby.end() && standby->second.get() == z;
     if (took_over) {
-        const bool old_prebuilt = current != m_zygotes.end() && current->second->describe().value("prebuilt", false);
+        const bool old_prebuilt =
+            current != m_zygotes.end() && current->second->describe().value("prebuilt", false);
         if (!ready.prebuilt && old_prebuilt) {
-            return drop_standby(pool, "the zygote with them could not pre-build kernels: " + ready.why_not);
+            return drop_standby(pool, "the zygote with them could not pre-build kernels: " +
+                                          ready.why_not);
         }
         if (current != m_zygotes.end()) {
             m_retired.push_back(std::move(current->second));
@@ -148,10 +153,12 @@ void launcher_registry::on_ready(const std::string& pool, const zygote_launcher*
     }
 }
 
-void launcher_registry::on_exit(const std::string& pool, const zygote_launcher* z, const exit_status& status) {
+void launcher_registry::on_exit(const std::string& pool, const zygote_launcher* z,
+                                const exit_status& status) {
     const auto standby = m_standby.find(pool);
     if (standby != m_standby.end() && standby->second.get() == z && !z->ready()) {
-        drop_standby(pool, "the zygote with them exited before it was ready (" + status.describe() + ")");
+        drop_standby(pool,
+                     "the zygote with them exited before it was ready (" + status.describe() + ")");
     }
 }
 

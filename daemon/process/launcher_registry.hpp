@@ -42,7 +42,8 @@ launcher_choice choose_launcher(const config::pool_config& pc,
 struct registry_events {
     // A pool's zygote is ready: its first start, a restart, or a rebuild that took over
     // (`took_over`: the pool's warm kernels are the old zygote's).
-    std::function<void(const std::string& pool, const protocol::zygote::ready&, bool took_over)> on_built;
+    std::function<void(const std::string& pool, const protocol::zygote::ready&, bool took_over)>
+        on_built;
     // A rebuild did not take over (why), and the zygote it replaced serves on.
     std::function<void(const std::string& pool, const std::string& why)> on_rebuild_failed;
     // A kernel forked by any of the pool's zygotes (retired ones too) ended.
@@ -89,9 +90,12 @@ public:
     bool has_retired() const { return !m_retired.empty(); }
 
 private:
-    std::unique_ptr<zygote_launcher> make_zygote(const config::pool_config& pc, const resolved_kernelspec& spec,
-                                                 const protocol::zygote::preload_plan& plan, bool background);
-    void on_ready(const std::string& pool, const zygote_launcher* z, const protocol::zygote::ready& ready);
+    std::unique_ptr<zygote_launcher> make_zygote(const config::pool_config& pc,
+                                                 const resolved_kernelspec& spec,
+                                                 const protocol::zygote::preload_plan& plan,
+                                                 bool background);
+    void on_ready(const std::string& pool, const zygote_launcher* z,
+                  const protocol::zygote::ready& ready);
     void on_exit(const std::string& pool, const zygote_launcher* z, const exit_status& status);
     void drop_standby(const std::string& pool, const std::string& why);
 
@@ -104,11 +108,11 @@ private:
     std::unique_ptr<launcher> m_spawn;
     std::string m_run_dir;
     std::string m_instance;
-    std::map<std::string, launcher_choice> m_choices;                   // by pool
-    std::map<std::string, setup> m_setups;                              // fork pools, by pool
+    std::map<std::string, launcher_choice> m_choices;                  // by pool
+    std::map<std::string, setup> m_setups;                             // fork pools, by pool
     std::map<std::string, std::unique_ptr<zygote_launcher>> m_zygotes; // by pool
     std::map<std::string, std::unique_ptr<zygote_launcher>> m_standby; // rebuilds, until ready
-    std::vector<std::unique_ptr<zygote_launcher>> m_retired;          // until their kernels go
+    std::vector<std::unique_ptr<zygote_launcher>> m_retired;           // until their kernels go
     loop::uv_timer m_collect;
     bool m_collect_everything = false;
     int m_zygotes_started = 0;

@@ -56,7 +56,8 @@ int bind_tcp(const socket_address& address, bool reuse_address, loop::unique_fd&
         const int on = 1;
         ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
     }
-    if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&address.storage), address.length) != 0) {
+    if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&address.storage), address.length) !=
+        0) {
         return -errno;
     }
     return 0;
@@ -70,7 +71,8 @@ result<std::uint16_t> free_port(const std::string& ip) {
     }
     loop::unique_fd fd;
     if (const int rc = bind_tcp(address, false, fd); rc < 0) {
-        return error{errc::capacity, "cannot find a free port on " + ip + ": " + std::strerror(-rc)};
+        return error{errc::capacity,
+                     "cannot find a free port on " + ip + ": " + std::strerror(-rc)};
     }
     sockaddr_storage bound{};
     socklen_t length = sizeof bound;
@@ -126,11 +128,13 @@ kernel_port_plan plan_kernel_ports(const config::daemon_config& cfg,
         ephemeral ? fmt::format("the OS's ephemeral range {}-{}", ephemeral->first, ephemeral->last)
                   : std::string("the OS's ephemeral range (unreadable)");
     if (cfg.kernel_ports == source::ephemeral) {
-        return {std::nullopt, "kernel_ports = \"ephemeral\": the OS's choice of port, from " + os_range};
+        return {std::nullopt,
+                "kernel_ports = \"ephemeral\": the OS's choice of port, from " + os_range};
     }
     if (cfg.kernel_ports == source::range) {
         const port_range range{cfg.kernel_ports_first, cfg.kernel_ports_last};
-        const bool overlaps = ephemeral && range.first <= ephemeral->last && ephemeral->first <= range.last;
+        const bool overlaps =
+            ephemeral && range.first <= ephemeral->last && ephemeral->first <= range.last;
         return {range, fmt::format("kernel_ports = \"{}-{}\"{}", range.first, range.last,
                                    overlaps ? ", which overlaps " + os_range +
                                                   " (jupyter_client's kernels and outgoing "
@@ -138,17 +142,18 @@ kernel_port_plan plan_kernel_ports(const config::daemon_config& cfg,
                                             : std::string())};
     }
     // Room for every kernel this daemon may hold, and for other kpoolds on the host.
-    const std::size_t wanted = std::max<std::size_t>(1000, 5 * static_cast<std::size_t>(cfg.max_kernels));
+    const std::size_t wanted =
+        std::max<std::size_t>(1000, 5 * static_cast<std::size_t>(cfg.max_kernels));
     if (ephemeral && 65535u - ephemeral->last >= wanted) {
         const port_range above{static_cast<std::uint16_t>(ephemeral->last + 1), 65535};
         return {above, fmt::format("auto: above {}, where jupyter_client's kernels and outgoing "
-                                   "connections take theirs", os_range)};
+                                   "connections take theirs",
+                                   os_range)};
     }
-    return {std::nullopt,
-            fmt::format("auto: the OS's choice of port, from {} ({})", os_range,
-                        ephemeral ? fmt::format("only {} ports above it, {} wanted",
-                                                65535u - ephemeral->last, wanted)
-                                  : std::string("nothing known above it"))};
+    return {std::nullopt, fmt::format("auto: the OS's choice of port, from {} ({})", os_range,
+                                      ephemeral ? fmt::format("only {} ports above it, {} wanted",
+                                                              65535u - ephemeral->last, wanted)
+                                                : std::string("nothing known above it"))};
 }
 
 void port_registry::draw_from(std::optional<port_range> range) {
@@ -184,8 +189,8 @@ result<std::uint16_t> port_registry::next_in_range(const std::string& ip,
             return port;
         }
         if (rc != -EADDRINUSE) {
-            return error{errc::capacity, fmt::format("cannot bind {} port {}: {}", ip, port,
-                                                     std::strerror(-rc))};
+            return error{errc::capacity,
+                         fmt::format("cannot bind {} port {}: {}", ip, port, std::strerror(-rc))};
         }
     }
     return error{errc::capacity,

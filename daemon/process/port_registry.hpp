@@ -94,10 +94,13 @@ private:
     friend class port_reservation;
     // The next port for a reservation that has `taken[0..count)` so far.
     result<std::uint16_t> next_in_range(const std::string& ip,
-                                        const std::array<std::uint16_t, 5>& taken, std::size_t count);
+                                        const std::array<std::uint16_t, 5>& taken,
+                                        std::size_t count);
     result<std::uint16_t> next_from_os(const std::string& ip,
-                                       const std::array<std::uint16_t, 5>& taken, std::size_t count);
-    bool held(std::uint16_t port, const std::array<std::uint16_t, 5>& taken, std::size_t count) const;
+                                       const std::array<std::uint16_t, 5>& taken,
+                                       std::size_t count);
+    bool held(std::uint16_t port, const std::array<std::uint16_t, 5>& taken,
+              std::size_t count) const;
 
     std::set<std::uint16_t> m_reserved;
     std::optional<port_range> m_range;

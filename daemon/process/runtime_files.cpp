@@ -22,7 +22,7 @@ error sys_error(const std::string& what, const std::string& path, int err) {
 status ensure_private_dir(const std::string& dir) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
-    struct stat st{};
+    struct stat st {};
     if (::lstat(dir.c_str(), &st) != 0) {
         return sys_error("cannot create directory", dir, errno);
     }
@@ -43,7 +43,8 @@ status ensure_private_dir(const std::string& dir) {
 status write_private_file(const std::string& path, std::string_view contents) {
     const std::string tmp = path + ".tmp";
     ::unlink(tmp.c_str());
-    loop::unique_fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+    loop::unique_fd fd(
+        ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
     if (fd.get() < 0) {
         return sys_error("cannot create", tmp, errno);
     }
@@ -100,8 +101,8 @@ result<file_lock> file_lock::acquire(const std::string& path, bool create, bool*
     // A lock on a file that its holder unlinked on its way out proves nothing: check that the
     // locked file is still the one at `path`, else try again.
     for (int attempt = 0; attempt < 10; ++attempt) {
-        loop::unique_fd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0),
-                            0600));
+        loop::unique_fd fd(
+            ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0), 0600));
         if (!fd) {
             return sys_error("cannot open lock file", path, errno);
         }
@@ -111,8 +112,8 @@ result<file_lock> file_lock::acquire(const std::string& path, bool create, bool*
             }
             return sys_error("cannot lock", path, errno);
         }
-        struct stat held{};
-        struct stat now{};
+        struct stat held {};
+        struct stat now {};
         if (::fstat(fd.get(), &held) == 0 && ::stat(path.c_str(), &now) == 0 &&
             held.st_ino == now.st_ino && held.st_dev == now.st_dev) {
             return file_lock(path, std::move(fd));
@@ -151,8 +152,8 @@ void remove_kernel_files(const std::string& connection_file,
     ::unlink(connection_file.c_str());
     ::unlink((connection_file + ".tmp").c_str());
     if (info.transport == "ipc") {
-        for (std::uint16_t port : {info.shell_port, info.iopub_port, info.stdin_port,
-                                   info.control_port, info.hb_port}) {
+        for (std::uint16_t port :
+             {info.shell_port, info.iopub_port, info.stdin_port, info.control_port, info.hb_port}) {
             ::unlink((info.ip + "-" + std::to_string(port)).c_str());
         }
     }

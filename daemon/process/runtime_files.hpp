@@ -43,13 +43,13 @@ public:
     void write_owner_pid();
 
 private:
-    file_lock(std::string path, loop::unique_fd fd) : m_path(std::move(path)), m_fd(std::move(fd)) {}
+    file_lock(std::string path, loop::unique_fd fd)
+        : m_path(std::move(path)), m_fd(std::move(fd)) {}
     std::string m_path;
     loop::unique_fd m_fd;
 };
 
 // Removes a kernel's connection file and, for ipc, its five socket files. Missing files are fine.
-void remove_kernel_files(const std::string& connection_file,
-                         const protocol::connection_info& info);
+void remove_kernel_files(const std::string& connection_file, const protocol::connection_info& info);
 
 } // namespace kpool::daemon

@@ -6,9 +6,9 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <pwd.h>
-#include <sys/syscall.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -34,7 +34,8 @@ std::vector<std::string> prefixes_of(const std::string& program) {
     const fs::path real = fs::canonical(program, ec);
     for (const fs::path& path : {fs::path(program).lexically_normal(), ec ? fs::path() : real}) {
         const std::string prefix = path.parent_path().parent_path().string();
-        if (path.is_absolute() && !within(path.string(), "/usr") && prefix != "/" && !prefix.empty()) {
+        if (path.is_absolute() && !within(path.string(), "/usr") && prefix != "/" &&
+            !prefix.empty()) {
             found.push_back(prefix);
         }
     }
@@ -49,8 +50,9 @@ std::string find_sandbox_helper() {
     if (ec) {
         return "";
     }
-    for (const fs::path& candidate : {self.parent_path() / "kpool-sandbox",
-                                     self.parent_path().parent_path() / "lib" / "kpool" / "kpool-sandbox"}) {
+    for (const fs::path& candidate :
+         {self.parent_path() / "kpool-sandbox",
+          self.parent_path().parent_path() / "lib" / "kpool" / "kpool-sandbox"}) {
         if (::access(candidate.c_str(), X_OK) == 0) {
             return candidate.string();
         }
@@ -67,7 +69,8 @@ sandbox_plan plan_sandbox(const config::pool_config& pc, const jupyter::resolved
     if (s.user_namespace) {
         s.uid = ::getuid();
         s.gid = ::getgid();
-    } else if (const passwd* pw = ::getpwnam(pc.sandbox.user.c_str()); pw != nullptr && pw->pw_uid != 0) {
+    } else if (const passwd* pw = ::getpwnam(pc.sandbox.user.c_str());
+               pw != nullptr && pw->pw_uid != 0) {
         s.uid = pw->pw_uid;
         s.gid = pw->pw_gid;
     } else {
@@ -83,7 +86,8 @@ sandbox_plan plan_sandbox(const config::pool_config& pc, const jupyter::resolved
     }
     s.readable.insert(s.readable.end(), pc.sandbox.readable.begin(), pc.sandbox.readable.end());
     s.writable = pc.sandbox.writable;
-    s.roots = pc.sandbox.roots; // none visible until an acquire's cwd is bound (sandbox/workdir.hpp)
+    s.roots =
+        pc.sandbox.roots; // none visible until an acquire's cwd is bound (sandbox/workdir.hpp)
     s.private_dirs = private_scratch;
     const char* home = std::getenv("HOME");
     const std::string home_dir = home != nullptr && home[0] == '/' ? home : "/home/kpool";
@@ -119,7 +123,8 @@ std::string workdir_problem(const std::string& cwd, const std::vector<std::strin
         if (!within(normal, root)) {
             continue;
         }
-        const std::string rel = normal.size() > root.size() ? normal.substr(root.size() + (root == "/" ? 0 : 1)) : "";
+        const std::string rel =
+            normal.size() > root.size() ? normal.substr(root.size() + (root == "/" ? 0 : 1)) : "";
         const loop::unique_fd root_fd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
         if (!root_fd) {
             return "root " + root + ": " + std::strerror(errno);
@@ -130,9 +135,11 @@ std::string workdir_problem(const std::string& cwd, const std::vector<std::strin
         open_how how{};
         how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
         how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-        const loop::unique_fd dir(static_cast<int>(::syscall(SYS_openat2, root_fd.get(), rel.c_str(), &how, sizeof how)));
+        const loop::unique_fd dir(
+            static_cast<int>(::syscall(SYS_openat2, root_fd.get(), rel.c_str(), &how, sizeof how)));
         if (!dir) {
-            return errno == ELOOP ? "a symbolic link on the way (not followed)" : std::strerror(errno);
+            return errno == ELOOP ? "a symbolic link on the way (not followed)"
+                                  : std::strerror(errno);
         }
         return "";
     }
@@ -149,7 +156,8 @@ void limits_without_cgroup(const config::kernel_limits& limits, protocol::sandbo
     }
 }
 
-result<std::string> make_private_ipc_dir(const std::string& prefix, const protocol::sandbox_spec& spec) {
+result<std::string> make_private_ipc_dir(const std::string& prefix,
+                                         const protocol::sandbox_spec& spec) {
     const std::string own = prefix + ".d";
     if (::mkdir(own.c_str(), 0700) != 0 ||
         (!spec.user_namespace && ::chown(own.c_str(), spec.uid, spec.gid) != 0)) {
@@ -164,7 +172,8 @@ void remove_private_ipc_dir(const std::string& private_prefix) {
     ::rmdir(private_prefix.substr(0, private_prefix.rfind('/')).c_str());
 }
 
-nlohmann::json sandbox_plan::describe(const config::kernel_limits& limits, const std::string& cgroups) const {
+nlohmann::json sandbox_plan::describe(const config::kernel_limits& limits,
+                                      const std::string& cgroups) const {
     nlohmann::json namespaces = {"mount", "pid", "ipc"};
     if (base.user_namespace) {
         namespaces.push_back("user");
@@ -172,31 +181,36 @@ nlohmann::json sandbox_plan::describe(const config::kernel_limits& limits, const
     if (!base.network) {
         namespaces.push_back("network");
     }
-    nlohmann::json j{{"namespaces", namespaces},
-                     {"uid", base.uid},
-                     {"network", base.network ? "host" : "own loopback only"},
-                     {"capabilities", "none (no_new_privs, seccomp deny-list)"},
-                     {"readable", base.readable},
-                     {"writable", base.writable},
-                     {"private", base.private_dirs},
-                     {"roots", base.roots},
-                     {"workdir", "the acquire's cwd under a root, bound writable alone (the rest of the roots unseen)"},
-                     {"helper", helper}};
+    nlohmann::json j{
+        {"namespaces", namespaces},
+        {"uid", base.uid},
+        {"network", base.network ? "host" : "own loopback only"},
+        {"capabilities", "none (no_new_privs, seccomp deny-list)"},
+        {"readable", base.readable},
+        {"writable", base.writable},
+        {"private", base.private_dirs},
+        {"roots", base.roots},
+        {"workdir",
+         "the acquire's cwd under a root, bound writable alone (the rest of the roots unseen)"},
+        {"helper", helper}};
     if (!problem.empty()) {
         j["problem"] = problem;
     }
     if (limits.memory_mb > 0 || limits.processes > 0) {
         const std::string together = cgroups + ", the kernel and what it starts together";
-        j["limits"] = {{"memory_mb", limits.memory_mb},
-                       {"processes", limits.processes},
-                       {"memory_by", limits.memory_mb == 0 ? ""
-                                     : !cgroups.empty()   ? together
-                                                          : "RLIMIT_AS, each process alone (kpoold can write no cgroup)"},
-                       {"processes_by", limits.processes == 0 ? ""
-                                        : !cgroups.empty()    ? together
-                                        : base.user_namespace ? "RLIMIT_NPROC in the kernel's own user namespace "
-                                                                "(kpoold can write no cgroup)"
-                                                              : "not enforced: kpoold can write no cgroup"}};
+        j["limits"] = {
+            {"memory_mb", limits.memory_mb},
+            {"processes", limits.processes},
+            {"memory_by", limits.memory_mb == 0 ? ""
+                          : !cgroups.empty()
+                              ? together
+                              : "RLIMIT_AS, each process alone (kpoold can write no cgroup)"},
+            {"processes_by", limits.processes == 0 ? ""
+                             : !cgroups.empty()    ? together
+                             : base.user_namespace
+                                 ? "RLIMIT_NPROC in the kernel's own user namespace "
+                                   "(kpoold can write no cgroup)"
+                                 : "not enforced: kpoold can write no cgroup"}};
     }
     return j;
 }

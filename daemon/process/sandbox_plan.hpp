@@ -18,8 +18,8 @@ namespace kpool::daemon {
 
 // Read-only for every sandboxed kernel: the system (Debian's /lib, /bin and /sbin are links
 // into /usr, copied as links).
-inline const std::vector<std::string> system_readable = {"/usr", "/lib", "/lib32", "/lib64", "/libx32",
-                                                         "/bin", "/sbin", "/etc"};
+inline const std::vector<std::string> system_readable = {"/usr",    "/lib", "/lib32", "/lib64",
+                                                         "/libx32", "/bin", "/sbin",  "/etc"};
 // Empty and private to each kernel (HOME is added: the kernel's own).
 inline const std::vector<std::string> private_scratch = {"/tmp", "/var/tmp", "/dev/shm"};
 
@@ -56,7 +56,8 @@ void limits_without_cgroup(const config::kernel_limits& limits, protocol::sandbo
 // A sandboxed kernel's ipc sockets go in a directory of its own (the only one of the socket
 // directory its sandbox sees), which the kernel's user may write when kpoold is root: made
 // beside `prefix`, its new prefix returned; removed with remove_private_ipc_dir(that prefix).
-result<std::string> make_private_ipc_dir(const std::string& prefix, const protocol::sandbox_spec& spec);
+result<std::string> make_private_ipc_dir(const std::string& prefix,
+                                         const protocol::sandbox_spec& spec);
 void remove_private_ipc_dir(const std::string& private_prefix);
 
 // Where kpool-sandbox is: beside the running program (a build tree), else in ../lib/kpool

@@ -189,12 +189,12 @@ struct exec_plan {
     const char* cwd; // nullptr: stay
     const resource_limit* limits;
     std::size_t limit_count;
-    int null_fd;  // /dev/null, for stdin
-    int out_fd;   // stdout and stderr pipes
+    int null_fd; // /dev/null, for stdin
+    int out_fd;  // stdout and stderr pipes
     int err_fd;
     int error_fd; // close-on-exec pipe: an errno written here means exec never happened
     pid_t parent;
-    bool idle;    // start at SCHED_IDLE (daemon/process/cpu_priority.hpp)
+    bool idle; // start at SCHED_IDLE (daemon/process/cpu_priority.hpp)
 };
 
 [[noreturn]] void exec_child(const exec_plan& plan) noexcept {
@@ -205,7 +205,8 @@ struct exec_plan {
     // A process group of its own, so kpoold signals the kernel and what it started at once; in
     // kpoold's session, not a new one: with autogroup scheduling every session is a scheduling
     // group of its own, where a SCHED_IDLE start would compete as an equal with leased kernels.
-    if (::setpgid(0, 0) < 0 || ::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != plan.parent) {
+    if (::setpgid(0, 0) < 0 || ::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 ||
+        ::getppid() != plan.parent) {
         failed_errno = errno != 0 ? errno : ESRCH;
     }
     if (failed_errno == 0 && plan.idle) {
@@ -261,10 +262,12 @@ void run_spawn(spawn_job& job) {
     if (null_fd < 0 || ::pipe2(error_pipe, O_CLOEXEC) != 0) {
         job.error = errno;
     } else {
-        const exec_plan plan{job.file.c_str(), argv.data(), envp.data(),
-                             job.cwd.empty() ? nullptr : job.cwd.c_str(),
-                             job.limits.data(), job.limits.size(), null_fd, job.out_w, job.err_w,
-                             error_pipe[1], ::getpid(), job.idle};
+        const exec_plan plan{job.file.c_str(),  argv.data(),
+                             envp.data(),       job.cwd.empty() ? nullptr : job.cwd.c_str(),
+                             job.limits.data(), job.limits.size(),
+                             null_fd,           job.out_w,
+                             job.err_w,         error_pipe[1],
+                             ::getpid(),        job.idle};
         // vfork: no page-table copy, and this thread waits only until the child has exec'd.
         // This thread blocks every signal, so no handler can run in the child on our stack.
         const pid_t pid = ::vfork();
@@ -383,7 +386,7 @@ spawn_launcher::~spawn_launcher() {
     m_shared->wake.notify_one();
     m_thread.join();
     m_shared->finish_jobs(); // their owners are gone: the processes are killed as they start
-    m_shared.reset();         // closes the async handle; the state goes in its close callback
+    m_shared.reset();        // closes the async handle; the state goes in its close callback
 }
 
 result<std::unique_ptr<launched_process>> spawn_launcher::launch(const launch_spec& spec,
@@ -431,7 +434,8 @@ result<std::unique_ptr<launched_process>> spawn_launcher::launch(const launch_sp
     if (spec.sandbox) {
         // The helper makes the sandbox, then runs the kernel's program (resolved above, with
         // the kernel's PATH) inside it.
-        job->argv = {spec.sandbox_helper, "spawn", protocol::format(*spec.sandbox), "--", job->file};
+        job->argv = {spec.sandbox_helper, "spawn", protocol::format(*spec.sandbox), "--",
+                     job->file};
         job->argv.insert(job->argv.end(), spec.argv.begin() + 1, spec.argv.end());
         job->file = spec.sandbox_helper;
     }

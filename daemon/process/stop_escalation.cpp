@@ -33,7 +33,9 @@ void stop_escalation::asked_grace_over() {
 void stop_escalation::grace_over() {
     if (was_starved()) {
         if (m_steps.starved) {
-            m_steps.starved(std::chrono::duration<double>(std::chrono::steady_clock::now() - m_asked_at).count());
+            m_steps.starved(
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - m_asked_at)
+                    .count());
         }
         m_timer.start(m_grace, [this] { grace_over(); });
         return;
@@ -48,7 +50,9 @@ bool stop_escalation::was_starved() {
     }
     const unsigned long long waited = m_steps.cpu_waited();
     const unsigned long long quarter_ns =
-        static_cast<unsigned long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(m_grace).count()) / 4;
+        static_cast<unsigned long long>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(m_grace).count()) /
+        4;
     const bool starved = waited >= m_waited + quarter_ns;
     m_waited = waited;
     return starved;

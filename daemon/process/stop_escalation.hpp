@@ -22,12 +22,12 @@ public:
     static constexpr std::chrono::seconds starved_limit{30};
 
     struct steps {
-        std::function<void()> ask;               // the shutdown_request
+        std::function<void()> ask; // the shutdown_request
         // The grace after `ask` is over: true if the kernel was at idle CPU priority and now
         // has normal, so that it gets another grace before SIGTERM. Optional.
         std::function<bool()> hurry;
-        std::function<void(int signum)> signal;  // to the process group
-        std::function<void()> ignored_term;      // SIGKILL follows (for the log)
+        std::function<void(int signum)> signal; // to the process group
+        std::function<void()> ignored_term;     // SIGKILL follows (for the log)
         // Nanoseconds the kernel has waited, runnable, for a CPU so far. Optional.
         std::function<unsigned long long()> cpu_waited;
         // Another grace for a starved kernel, so many seconds after the request (log).

@@ -1,4 +1,5 @@
-// zygote_launcher: the daemon's side of daemon/process/zygote.py (socket, requests, reports, restarts).
+// zygote_launcher: the daemon's side of daemon/process/zygote.py (socket, requests, reports,
+// restarts).
 #include "daemon/process/zygote_launcher.hpp"
 
 #include "daemon/core/backoff.hpp"
@@ -33,12 +34,9 @@ json describe_preload(const zp::preload_report& r) {
     for (const auto& m : r.preloaded) {
         modules.push_back(m.name);
     }
-    return {{"preloaded", modules},
-            {"refused", pairs_object(r.refused)},
-            {"warmed", r.warmed},
-            {"warm_ups_refused", pairs_object(r.warm_ups_refused)},
-            {"growth_mb", r.growth_mb},
-            {"rss_mb", r.rss_mb}};
+    return {{"preloaded", modules},     {"refused", pairs_object(r.refused)},
+            {"warmed", r.warmed},       {"warm_ups_refused", pairs_object(r.warm_ups_refused)},
+            {"growth_mb", r.growth_mb}, {"rss_mb", r.rss_mb}};
 }
 
 } // namespace
@@ -61,7 +59,8 @@ struct zygote_launcher::child : process_record {
     std::string log_path;
     std::uint64_t request = 0;
     int zygote_pid = 0; // the zygote that forks it
-    bool prebuilt = false; // around the zygote's pre-built shell (which answers kpool_context_request)
+    bool prebuilt =
+        false; // around the zygote's pre-built shell (which answers kpool_context_request)
 };
 
 namespace {
@@ -126,8 +125,9 @@ void zygote_launcher::start_zygote() {
         m_zygote_spec,
         {nullptr,
          [this](std::string_view out) {
-             loop::logger("kernel")->warn("zygote {}: {}", m_name,
-                                    protocol::echo_safe(out.substr(0, std::min<std::size_t>(out.size(), 2000))));
+             loop::logger("kernel")->warn(
+                 "zygote {}: {}", m_name,
+                 protocol::echo_safe(out.substr(0, std::min<std::size_t>(out.size(), 2000))));
          },
          [this](const exit_status& st) { on_zygote_exit(st); }});
     if (!process) {
@@ -171,31 +171,33 @@ void zygote_launcher::on_read(std::string_view bytes) {
             on_message(*msg);
         } else {
             loop::logger("kernel")->warn("zygote {}: {}: {}", m_name, msg.err().message,
-                                   protocol::echo_safe(line.substr(0, 200)));
+                                         protocol::echo_safe(line.substr(0, 200)));
         }
     }
 }
 
 void zygote_launcher::on_message(const zp::message& msg) {
-    std::visit([this](const auto& m) {
-        using T = std::decay_t<decltype(m)>;
-        if constexpr (std::is_same_v<T, zp::ready>) {
-            on_ready(m);
-        } else if constexpr (std::is_same_v<T, zp::forked>) {
-            on_forked(m);
-        } else if constexpr (std::is_same_v<T, zp::fork_failed>) {
-            on_fork_failed(m);
-        } else if constexpr (std::is_same_v<T, zp::exited>) {
-            on_exited(m);
-        } else if constexpr (std::is_same_v<T, zp::learned>) {
-            on_learned(m);
-        } else if constexpr (std::is_same_v<T, zp::imports>) {
-            on_imports(m);
-        } else {
-            loop::logger("kernel")->error("zygote {} could not read a request: {}", m_name,
-                                    protocol::echo_safe(m.error));
-        }
-    }, msg);
+    std::visit(
+        [this](const auto& m) {
+            using T = std::decay_t<decltype(m)>;
+            if constexpr (std::is_same_v<T, zp::ready>) {
+                on_ready(m);
+            } else if constexpr (std::is_same_v<T, zp::forked>) {
+                on_forked(m);
+            } else if constexpr (std::is_same_v<T, zp::fork_failed>) {
+                on_fork_failed(m);
+            } else if constexpr (std::is_same_v<T, zp::exited>) {
+                on_exited(m);
+            } else if constexpr (std::is_same_v<T, zp::learned>) {
+                on_learned(m);
+            } else if constexpr (std::is_same_v<T, zp::imports>) {
+                on_imports(m);
+            } else {
+                loop::logger("kernel")->error("zygote {} could not read a request: {}", m_name,
+                                              protocol::echo_safe(m.error));
+            }
+        },
+        msg);
 }
 
 void zygote_launcher::on_ready(const zp::ready& m) {
@@ -221,11 +223,12 @@ void zygote_launcher::on_ready(const zp::ready& m) {
         for (const auto& p : m.preload.preloaded) {
             names += (names.empty() ? "" : ", ") + p.name;
         }
-        log->info("zygote {} pre-imported {} module(s) ({}), refused {}, warmed {}, grew {:.1f} MB", m_name,
-                  m.preload.preloaded.size(), names.empty() ? "none" : names, m.preload.refused.size(),
-                  m.preload.warmed.size(), m.preload.growth_mb);
+        log->info("zygote {} pre-imported {} module(s) ({}), refused {}, warmed {}, grew {:.1f} MB",
+                  m_name, m.preload.preloaded.size(), names.empty() ? "none" : names,
+                  m.preload.refused.size(), m.preload.warmed.size(), m.preload.growth_mb);
         for (const auto& [name, why] : m.preload.refused) {
-            log->info("zygote {}: not pre-importing {}: {}", m_name, protocol::echo_safe(name), protocol::echo_safe(why));
+            log->info("zygote {}: not pre-importing {}: {}", m_name, protocol::echo_safe(name),
+                      protocol::echo_safe(why));
         }
     }
     if (m_events.on_ready) {
@@ -290,8 +293,9 @@ void zygote_launcher::on_learned(const zp::learned& m) {
     m_stats.hot_pages = m.pages;
     m_stats.hot_pages_why_not = m.why_not;
     m_stats.hot_pages_kernels = m.kernels;
-    loop::logger("kernel")->debug("zygote {}: {} hot pages to pre-fault in each kernel, from {} kernels' lives{}",
-                                 m_name, m.pages, m.kernels, m.why_not.empty() ? "" : " (" + m.why_not + ")");
+    loop::logger("kernel")->debug(
+        "zygote {}: {} hot pages to pre-fault in each kernel, from {} kernels' lives{}", m_name,
+        m.pages, m.kernels, m.why_not.empty() ? "" : " (" + m.why_not + ")");
 }
 
 nlohmann::json zygote_launcher::describe() const {
@@ -299,24 +303,27 @@ nlohmann::json zygote_launcher::describe() const {
     for (const auto& [reason, n] : m_stats.not_prebuilt_because) {
         because[reason] = n;
     }
-    return json{{"ready", m_ready},
-                {"pid", m_ready ? json(m_stats.pid) : json(nullptr)},
-                {"prebuilt", m_ready && m_stats.prebuilt},
-                {"why_not", m_stats.why_not.empty() ? json(nullptr) : json(m_stats.why_not)},
-                {"kernels_prebuilt", m_stats.kernels_prebuilt},
-                {"kernels_not_prebuilt", m_stats.kernels_not_prebuilt},
-                {"not_prebuilt_because", std::move(because)},
-                {"kernels_spawned_meanwhile", m_stats.launched_by_fallback},
-                {"forked_at_idle", m_stats.forked_at_idle},
-                {"hot_pages", m_stats.hot_pages ? json(*m_stats.hot_pages) : json(nullptr)},
-                {"hot_pages_why_not",
-                 m_stats.hot_pages_why_not.empty() ? json(nullptr) : json(m_stats.hot_pages_why_not)},
-                {"hot_pages_mib", m_stats.hot_pages ? json(std::round(static_cast<double>(*m_stats.hot_pages) *
-                                                                      static_cast<double>(::sysconf(_SC_PAGESIZE)) /
-                                                                      (1 << 20) * 10) / 10)
-                                                    : json(nullptr)},
-                {"hot_pages_kernels", m_stats.hot_pages_kernels},
-                {"preload", describe_preload(m_preload)}};
+    return json{
+        {"ready", m_ready},
+        {"pid", m_ready ? json(m_stats.pid) : json(nullptr)},
+        {"prebuilt", m_ready && m_stats.prebuilt},
+        {"why_not", m_stats.why_not.empty() ? json(nullptr) : json(m_stats.why_not)},
+        {"kernels_prebuilt", m_stats.kernels_prebuilt},
+        {"kernels_not_prebuilt", m_stats.kernels_not_prebuilt},
+        {"not_prebuilt_because", std::move(because)},
+        {"kernels_spawned_meanwhile", m_stats.launched_by_fallback},
+        {"forked_at_idle", m_stats.forked_at_idle},
+        {"hot_pages", m_stats.hot_pages ? json(*m_stats.hot_pages) : json(nullptr)},
+        {"hot_pages_why_not",
+         m_stats.hot_pages_why_not.empty() ? json(nullptr) : json(m_stats.hot_pages_why_not)},
+        {"hot_pages_mib",
+         m_stats.hot_pages
+             ? json(std::round(static_cast<double>(*m_stats.hot_pages) *
+                               static_cast<double>(::sysconf(_SC_PAGESIZE)) / (1 << 20) * 10) /
+                    10)
+             : json(nullptr)},
+        {"hot_pages_kernels", m_stats.hot_pages_kernels},
+        {"preload", describe_preload(m_preload)}};
 }
 
 void zygote_launcher::finish_child(const std::shared_ptr<child>& c, exit_status status) {
@@ -344,10 +351,10 @@ void zygote_launcher::on_zygote_exit(const exit_status& status) {
     m_lines.reset();
     ++m_failures;
     const auto delay = backoff_delay(m_failures);
-    loop::logger("kernel")->error("zygote {} exited ({}); its kernels die with it; restarting in {:.1f} s, "
-                            "plain spawning meanwhile",
-                            m_name, status.describe(),
-                            std::chrono::duration<double>(delay).count());
+    loop::logger("kernel")->error(
+        "zygote {} exited ({}); its kernels die with it; restarting in {:.1f} s, "
+        "plain spawning meanwhile",
+        m_name, status.describe(), std::chrono::duration<double>(delay).count());
     // Its children got SIGKILL from their parent-death signal; nobody can report them now.
     auto orphans = std::move(m_by_pid);
     auto unforked = std::move(m_by_request);

@@ -1,6 +1,6 @@
-// Launches Python kernels by forking them from a pre-loaded parent (daemon/process/zygote.py), for pools
-// with launcher = "fork": ipykernel and IPython are imported once and the kernel app and shell
-// pre-built once, so a new kernel costs a fork and its own initialisation instead of a whole
+// Launches Python kernels by forking them from a pre-loaded parent (daemon/process/zygote.py), for
+// pools with launcher = "fork": ipykernel and IPython are imported once and the kernel app and
+// shell pre-built once, so a new kernel costs a fork and its own initialisation instead of a whole
 // interpreter start.
 //
 // kpoold listens on a Unix socket in its run directory, starts the zygote (through the spawn
@@ -46,10 +46,10 @@ struct zygote_events {
 class zygote_launcher final : public launcher {
 public:
     // `zygote` is how to start the zygote itself (argv ends with the socket path, the startup
-    // code, the argument template and whether to prime); `socket_path` is where it connects. `name` names it in
-    // logs.
-    zygote_launcher(uv_loop_t* loop, launcher& fallback, launch_spec zygote, std::string socket_path,
-                    std::string name);
+    // code, the argument template and whether to prime); `socket_path` is where it connects. `name`
+    // names it in logs.
+    zygote_launcher(uv_loop_t* loop, launcher& fallback, launch_spec zygote,
+                    std::string socket_path, std::string name);
     ~zygote_launcher() override;
     zygote_launcher(const zygote_launcher&) = delete;
     zygote_launcher& operator=(const zygote_launcher&) = delete;

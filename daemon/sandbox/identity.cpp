@@ -75,8 +75,10 @@ status enter_namespaces(const protocol::sandbox_spec& spec) {
 status drop_privileges(const protocol::sandbox_spec& spec) {
     // The bounding set first: dropping from it needs CAP_SETPCAP, which goes last.
     for (int cap = 0; cap <= CAP_LAST_CAP; ++cap) {
-        if (::prctl(PR_CAPBSET_DROP, static_cast<unsigned long>(cap), 0UL, 0UL, 0UL) != 0 && errno != EINVAL) {
-            return sys_error("dropping capability " + std::to_string(cap) + " from the bounding set");
+        if (::prctl(PR_CAPBSET_DROP, static_cast<unsigned long>(cap), 0UL, 0UL, 0UL) != 0 &&
+            errno != EINVAL) {
+            return sys_error("dropping capability " + std::to_string(cap) +
+                             " from the bounding set");
         }
     }
     if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0UL, 0UL, 0UL) != 0 && errno != EINVAL) {

@@ -75,8 +75,8 @@ unsigned long kept_flags(const std::string& path) {
     }
     unsigned long flags = 0;
     const std::pair<unsigned long, unsigned long> table[] = {
-        {ST_RDONLY, MS_RDONLY},     {ST_NOSUID, MS_NOSUID},         {ST_NODEV, MS_NODEV},
-        {ST_NOEXEC, MS_NOEXEC},     {ST_NOATIME, MS_NOATIME},       {ST_NODIRATIME, MS_NODIRATIME},
+        {ST_RDONLY, MS_RDONLY},     {ST_NOSUID, MS_NOSUID},   {ST_NODEV, MS_NODEV},
+        {ST_NOEXEC, MS_NOEXEC},     {ST_NOATIME, MS_NOATIME}, {ST_NODIRATIME, MS_NODIRATIME},
         {ST_RELATIME, MS_RELATIME},
     };
     for (const auto& [st_flag, ms_flag] : table) {
@@ -115,7 +115,8 @@ std::vector<std::string> mounts_below(const std::string& top) {
 
 status remount(const std::string& point, bool read_only) {
     const unsigned long read_only_flag = read_only ? MS_RDONLY : 0;
-    const unsigned long flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | kept_flags(point) | read_only_flag;
+    const unsigned long flags =
+        MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | kept_flags(point) | read_only_flag;
     return check(::mount(nullptr, point.c_str(), nullptr, flags, nullptr), "remount " + point);
 }
 
@@ -138,7 +139,8 @@ status bind(const std::string& path, bool read_only, const std::string& inside =
             return sys_error("readlink " + path);
         }
         target[n] = '\0';
-        return check(::symlink(target, to.c_str()) == 0 || errno == EEXIST ? 0 : -1, "symlink " + path);
+        return check(::symlink(target, to.c_str()) == 0 || errno == EEXIST ? 0 : -1,
+                     "symlink " + path);
     }
     if (S_ISDIR(st.st_mode)) {
         if (::mkdir(to.c_str(), 0755) != 0 && errno != EEXIST) {
@@ -173,7 +175,8 @@ status mount_tmpfs(const std::string& path, const protocol::sandbox_spec& spec, 
     }
     const unsigned long read_only_flags = read_only ? MS_RDONLY | MS_NOEXEC : 0;
     const unsigned long flags = MS_NOSUID | MS_NODEV | read_only_flags;
-    return check(::mount("tmpfs", path.c_str(), "tmpfs", flags, options.c_str()), "tmpfs on " + path);
+    return check(::mount("tmpfs", path.c_str(), "tmpfs", flags, options.c_str()),
+                 "tmpfs on " + path);
 }
 
 // A hidden path under a bound one: an empty read-only directory, or /dev/null for a file.
@@ -206,7 +209,9 @@ status stage_roots(const protocol::sandbox_spec& spec) {
         if (!root.starts_with('/')) {
             continue;
         }
-        if (auto st = bind(resolve_parents(root), false, std::string(protocol::staging_dir) + "/" + std::to_string(i)); !st) {
+        if (auto st = bind(resolve_parents(root), false,
+                           std::string(protocol::staging_dir) + "/" + std::to_string(i));
+            !st) {
             return st;
         }
         if (auto made = make_dirs(new_root + root); !made) {
@@ -243,15 +248,13 @@ status minimal_dev() {
     // need them; another kernel's terminals are not in it.
     const std::string pts = dev + "/pts";
     if (::mkdir(pts.c_str(), 0755) != 0 ||
-        ::mount("devpts", pts.c_str(), "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620") != 0) {
+        ::mount("devpts", pts.c_str(), "devpts", MS_NOSUID | MS_NOEXEC,
+                "newinstance,ptmxmode=0666,mode=620") != 0) {
         return sys_error("devpts on /dev/pts");
     }
     const std::pair<const char*, const char*> links[] = {
-        {"ptmx", "pts/ptmx"},
-        {"fd", "/proc/self/fd"},
-        {"stdin", "/proc/self/fd/0"},
-        {"stdout", "/proc/self/fd/1"},
-        {"stderr", "/proc/self/fd/2"},
+        {"ptmx", "pts/ptmx"},          {"fd", "/proc/self/fd"},       {"stdin", "/proc/self/fd/0"},
+        {"stdout", "/proc/self/fd/1"}, {"stderr", "/proc/self/fd/2"},
     };
     for (const auto& [name, target] : links) {
         if (::symlink(target, (dev + "/" + name).c_str()) != 0) {
@@ -324,19 +327,11 @@ status build_root(const protocol::sandbox_spec& spec) {
     for (const auto& [path, k] : paths) {
         status st = ok_status();
         switch (k) {
-        case kind::readable:
-            st = bind(path, true);
-            break;
+        case kind::readable: st = bind(path, true); break;
         case kind::file:
-        case kind::writable:
-            st = bind(path, false);
-            break;
-        case kind::private_dir:
-            st = mount_tmpfs(new_root + path, spec, false);
-            break;
-        case kind::hidden:
-            st = hide(path, spec);
-            break;
+        case kind::writable: st = bind(path, false); break;
+        case kind::private_dir: st = mount_tmpfs(new_root + path, spec, false); break;
+        case kind::hidden: st = hide(path, spec); break;
         }
         if (!st) {
             return st;
@@ -357,8 +352,9 @@ status build_root(const protocol::sandbox_spec& spec) {
         return sys_error("pivot_root to the kernel's root");
     }
     // The root's own directory is nobody's to write in.
-    return check(::mount(nullptr, "/", nullptr, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr),
-                 "remount / read-only");
+    return check(
+        ::mount(nullptr, "/", nullptr, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr),
+        "remount / read-only");
 }
 
 } // namespace kpool::sandbox

@@ -79,9 +79,11 @@ void become_kernel(const protocol::sandbox_spec& spec, int ready_fd, int life_fd
     ::close(ready_fd);
     const auto newline = answer.find('\n');
     if (!answer.starts_with("ok ") || newline == std::string::npos) {
-        fail(answer.starts_with("error ") ? answer.substr(6, newline - 6) : "init ended before the sandbox was ready");
+        fail(answer.starts_with("error ") ? answer.substr(6, newline - 6)
+                                          : "init ended before the sandbox was ready");
     }
-    const std::vector<std::uint8_t> program(answer.begin() + static_cast<std::ptrdiff_t>(newline) + 1, answer.end());
+    const std::vector<std::uint8_t> program(
+        answer.begin() + static_cast<std::ptrdiff_t>(newline) + 1, answer.end());
     if (::chdir(spec.cwd.empty() ? "/" : spec.cwd.c_str()) != 0) {
         fail("chdir " + spec.cwd + ": " + std::strerror(errno));
     }
@@ -119,7 +121,8 @@ void run_init(const protocol::sandbox_spec& spec, int go_fd, int ready_fd, int l
         fail(program.err().message);
     }
     const std::string head = "ok " + std::to_string(program->size()) + "\n";
-    if (!write_all(ready_fd, head.data(), head.size()) || !write_all(ready_fd, program->data(), program->size())) {
+    if (!write_all(ready_fd, head.data(), head.size()) ||
+        !write_all(ready_fd, program->data(), program->size())) {
         fail("the kernel is gone");
     }
     ::close(ready_fd);
@@ -171,7 +174,8 @@ void run_spawn(const protocol::sandbox_spec& spec, const std::vector<std::string
     int ready[2];
     int life[2];
     int go[2];
-    if (::pipe2(ready, O_CLOEXEC) != 0 || ::pipe2(life, O_CLOEXEC) != 0 || ::pipe2(go, O_CLOEXEC) != 0) {
+    if (::pipe2(ready, O_CLOEXEC) != 0 || ::pipe2(life, O_CLOEXEC) != 0 ||
+        ::pipe2(go, O_CLOEXEC) != 0) {
         fail(std::string("pipe: ") + std::strerror(errno));
     }
     const pid_t init_pid = ::fork();

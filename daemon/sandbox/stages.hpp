@@ -26,13 +26,15 @@ namespace kpool::sandbox {
 // runs while init pivots the shared mount namespace may keep the host's root: the kernel of Linux
 // moves only the processes it sees at that moment); `ready_fd` then gets "ok N\n" and N bytes
 // of seccomp program, or "error TEXT\n"; `life_fd` is the read end of the outer process's pipe.
-[[noreturn]] void run_init(const protocol::sandbox_spec& spec, int go_fd, int ready_fd, int life_fd);
+[[noreturn]] void run_init(const protocol::sandbox_spec& spec, int go_fd, int ready_fd,
+                           int life_fd);
 
 // outer, once init and the kernel exist: never returns (zygote_sandbox.py's wait_as_outer is the
 // same for forked kernels).
 [[noreturn]] void run_outer(int kernel_pid, int init_pid);
 
 // A whole spawned kernel: never returns (exits 125 when the sandbox cannot be made).
-[[noreturn]] void run_spawn(const protocol::sandbox_spec& spec, const std::vector<std::string>& argv);
+[[noreturn]] void run_spawn(const protocol::sandbox_spec& spec,
+                            const std::vector<std::string>& argv);
 
 } // namespace kpool::sandbox

@@ -19,24 +19,49 @@ namespace {
 
 // Refused with EPERM whatever their arguments.
 constexpr int refused[] = {
-    SCMP_SYS(unshare),          SCMP_SYS(setns),           SCMP_SYS(mount),
-    SCMP_SYS(umount2),          SCMP_SYS(pivot_root),      SCMP_SYS(chroot),
-    SCMP_SYS(move_mount),       SCMP_SYS(open_tree),       SCMP_SYS(fsopen),
-    SCMP_SYS(fsconfig),         SCMP_SYS(fsmount),         SCMP_SYS(fspick),
-    SCMP_SYS(mount_setattr),    SCMP_SYS(ptrace),          SCMP_SYS(process_vm_readv),
-    SCMP_SYS(process_vm_writev), SCMP_SYS(kexec_load),     SCMP_SYS(kexec_file_load),
-    SCMP_SYS(init_module),      SCMP_SYS(finit_module),    SCMP_SYS(delete_module),
-    SCMP_SYS(bpf),              SCMP_SYS(perf_event_open), SCMP_SYS(keyctl),
-    SCMP_SYS(add_key),          SCMP_SYS(request_key),     SCMP_SYS(userfaultfd),
-    SCMP_SYS(open_by_handle_at), SCMP_SYS(name_to_handle_at), SCMP_SYS(swapon),
-    SCMP_SYS(swapoff),          SCMP_SYS(reboot),          SCMP_SYS(syslog),
-    SCMP_SYS(acct),             SCMP_SYS(quotactl),        SCMP_SYS(lookup_dcookie),
-    SCMP_SYS(pidfd_getfd),      SCMP_SYS(kcmp),
+    SCMP_SYS(unshare),
+    SCMP_SYS(setns),
+    SCMP_SYS(mount),
+    SCMP_SYS(umount2),
+    SCMP_SYS(pivot_root),
+    SCMP_SYS(chroot),
+    SCMP_SYS(move_mount),
+    SCMP_SYS(open_tree),
+    SCMP_SYS(fsopen),
+    SCMP_SYS(fsconfig),
+    SCMP_SYS(fsmount),
+    SCMP_SYS(fspick),
+    SCMP_SYS(mount_setattr),
+    SCMP_SYS(ptrace),
+    SCMP_SYS(process_vm_readv),
+    SCMP_SYS(process_vm_writev),
+    SCMP_SYS(kexec_load),
+    SCMP_SYS(kexec_file_load),
+    SCMP_SYS(init_module),
+    SCMP_SYS(finit_module),
+    SCMP_SYS(delete_module),
+    SCMP_SYS(bpf),
+    SCMP_SYS(perf_event_open),
+    SCMP_SYS(keyctl),
+    SCMP_SYS(add_key),
+    SCMP_SYS(request_key),
+    SCMP_SYS(userfaultfd),
+    SCMP_SYS(open_by_handle_at),
+    SCMP_SYS(name_to_handle_at),
+    SCMP_SYS(swapon),
+    SCMP_SYS(swapoff),
+    SCMP_SYS(reboot),
+    SCMP_SYS(syslog),
+    SCMP_SYS(acct),
+    SCMP_SYS(quotactl),
+    SCMP_SYS(lookup_dcookie),
+    SCMP_SYS(pidfd_getfd),
+    SCMP_SYS(kcmp),
 };
 
 // clone() flags that would make a namespace: each refused where it is set.
-constexpr unsigned long namespace_flags[] = {CLONE_NEWUSER, CLONE_NEWNS,  CLONE_NEWPID,
-                                             CLONE_NEWNET,  CLONE_NEWIPC, CLONE_NEWUTS,
+constexpr unsigned long namespace_flags[] = {CLONE_NEWUSER,  CLONE_NEWNS,  CLONE_NEWPID,
+                                             CLONE_NEWNET,   CLONE_NEWIPC, CLONE_NEWUTS,
                                              CLONE_NEWCGROUP};
 
 struct ctx_release {
@@ -68,7 +93,8 @@ result<filter_ctx> build() {
         }
     }
     // clone3's flags sit in memory a filter cannot read: ENOSYS makes glibc use clone.
-    if (const int rc = seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0); rc < 0) {
+    if (const int rc = seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+        rc < 0) {
         return sys_error("seccomp clone3 rule", -rc);
     }
     // Typing into the terminal of whoever started us.
@@ -100,7 +126,8 @@ result<std::vector<std::uint8_t>> filter_program() {
     program.resize(static_cast<std::size_t>(size > 0 ? size : 0));
     const ssize_t n = ::pread(fd, program.data(), program.size(), 0);
     ::close(fd);
-    if (n != static_cast<ssize_t>(program.size()) || program.empty() || program.size() % sizeof(sock_filter) != 0) {
+    if (n != static_cast<ssize_t>(program.size()) || program.empty() ||
+        program.size() % sizeof(sock_filter) != 0) {
         return error{errc::internal, "seccomp_export_bpf wrote no whole program"};
     }
     return program;
@@ -114,7 +141,8 @@ status install_filter(const std::vector<std::uint8_t>& program) {
     if (::prctl(PR_SET_NO_NEW_PRIVS, 1UL, 0UL, 0UL, 0UL) != 0) {
         return sys_error("no_new_privs");
     }
-    return check(::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0UL, 0UL), "installing the seccomp filter");
+    return check(::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0UL, 0UL),
+                 "installing the seccomp filter");
 }
 
 } // namespace kpool::sandbox

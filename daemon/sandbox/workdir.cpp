@@ -41,7 +41,8 @@ private:
 int open_beneath(int at, const std::string& path) {
     open_how how{};
     how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
-    how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | (at == AT_FDCWD ? 0 : RESOLVE_BENEATH);
+    how.resolve =
+        RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | (at == AT_FDCWD ? 0 : RESOLVE_BENEATH);
     return static_cast<int>(::syscall(SYS_openat2, at, path.c_str(), &how, sizeof how));
 }
 
@@ -94,7 +95,8 @@ int directories_over(int root_at, const std::string& rel, std::string& why) {
     mount_attr read_only{};
     read_only.attr_set = MOUNT_ATTR_RDONLY;
     if (::mount_setattr(mnt.get(), "", AT_EMPTY_PATH, &read_only, sizeof read_only) != 0 ||
-        ::move_mount(mnt.get(), "", root_at, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0) {
+        ::move_mount(mnt.get(), "", root_at, "",
+                     MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0) {
         why = sys_error("mounting the way to the working directory").message;
         ::close(at);
         return -1;
@@ -109,12 +111,14 @@ int run_workdir(int outer_pid, const protocol::sandbox_spec& spec, const std::st
     std::size_t index = spec.roots.size();
     for (std::size_t i = 0; i < spec.roots.size() && index == spec.roots.size(); ++i) {
         const std::string& root = spec.roots[i];
-        if (!root.empty() && (normal == root || normal.starts_with(root == "/" ? root : root + "/"))) {
+        if (!root.empty() &&
+            (normal == root || normal.starts_with(root == "/" ? root : root + "/"))) {
             index = i;
         }
     }
     if (normal.empty() || normal.front() != '/' || index == spec.roots.size()) {
-        return fail(protocol::unusable_workdir_exit, "'" + cwd + "' is not within the sandbox's roots");
+        return fail(protocol::unusable_workdir_exit,
+                    "'" + cwd + "' is not within the sandbox's roots");
     }
     const std::string& root = spec.roots[index];
     std::string rel = normal.substr(root.size());
@@ -138,16 +142,19 @@ int run_workdir(int outer_pid, const protocol::sandbox_spec& spec, const std::st
     const std::string staged = std::string(protocol::staging_dir) + "/" + std::to_string(index);
     const fd_guard staging(open_beneath(AT_FDCWD, staged));
     if (!staging.ok()) {
-        return fail(protocol::unusable_workdir_exit, sys_error("root " + root + " (does it exist on the host?)").message);
+        return fail(protocol::unusable_workdir_exit,
+                    sys_error("root " + root + " (does it exist on the host?)").message);
     }
     const fd_guard source(rel.empty() ? ::dup(staging.get()) : open_beneath(staging.get(), rel));
     if (!source.ok()) {
         const int err = errno;
-        return fail(protocol::unusable_workdir_exit, "'" + cwd + "': " +
-                                          (err == ELOOP ? std::string("a symbolic link on the way (not followed)")
-                                                        : std::string(std::strerror(err))));
+        return fail(protocol::unusable_workdir_exit,
+                    "'" + cwd + "': " +
+                        (err == ELOOP ? std::string("a symbolic link on the way (not followed)")
+                                      : std::string(std::strerror(err))));
     }
-    const fd_guard tree(::open_tree(source.get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE));
+    const fd_guard tree(::open_tree(
+        source.get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE));
     if (!tree.ok()) {
         return fail(sandbox_failed, sys_error("open_tree " + cwd).message);
     }
@@ -156,11 +163,13 @@ int run_workdir(int outer_pid, const protocol::sandbox_spec& spec, const std::st
         return fail(sandbox_failed, sys_error("the sandbox's " + root).message);
     }
     std::string why;
-    const fd_guard target(rel.empty() ? ::dup(root_at.get()) : directories_over(root_at.get(), rel, why));
+    const fd_guard target(rel.empty() ? ::dup(root_at.get())
+                                      : directories_over(root_at.get(), rel, why));
     if (!target.ok()) {
         return fail(sandbox_failed, why.empty() ? sys_error("dup").message : why);
     }
-    if (::move_mount(tree.get(), "", target.get(), "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0) {
+    if (::move_mount(tree.get(), "", target.get(), "",
+                     MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0) {
         return fail(sandbox_failed, sys_error("binding " + cwd).message);
     }
     return 0;

@@ -23,7 +23,8 @@ access_decision decide_peer_credentials(const access_policy& policy, std::string
     std::vector<std::string_view> fields;
     for (std::size_t start = 0;;) {
         const std::size_t colon = address.find(':', start);
-        fields.push_back(address.substr(start, colon == std::string_view::npos ? colon : colon - start));
+        fields.push_back(
+            address.substr(start, colon == std::string_view::npos ? colon : colon - start));
         if (colon == std::string_view::npos) {
             break;
         }

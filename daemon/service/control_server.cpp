@@ -90,8 +90,8 @@ bool control_server::reply(const envelope& env, const std::string& body) {
     q.replies.push_back(std::move(frames));
     if (q.replies.size() > max_queued_replies || q.bytes > max_queued_bytes) {
         loop::logger("control")->warn("a client is not reading its replies: {} of them ({} bytes) "
-                                "dropped",
-                                q.replies.size(), q.bytes);
+                                      "dropped",
+                                      q.replies.size(), q.bytes);
         m_backlog.erase(queued);
     }
     return true;
@@ -117,7 +117,7 @@ void control_server::flush() {
         }
         if (gone) {
             loop::logger("control")->warn("{} queued replies not delivered: the client is gone",
-                                    q.replies.size());
+                                          q.replies.size());
         }
         it = gone || q.replies.empty() ? m_backlog.erase(it) : std::next(it);
     }
@@ -155,12 +155,13 @@ void control_server::on_readable() {
     env.frames.assign(frames->begin(), frames->begin() + static_cast<long>(delimiter) + 1);
     const std::size_t body_frames = frames->size() - delimiter - 1;
     if (body_frames != 1) {
-        reply(env, protocol::make_error_reply(
-                       {errc::bad_request,
-                        body_frames == 0 ? std::string("empty request: no frame after the delimiter")
-                                         : "expected one request frame after the delimiter, got " +
-                                               std::to_string(body_frames)},
-                       nullptr));
+        reply(env,
+              protocol::make_error_reply(
+                  {errc::bad_request,
+                   body_frames == 0 ? std::string("empty request: no frame after the delimiter")
+                                    : "expected one request frame after the delimiter, got " +
+                                          std::to_string(body_frames)},
+                  nullptr));
         return;
     }
     m_on_request(env, frames->back());

@@ -30,8 +30,8 @@ struct envelope {
 
 // How the control socket is guarded beyond file permissions (see access_policy.hpp).
 struct control_security {
-    bool ask_zap = false;         // every connection is put to the ZAP handler
-    std::string curve_secret_key; // 32 bytes: the socket is a CURVE server
+    bool ask_zap = false;               // every connection is put to the ZAP handler
+    std::string curve_secret_key;       // 32 bytes: the socket is a CURVE server
     bool ipc_world_connectable = false; // socket file 0666: ZAP decides who gets in
 };
 

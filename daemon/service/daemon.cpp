@@ -29,7 +29,6 @@ std::chrono::milliseconds to_ms(double seconds) {
     return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
 }
 
-
 std::vector<resource_limit> resource_limits(const config::kernel_limits& limits) {
     std::vector<resource_limit> out;
     constexpr std::uint64_t mib = 1024 * 1024;
@@ -47,7 +46,7 @@ std::vector<resource_limit> resource_limits(const config::kernel_limits& limits)
 
 // The daemon's CURVE secret key from its file (Z85 text), refusing a file others could read.
 result<std::string> read_curve_secret_key(const std::string& path) {
-    struct stat st{};
+    struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
         return error{errc::internal, "curve_secret_key_file " + path + ": " + std::strerror(errno)};
     }
@@ -85,9 +84,9 @@ void daemon::use_kernel_ports(const config::daemon_config& cfg) {
     }
     const auto& range = plan.range;
     loop::logger("daemon")->info("tcp kernels' ports: {} ({})",
-                           range ? fmt::format("{}-{}", range->first, range->last)
-                                 : std::string("the OS's choice"),
-                           plan.why);
+                                 range ? fmt::format("{}-{}", range->first, range->last)
+                                       : std::string("the OS's choice"),
+                                 plan.why);
     m_ports.draw_from(range);
     m_kernel_ports_why = std::move(plan.why);
 }
@@ -175,10 +174,11 @@ int daemon::run() {
         bool held_elsewhere = false;
         auto lock = file_lock::acquire(path, true, &held_elsewhere);
         if (!lock) {
-            log->critical("{}", held_elsewhere ? "another kpoold (pid " + file_lock::owner_pid(path) +
-                                                     ") holds " + path +
-                                                     ": it serves this control endpoint already"
-                                               : lock.err().message);
+            log->critical("{}", held_elsewhere
+                                    ? "another kpoold (pid " + file_lock::owner_pid(path) +
+                                          ") holds " + path +
+                                          ": it serves this control endpoint already"
+                                    : lock.err().message);
             return 1;
         }
         lock->write_owner_pid();
@@ -216,10 +216,15 @@ int daemon::run() {
                  it->second->replace_unleased(clock::now());
              }
          },
-         [this](const std::string& pool, const std::string& why) { m_learning->rebuild_failed(pool, why); },
-         [this](const std::string& pool, const protocol::zygote::imports& m) { m_learning->kernel_used(pool, m); }});
+         [this](const std::string& pool, const std::string& why) {
+             m_learning->rebuild_failed(pool, why);
+         },
+         [this](const std::string& pool, const protocol::zygote::imports& m) {
+             m_learning->kernel_used(pool, m);
+         }});
     for (const auto& pc : m_cfg.pools) {
-        m_launchers->configure(pc, kernelspec_of(pc), m_learning->configure(pc, pool_environment(pc)));
+        m_launchers->configure(pc, kernelspec_of(pc),
+                               m_learning->configure(pc, pool_environment(pc)));
     }
     if (auto st = bind_control(); !st) {
         log->critical("{}", st.err().message);
@@ -323,8 +328,8 @@ status daemon::start_kernel(pool& owner, const std::string& id, bool awaited) {
     if (pc.isolation == config::isolation_kind::sandbox) {
         const sandbox_plan* plan = sandbox_of(pc.name);
         if (plan == nullptr || !plan->problem.empty()) {
-            return error{errc::unavailable,
-                         "cannot sandbox the kernel: " + (plan ? plan->problem : std::string("no plan"))};
+            return error{errc::unavailable, "cannot sandbox the kernel: " +
+                                                (plan ? plan->problem : std::string("no plan"))};
         }
         auto cgroup = cgroup_for(pc, id);
         if (!cgroup) {
@@ -347,8 +352,9 @@ status daemon::start_kernel(pool& owner, const std::string& id, bool awaited) {
     } else {
         setup.ports = &m_ports;
     }
-    auto kernel = std::make_unique<kernel_process>(&m_loop, m_zmq, m_launchers->launcher_for(pc.name), std::move(setup),
-                                                   static_cast<kernel_events&>(*this));
+    auto kernel =
+        std::make_unique<kernel_process>(&m_loop, m_zmq, m_launchers->launcher_for(pc.name),
+                                         std::move(setup), static_cast<kernel_events&>(*this));
     if (auto st = kernel->start(); !st) {
         return st;
     }
@@ -361,7 +367,8 @@ const sandbox_plan* daemon::sandbox_of(const std::string& pool) const {
     return it == m_sandboxes.end() ? nullptr : &it->second;
 }
 
-result<std::shared_ptr<kernel_cgroup>> daemon::cgroup_for(const config::pool_config& pc, const std::string& id) {
+result<std::shared_ptr<kernel_cgroup>> daemon::cgroup_for(const config::pool_config& pc,
+                                                          const std::string& id) {
     if ((pc.limits.memory_mb == 0 && pc.limits.processes == 0) || m_cgroups->how().empty()) {
         return std::shared_ptr<kernel_cgroup>();
     }
@@ -433,9 +440,10 @@ void daemon::kernel_exited(const std::string& kernel_id, const exit_status& stat
     std::string reason = status.describe();
     if (!output_tail.empty()) {
         const std::size_t keep = 300;
-        reason += "; output: " + protocol::echo_safe(output_tail.size() > keep
-                                                         ? output_tail.substr(output_tail.size() - keep)
-                                                         : output_tail);
+        reason +=
+            "; output: " + protocol::echo_safe(output_tail.size() > keep
+                                                   ? output_tail.substr(output_tail.size() - keep)
+                                                   : output_tail);
     }
     pool* p = m_kernels.pool_of(id);
     m_kernels.remove_exited(id, status);
@@ -507,7 +515,8 @@ void daemon::reschedule() {
 }
 
 void daemon::watch_signal(int signum) {
-    m_signals.push_back(std::make_unique<loop::uv_signal>(&m_loop, signum, [this](int sig) { on_signal(sig); }));
+    m_signals.push_back(
+        std::make_unique<loop::uv_signal>(&m_loop, signum, [this](int sig) { on_signal(sig); }));
 }
 
 void daemon::on_signal(int signum) {
@@ -533,8 +542,7 @@ void daemon::begin_shutdown() {
     const auto now = clock::now();
     for_each_pool([now](pool& p) { p.shut_down(now); });
     // Kernels that were already stopping in the background are now awaited too.
-    m_kernels.for_each_process(
-        [](kernel_process& k) { k.stop(kernel_process::urgency::awaited); });
+    m_kernels.for_each_process([](kernel_process& k) { k.stop(kernel_process::urgency::awaited); });
     reschedule();
     finish_if_done();
 }
@@ -561,7 +569,8 @@ void daemon::start_watchdog() {
     // Pinged from the loop itself: a loop stuck anywhere stops the pings, and systemd restarts
     // the service.
     m_watchdog_timer = std::make_unique<loop::uv_timer>(&m_loop);
-    m_watchdog_timer->start(*interval, [this] { m_notify.send("WATCHDOG=1"); }, *interval);
+    m_watchdog_timer->start(
+        *interval, [this] { m_notify.send("WATCHDOG=1"); }, *interval);
     m_watchdog_timer->unref(); // never what keeps the loop running
 }
 
@@ -570,9 +579,11 @@ void daemon::publish_state() {
         std::string line;
         for (const auto& [name, p] : m_pools) {
             line += fmt::format("{}{}: {} warm, {} starting, {} leased{}", line.empty() ? "" : "; ",
-                                name, p->count(kernel_state::warm), p->count(kernel_state::starting),
-                                p->count(kernel_state::leased),
-                                p->failing() ? " (failing)" : p->drained() ? " (drained)" : "");
+                                name, p->count(kernel_state::warm),
+                                p->count(kernel_state::starting), p->count(kernel_state::leased),
+                                p->failing()   ? " (failing)"
+                                : p->drained() ? " (drained)"
+                                               : "");
         }
         m_notify.status(m_shutting_down ? "shutting down: " + line : line);
     }

@@ -116,16 +116,19 @@ private:
     // A client's cwd/env into a kernel it holds: a sandboxed kernel's working directory first
     // (kernel_process::open_workdir), then `context` as a message or `code` run; `done` once.
     void set_up_kernel(kernel_process& k, const std::optional<std::string>& cwd,
-                       const std::optional<languages::kernel_context>& context, const std::string& code,
-                       kernel_process::code_done done);
+                       const std::optional<languages::kernel_context>& context,
+                       const std::string& code, kernel_process::code_done done);
     bool send_acquire_reply(const pending_acquire& pending, const kernel_entry& kernel);
     // The environment a pool's zygote and kernels start with ("NAME=value"), for import learning.
     std::vector<std::string> pool_environment(const config::pool_config& pc) const;
     // The variable names an acquire or context op sets, for the pool's import learning.
     void learn_request_env(const std::string& pool, const std::map<std::string, std::string>& env);
-    // What an acquire or context op asks of a pool's kernel (history only where it means something).
-    languages::kernel_context wanted_context(const config::pool_config& pc, const std::optional<std::string>& cwd,
-                                  const std::map<std::string, std::string>& env, bool memory_history) const;
+    // What an acquire or context op asks of a pool's kernel (history only where it means
+    // something).
+    languages::kernel_context wanted_context(const config::pool_config& pc,
+                                             const std::optional<std::string>& cwd,
+                                             const std::map<std::string, std::string>& env,
+                                             bool memory_history) const;
     // The code applying a client's cwd/env in the pool's kernels, or why there is none.
     result<std::string> context_code_for(const config::pool_config& pc,
                                          const languages::kernel_context& context) const;
@@ -142,7 +145,8 @@ private:
     pool* active_pool(const std::string& name);
     // The pool an acquire's "pool" names (protocol/pool_names.hpp: its name, else its kernelspec).
     pool* pool_for_kernel_name(const std::string& name);
-    std::string unknown_kernel_name_reply(const std::string& name, const nlohmann::json& req_id) const;
+    std::string unknown_kernel_name_reply(const std::string& name,
+                                          const nlohmann::json& req_id) const;
     std::string unknown_pool_reply(const std::string& name, const nlohmann::json& req_id) const;
 
     // Binds the control socket, with its ZAP handler and CURVE key when the config asks.
@@ -155,7 +159,8 @@ private:
     // Systemd's STATUS line and the metrics, brought up to date after every event.
     void publish_state();
     // Every pool, removed ones (still holding leased kernels) included.
-    template <class Fn> void for_each_pool(Fn&& fn) {
+    template <class Fn>
+    void for_each_pool(Fn&& fn) {
         for (auto& [name, p] : m_pools) {
             fn(*p);
         }
@@ -182,7 +187,7 @@ private:
 
     config::config m_cfg;
     std::string m_config_path;
-    std::string m_kernels_dir; // runtime_dir/kernels: every run's instance directory
+    std::string m_kernels_dir;              // runtime_dir/kernels: every run's instance directory
     std::optional<instance_dir> m_instance; // this run's
     std::optional<ipc_socket_dirs> m_ipc_dirs; // inside or beside m_instance
     std::optional<kernel_cgroups> m_cgroups;   // sandboxed kernels' limits, once this run has an id
@@ -191,19 +196,23 @@ private:
     std::map<std::string, sandbox_plan> m_sandboxes;
     const sandbox_plan* sandbox_of(const std::string& pool) const;
     // A sandboxed kernel's cgroup (null: no limit asks for one, or kpoold can make none).
-    result<std::shared_ptr<kernel_cgroup>> cgroup_for(const config::pool_config& pc, const std::string& id);
-    port_registry m_ports; // tcp ports of live kernels
+    result<std::shared_ptr<kernel_cgroup>> cgroup_for(const config::pool_config& pc,
+                                                      const std::string& id);
+    port_registry m_ports;          // tcp ports of live kernels
     std::string m_kernel_ports_why; // where they come from (status)
     fd_headroom m_fd_headroom = fd_headroom::of_this_process();
     std::map<std::string, result<resolved_kernelspec>> m_specs; // by pool name
     uv_loop_t m_loop{};
     zmq::context_t m_zmq;
     std::unique_ptr<launcher_registry> m_launchers;
-    std::unique_ptr<import_learning> m_learning; // after m_launchers, which it rebuilds zygotes with
-    cpu_priority::support m_priority; // whether starting kernels can run as background work
+    std::unique_ptr<import_learning>
+        m_learning;                     // after m_launchers, which it rebuilds zygotes with
+    cpu_priority::support m_priority;   // whether starting kernels can run as background work
     std::uint64_t m_starved_starts = 0; // starts given normal priority after background_limit_s
     // Whether they do: the config wants it and the daemon may.
-    bool background_priority() const { return m_priority.available && m_cfg.daemon.background_priority; }
+    bool background_priority() const {
+        return m_priority.available && m_cfg.daemon.background_priority;
+    }
     kernel_budget m_budget;
     std::map<std::string, std::unique_ptr<pool>> m_pools;
     // Pools removed by a reload, alive until their last leased kernel is gone.
@@ -216,7 +225,8 @@ private:
     std::unique_ptr<zap_handler> m_zap;
     std::unique_ptr<control_server> m_control;
     std::unique_ptr<loop::uv_timer> m_deadline_timer;
-    std::map<std::string, std::unique_ptr<loop::uv_timer>> m_refill_timers; // by pool: refill_after_acquire
+    std::map<std::string, std::unique_ptr<loop::uv_timer>>
+        m_refill_timers; // by pool: refill_after_acquire
     sd_notifier m_notify;
     std::unique_ptr<loop::uv_timer> m_watchdog_timer;
     std::unique_ptr<metrics> m_metrics;

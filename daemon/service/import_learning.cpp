@@ -1,4 +1,5 @@
-// import_learning: plans, reports, rebuilds and the state file of the pools that learn their imports.
+// import_learning: plans, reports, rebuilds and the state file of the pools that learn their
+// imports.
 #include "daemon/service/import_learning.hpp"
 
 #include "loop/logging.hpp"
@@ -9,8 +10,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -28,7 +29,7 @@ constexpr std::size_t max_request_env = 256; // names remembered per pool
 std::set<std::string> as_set(const std::vector<std::string>& v) { return {v.begin(), v.end()}; }
 
 double mtime_of(const std::string& path) {
-    struct stat st{};
+    struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
         return -1;
     }
@@ -37,15 +38,19 @@ double mtime_of(const std::string& path) {
 
 } // namespace
 
-import_learning::import_learning(uv_loop_t* loop, launcher_registry& launchers, std::string state_dir)
-    : m_loop(loop), m_launchers(launchers), m_state_dir(std::move(state_dir)), m_check(loop), m_later(loop) {
+import_learning::import_learning(uv_loop_t* loop, launcher_registry& launchers,
+                                 std::string state_dir)
+    : m_loop(loop), m_launchers(launchers), m_state_dir(std::move(state_dir)), m_check(loop),
+      m_later(loop) {
     load_state();
     const auto every = std::chrono::duration_cast<std::chrono::milliseconds>(check_every);
-    m_check.start(every, [this] { check_files(); }, every);
+    m_check.start(
+        every, [this] { check_files(); }, every);
     m_check.unref();
 }
 
-zp::preload_plan import_learning::configure(const config::pool_config& pc, const std::vector<std::string>& kernel_env) {
+zp::preload_plan import_learning::configure(const config::pool_config& pc,
+                                            const std::vector<std::string>& kernel_env) {
     auto [it, added] = m_pools.try_emplace(pc.name);
     pool_learning& p = it->second;
     p.kernel_env.clear();
@@ -54,13 +59,15 @@ zp::preload_plan import_learning::configure(const config::pool_config& pc, const
             p.kernel_env[entry.substr(0, eq)] = entry.substr(eq + 1);
         }
     }
-    const bool same_kernels = !added && p.config.kernelspec == pc.kernelspec && p.config.python == pc.python;
+    const bool same_kernels =
+        !added && p.config.kernelspec == pc.kernelspec && p.config.python == pc.python;
     p.config = pc;
     if (added || !same_kernels) {
         p.learner = import_learner{};
         p.files.clear();
         const json& saved = m_saved.value(pc.name, json::object());
-        if (pc.preload == config::preload_mode::learn && saved.value("kernelspec", "") == pc.kernelspec &&
+        if (pc.preload == config::preload_mode::learn &&
+            saved.value("kernelspec", "") == pc.kernelspec &&
             saved.value("python", "") == pc.python) {
             p.learner.from_state(saved);
         }
@@ -71,7 +78,8 @@ zp::preload_plan import_learning::configure(const config::pool_config& pc, const
 
 void import_learning::forget(const std::string& pool) { m_pools.erase(pool); }
 
-void import_learning::requests_set(const std::string& pool, const std::map<std::string, std::string>& env) {
+void import_learning::requests_set(const std::string& pool,
+                                   const std::map<std::string, std::string>& env) {
     auto it = m_pools.find(pool);
     if (it == m_pools.end()) {
         return;
@@ -94,14 +102,9 @@ zp::preload_plan import_learning::plan_of(const pool_learning& p) const {
     plan.prefault = config::to_string(p.config.prefault);
     plan.request_env.assign(p.request_env.begin(), p.request_env.end());
     switch (p.config.preload) {
-    case config::preload_mode::learn:
-        plan.modules = p.learner.wanted();
-        break;
-    case config::preload_mode::list:
-        plan.modules = p.config.preload_modules;
-        break;
-    case config::preload_mode::off:
-        break;
+    case config::preload_mode::learn: plan.modules = p.learner.wanted(); break;
+    case config::preload_mode::list: plan.modules = p.config.preload_modules; break;
+    case config::preload_mode::off: break;
     }
     return plan;
 }
@@ -112,20 +115,23 @@ void import_learning::kernel_used(const std::string& pool, const zp::imports& re
         return;
     }
     pool_learning& p = it->second;
-    p.learner.kernel_used(report.modules, report.other, static_cast<std::uint64_t>(report.pid), report.running);
+    p.learner.kernel_used(report.modules, report.other, static_cast<std::uint64_t>(report.pid),
+                          report.running);
     if (as_set(p.learner.wanted()) != as_set(p.learner.preloaded())) {
         maybe_rebuild(pool, p, "its kernels' imports changed what it should pre-import");
     }
 }
 
-void import_learning::maybe_rebuild(const std::string& pool, pool_learning& p, const std::string& why) {
+void import_learning::maybe_rebuild(const std::string& pool, pool_learning& p,
+                                    const std::string& why) {
     if (m_launchers.rebuilding(pool)) {
         return; // its outcome (built, rebuild_failed) looks again
     }
     const auto now = std::chrono::steady_clock::now();
     if (p.rebuilds > 0 && now - p.last_rebuild < rebuild_every) {
         if (!m_later.active()) {
-            const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(rebuild_every - (now - p.last_rebuild));
+            const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
+                rebuild_every - (now - p.last_rebuild));
             m_later.start(wait + std::chrono::milliseconds(1), [this, pool, why] {
                 if (auto it = m_pools.find(pool); it != m_pools.end()) {
                     maybe_rebuild(pool, it->second, why);
@@ -139,8 +145,9 @@ void import_learning::maybe_rebuild(const std::string& pool, pool_learning& p, c
         p.last_rebuild = now;
         ++p.rebuilds;
         p.last_rebuild_why = why;
-        loop::logger("daemon")->info("pool {}: rebuilding its zygote ({}) to pre-import {} module(s)", pool, why,
-                               p.plan.modules.size());
+        loop::logger("daemon")->info(
+            "pool {}: rebuilding its zygote ({}) to pre-import {} module(s)", pool, why,
+            p.plan.modules.size());
     }
 }
 
@@ -160,7 +167,8 @@ void import_learning::built(const std::string& pool, const zp::ready& ready) {
     auto refused = ready.preload.refused;
     const auto have = as_set(preloaded);
     for (const std::string& name : p.plan.modules) {
-        const bool said = std::any_of(refused.begin(), refused.end(), [&](const auto& r) { return r.first == name; });
+        const bool said = std::any_of(refused.begin(), refused.end(),
+                                      [&](const auto& r) { return r.first == name; });
         if (!have.contains(name) && !said) {
             refused.emplace_back(name, "the zygote did not pre-import it");
         }
@@ -204,8 +212,9 @@ void import_learning::check_files() {
             }
             // Python's st_mtime and ours may differ in the last bits: a millisecond is a change.
             if (std::abs(mtime_of(m.file) - m.mtime) > 1e-3) {
-                loop::logger("daemon")->info("pool {}: {} changed on disk ({}): the zygote is rebuilt", pool,
-                                       protocol::echo_safe(m.name), protocol::echo_safe(m.file));
+                loop::logger("daemon")->info(
+                    "pool {}: {} changed on disk ({}): the zygote is rebuilt", pool,
+                    protocol::echo_safe(m.name), protocol::echo_safe(m.file));
                 p.files.clear(); // once: the rebuild's ready sets them again
                 maybe_rebuild(pool, p, protocol::echo_safe(m.name) + " changed on disk");
                 break;
@@ -220,7 +229,8 @@ json import_learning::describe(const std::string& pool) const {
         return nullptr;
     }
     const pool_learning& p = it->second;
-    json out = p.config.preload == config::preload_mode::learn ? p.learner.describe() : json::object();
+    json out =
+        p.config.preload == config::preload_mode::learn ? p.learner.describe() : json::object();
     out["mode"] = config::to_string(p.config.preload);
     if (p.config.preload == config::preload_mode::list) {
         out["listed"] = p.config.preload_modules;
@@ -243,7 +253,8 @@ void import_learning::load_state() {
     text << in.rdbuf();
     const json j = json::parse(text.str(), nullptr, false);
     if (!j.is_object() || !j.value("pools", json()).is_object()) {
-        loop::logger("daemon")->warn("{}: not kpoold's learned imports; learning from scratch", state_file());
+        loop::logger("daemon")->warn("{}: not kpoold's learned imports; learning from scratch",
+                                     state_file());
         return;
     }
     m_saved = j["pools"];
@@ -277,8 +288,9 @@ void import_learning::save_state() {
     if (!ok) {
         ::unlink(tmp.c_str());
         if (!m_warned_save) {
-            loop::logger("daemon")->warn("cannot save what the pools learned to {}: {} (learned again after a restart)",
-                                   state_file(), std::strerror(errno));
+            loop::logger("daemon")->warn(
+                "cannot save what the pools learned to {}: {} (learned again after a restart)",
+                state_file(), std::strerror(errno));
             m_warned_save = true;
         }
     }

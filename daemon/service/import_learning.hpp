@@ -2,11 +2,12 @@
 // pre-imports and warms, kept up to date while kpoold runs and across restarts.
 //
 // preload = "learn" (the default): each kernel's report of the modules it used, as it ends
-// and now and then while it runs (the plan's imports_every_s), goes to the pool's import_learner (daemon/core/import_learner.hpp); when what it wants
-// differs from what the zygote has, the zygote is rebuilt in the background with the new plan
-// (launcher_registry::rebuild), at most once every `rebuild_every`. preload = [list]: that
-// plan, fixed. preload = "off": none. Every plan carries the environment variables acquires
-// set (a module that reads one at import is refused) and preload_max_mb.
+// and now and then while it runs (the plan's imports_every_s), goes to the pool's import_learner
+// (daemon/core/import_learner.hpp); when what it wants differs from what the zygote has, the zygote
+// is rebuilt in the background with the new plan (launcher_registry::rebuild), at most once every
+// `rebuild_every`. preload = [list]: that plan, fixed. preload = "off": none. Every plan carries
+// the environment variables acquires set (a module that reads one at import is refused) and
+// preload_max_mb.
 //
 // What was learned (and refused) is saved to STATE_DIR/learned-imports.json (0600, written
 // whole and renamed into place) whenever it changes, keyed by pool, and read back at start for
@@ -44,7 +45,8 @@ public:
     // A pool at start or after a reload (its saved state read the first time), with the
     // environment its zygote and kernels start with ("NAME=value"). The plan its zygote
     // should be started with.
-    protocol::zygote::preload_plan configure(const config::pool_config& pc, const std::vector<std::string>& kernel_env);
+    protocol::zygote::preload_plan configure(const config::pool_config& pc,
+                                             const std::vector<std::string>& kernel_env);
     // The pool is gone.
     void forget(const std::string& pool);
 
@@ -67,8 +69,8 @@ private:
         config::pool_config config;
         import_learner learner;
         std::set<std::string> request_env;
-        std::map<std::string, std::string> kernel_env; // what its kernels start with
-        protocol::zygote::preload_plan plan;             // what the zygote was last asked for
+        std::map<std::string, std::string> kernel_env;         // what its kernels start with
+        protocol::zygote::preload_plan plan;                   // what the zygote was last asked for
         std::vector<protocol::zygote::preloaded_module> files; // what the zygote has, with mtimes
         double growth_mb = 0;
         std::chrono::steady_clock::time_point last_rebuild{};

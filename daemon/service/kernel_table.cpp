@@ -3,7 +3,8 @@
 
 namespace kpool::daemon {
 
-void kernel_table::add(const std::string& id, std::unique_ptr<kernel_process> process, pool& owner) {
+void kernel_table::add(const std::string& id, std::unique_ptr<kernel_process> process,
+                       pool& owner) {
     m_records.emplace(id, record{std::move(process), &owner, false});
 }
 

@@ -14,7 +14,8 @@
 
 namespace {
 
-constexpr const char* usage = R"(usage: kpoold [--config FILE]     run (without --config: the embedded default)
+constexpr const char* usage =
+    R"(usage: kpoold [--config FILE]     run (without --config: the embedded default)
        kpoold --check-config FILE   validate FILE and exit (0 valid, 2 invalid)
        kpoold --print-default-config
        kpoold --version | --help

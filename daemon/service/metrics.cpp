@@ -20,11 +20,11 @@ using prometheus::Gauge;
 using prometheus::Histogram;
 
 // From a warm hand-over (well under a millisecond) to a wait for a cold start (seconds).
-const Histogram::BucketBoundaries acquire_buckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-                                                     0.05,   0.1,   0.25,   0.5,   1,     2.5,
-                                                     5,      10,    30,     60};
+const Histogram::BucketBoundaries acquire_buckets = {
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
 // Kernel starts: a fork-server child in tens of milliseconds, an ipykernel in about a second.
-const Histogram::BucketBoundaries warm_buckets = {0.05, 0.1, 0.25, 0.5, 1, 1.5, 2, 3, 5, 10, 30, 60};
+const Histogram::BucketBoundaries warm_buckets = {0.05, 0.1, 0.25, 0.5, 1,  1.5,
+                                                  2,    3,   5,    10,  30, 60};
 
 } // namespace
 
@@ -32,9 +32,11 @@ struct metrics::impl {
     std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
     prometheus::Exposer exposer;
 
-    Family<Gauge>& target = gauge("kpool_pool_target_kernels", "Warm kernels the pool keeps ready (its size)");
+    Family<Gauge>& target =
+        gauge("kpool_pool_target_kernels", "Warm kernels the pool keeps ready (its size)");
     Family<Gauge>& warm = gauge("kpool_pool_warm_kernels", "Kernels ready to hand out");
-    Family<Gauge>& starting = gauge("kpool_pool_starting_kernels", "Kernels launched and not yet ready");
+    Family<Gauge>& starting =
+        gauge("kpool_pool_starting_kernels", "Kernels launched and not yet ready");
     Family<Gauge>& leased = gauge("kpool_pool_leased_kernels", "Kernels handed out to clients");
     // kpool_NAME_total for each entry of pool_counter_table, in its order.
     std::vector<Family<Counter>*> counters = [this] {
@@ -44,12 +46,16 @@ struct metrics::impl {
         }
         return out;
     }();
-    Family<Histogram>& acquire_seconds = prometheus::BuildHistogram()
-        .Name("kpool_acquire_duration_seconds").Help("Time from an acquire request to its reply with a kernel")
-        .Register(*registry);
-    Family<Histogram>& warm_seconds = prometheus::BuildHistogram()
-        .Name("kpool_kernel_time_to_warm_seconds").Help("Time from a kernel's launch to its first kernel_info_reply")
-        .Register(*registry);
+    Family<Histogram>& acquire_seconds =
+        prometheus::BuildHistogram()
+            .Name("kpool_acquire_duration_seconds")
+            .Help("Time from an acquire request to its reply with a kernel")
+            .Register(*registry);
+    Family<Histogram>& warm_seconds =
+        prometheus::BuildHistogram()
+            .Name("kpool_kernel_time_to_warm_seconds")
+            .Help("Time from a kernel's launch to its first kernel_info_reply")
+            .Register(*registry);
 
     // What each pool's counters were at the last update, to add only the difference.
     std::map<std::string, pool_counters> mirrored;

@@ -25,7 +25,7 @@ std::set<std::string> daemon::resolve_kernelspecs(const config::config& cfg) {
         auto spec = jupyter::resolve_pool_kernelspec(pc.kernelspec, pc.python);
         if (!spec) {
             loop::logger("daemon")->error("{}: pool '{}': {}", pc.kernelspec_at, pc.name,
-                                    spec.err().message);
+                                          spec.err().message);
         }
         auto old = m_specs.find(pc.name);
         if (old != m_specs.end() && old->second && spec && !(*old->second == *spec)) {
@@ -34,7 +34,8 @@ std::set<std::string> daemon::resolve_kernelspecs(const config::config& cfg) {
         if (spec && pc.isolation == config::isolation_kind::sandbox) {
             sandbox_plan plan = plan_sandbox(pc, *spec, hidden);
             if (!plan.problem.empty()) {
-                loop::logger("daemon")->error("pool '{}': cannot sandbox its kernels: {}", pc.name, plan.problem);
+                loop::logger("daemon")->error("pool '{}': cannot sandbox its kernels: {}", pc.name,
+                                              plan.problem);
             }
             sandboxes.insert_or_assign(pc.name, std::move(plan));
         }

@@ -58,7 +58,8 @@ void daemon::reload() {
     for (const config::pool_config& pc : next->pools) {
         auto it = m_pools.find(pc.name);
         if (it == m_pools.end()) {
-            m_launchers->configure(pc, kernelspec_of(pc), m_learning->configure(pc, pool_environment(pc)));
+            m_launchers->configure(pc, kernelspec_of(pc),
+                                   m_learning->configure(pc, pool_environment(pc)));
             log->info("pool {} added: size {}", pc.name, pc.size);
             m_pools.emplace(pc.name, make_pool(pc)).first->second->refill(now);
             continue;
@@ -68,24 +69,27 @@ void daemon::reload() {
         // lease or timeout keeps both: the warm kernels are what the new config would start.
         // Which keys do which is their rows' reload column (config/config_keys.hpp).
         const config::pool_config& was = it->second->config();
-        const auto replaced_by = config::changed_pool_key(was, pc, config::reload_effect::replace_kernels);
+        const auto replaced_by =
+            config::changed_pool_key(was, pc, config::reload_effect::replace_kernels);
         const bool replace = specs_changed.count(pc.name) != 0 || replaced_by.has_value();
         if (replaced_by) {
-            log->info("pool {}: '{}' changed, so its warm kernels are replaced", pc.name, *replaced_by);
+            log->info("pool {}: '{}' changed, so its warm kernels are replaced", pc.name,
+                      *replaced_by);
         }
         const auto plan = m_learning->configure(pc, pool_environment(pc));
         if (replace) {
             m_launchers->configure(pc, kernelspec_of(pc), plan);
         } else if (config::changed_pool_key(was, pc, config::reload_effect::rebuild_zygote)) {
-            m_launchers->rebuild(pc.name, plan); // the kernels stay: only what their zygote holds changes
+            m_launchers->rebuild(pc.name,
+                                 plan); // the kernels stay: only what their zygote holds changes
         }
         if (replace || !(it->second->config() == pc)) {
             it->second->reconfigure(pc, replace, now);
         }
     }
     m_cfg = std::move(next).value();
-    log->info("config reloaded from {}: {} pool(s), max_kernels {}", m_config_path,
-              m_pools.size(), m_budget.max);
+    log->info("config reloaded from {}: {} pool(s), max_kernels {}", m_config_path, m_pools.size(),
+              m_budget.max);
     m_notify.send("READY=1");
     reschedule();
 }

@@ -71,7 +71,8 @@ void daemon::handle_request(const envelope& env, std::string_view body) {
     }
     log->debug("request op={}", protocol::echo_safe(req->op));
     const auto& ops = op_table();
-    auto op = std::find_if(ops.begin(), ops.end(), [&](const op_handler& o) { return o.name == req->op; });
+    auto op = std::find_if(ops.begin(), ops.end(),
+                           [&](const op_handler& o) { return o.name == req->op; });
     std::string reply;
     if (op == ops.end()) {
         std::string known;
@@ -79,7 +80,8 @@ void daemon::handle_request(const envelope& env, std::string_view body) {
             known += (known.empty() ? "" : ", ") + std::string(o.name);
         }
         reply = protocol::make_error_reply(
-            {errc::unknown_op, "unknown op '" + protocol::echo_safe(req->op) + "' (known: " + known + ")"},
+            {errc::unknown_op,
+             "unknown op '" + protocol::echo_safe(req->op) + "' (known: " + known + ")"},
             req->req_id);
     } else if (m_shutting_down && !op->while_shutting_down) {
         reply = protocol::make_error_reply({errc::shutting_down, "the daemon is shutting down"},
@@ -89,7 +91,8 @@ void daemon::handle_request(const envelope& env, std::string_view body) {
         if (reply.empty() && !op->answers_later) {
             // A handler bug must still leave the client with its one reply.
             log->error("op {} produced no reply", op->name);
-            reply = protocol::make_error_reply({errc::internal, "no reply was produced"}, req->req_id);
+            reply =
+                protocol::make_error_reply({errc::internal, "no reply was produced"}, req->req_id);
         }
     }
     if (!reply.empty()) {
@@ -143,7 +146,8 @@ std::string daemon::op_acquire(const envelope& env, const protocol::control_requ
     const std::string pool_name = p.config().name;
     std::string setup_code;
     std::optional<languages::kernel_context> context;
-    const languages::kernel_context wanted = wanted_context(p.config(), args->cwd, args->env, args->memory_history);
+    const languages::kernel_context wanted =
+        wanted_context(p.config(), args->cwd, args->env, args->memory_history);
     learn_request_env(pool_name, args->env);
     if (wanted.cwd || !wanted.env.empty() || wanted.memory_history) {
         // Rendered before a kernel is taken, so an impossible request costs the pool nothing.
@@ -156,11 +160,12 @@ std::string daemon::op_acquire(const envelope& env, const protocol::control_requ
             context = wanted;
         }
     }
-    const auto timeout =
-        args->timeout_ms ? std::chrono::milliseconds(*args->timeout_ms) : protocol::default_acquire_timeout;
+    const auto timeout = args->timeout_ms ? std::chrono::milliseconds(*args->timeout_ms)
+                                          : protocol::default_acquire_timeout;
     const waiter_id waiter = m_next_waiter++;
     const auto now = clock::now();
-    pending_acquire pending{env, req.req_id, pool_name, now, std::move(setup_code), std::move(context), wanted.cwd};
+    pending_acquire pending{
+        env, req.req_id, pool_name, now, std::move(setup_code), std::move(context), wanted.cwd};
     // Registered before asking the pool, which may answer through granted() right away.
     m_pending.emplace(waiter, pending);
     auto outcome = p.acquire(waiter, timeout, args->lease_s, now);
@@ -215,12 +220,15 @@ void daemon::refill_after_acquire(const std::string& pool_name) {
     });
 }
 
-languages::kernel_context daemon::wanted_context(const config::pool_config& pc, const std::optional<std::string>& cwd,
-                                      const std::map<std::string, std::string>& env, bool memory_history) const {
+languages::kernel_context daemon::wanted_context(const config::pool_config& pc,
+                                                 const std::optional<std::string>& cwd,
+                                                 const std::map<std::string, std::string>& env,
+                                                 bool memory_history) const {
     // In-memory history is for IPython kernels only: anywhere else it asks for nothing, so it
     // never makes an acquire fail for want of a snippet.
     const auto& spec = kernelspec_of(pc);
-    const bool ipython = spec && pc.context_snippet.empty() && languages::may_have_ipython_history(spec->spec.language);
+    const bool ipython = spec && pc.context_snippet.empty() &&
+                         languages::may_have_ipython_history(spec->spec.language);
     return languages::kernel_context{cwd, env, memory_history && ipython};
 }
 
@@ -229,13 +237,16 @@ result<std::string> daemon::context_code_for(const config::pool_config& pc,
     if (pc.isolation == config::isolation_kind::sandbox && context.cwd) {
         if (!within_roots(*context.cwd, pc.sandbox.roots)) {
             return error{errc::bad_request,
-                         "cwd '" + protocol::echo_safe(*context.cwd) + "' is outside pool '" + pc.name +
-                             "''s sandbox roots" +
-                             (pc.sandbox.roots.empty() ? std::string(" (it has none: set [pools.") + pc.name + ".sandbox] roots)"
+                         "cwd '" + protocol::echo_safe(*context.cwd) + "' is outside pool '" +
+                             pc.name + "''s sandbox roots" +
+                             (pc.sandbox.roots.empty() ? std::string(" (it has none: set [pools.") +
+                                                             pc.name + ".sandbox] roots)"
                                                        : "")};
         }
-        if (const std::string problem = workdir_problem(*context.cwd, pc.sandbox.roots); !problem.empty()) {
-            return error{errc::bad_request, "cwd '" + protocol::echo_safe(*context.cwd) + "': " + problem};
+        if (const std::string problem = workdir_problem(*context.cwd, pc.sandbox.roots);
+            !problem.empty()) {
+            return error{errc::bad_request,
+                         "cwd '" + protocol::echo_safe(*context.cwd) + "': " + problem};
         }
     }
     if (!pc.context_snippet.empty()) {
@@ -244,10 +255,11 @@ result<std::string> daemon::context_code_for(const config::pool_config& pc,
     const auto& spec = kernelspec_of(pc);
     const std::string language = spec ? spec->spec.language : "unknown";
     if (!languages::has_builtin_context_snippet(language)) {
-        return error{errc::bad_request,
-                     "pool '" + pc.name + "' runs kernels of language '" + language +
-                         "', for which kpool has no cwd/env snippet: set context_snippet in [pools." +
-                         pc.name + "] or leave out cwd and env"};
+        return error{
+            errc::bad_request,
+            "pool '" + pc.name + "' runs kernels of language '" + language +
+                "', for which kpool has no cwd/env snippet: set context_snippet in [pools." +
+                pc.name + "] or leave out cwd and env"};
     }
     return languages::builtin_context_code(language, context);
 }
@@ -270,11 +282,13 @@ bool daemon::send_acquire_reply(const pending_acquire& pending, const kernel_ent
     }
     const kernel_process* proc = m_kernels.process(kernel.id);
     const char* context = pending.setup_code.empty() ? "none"
-                          : pending.context && proc != nullptr && proc->applies_context_message() ? "message"
-                                                                                                  : "code";
+                          : pending.context && proc != nullptr && proc->applies_context_message()
+                              ? "message"
+                              : "code";
     loop::logger("pool")->debug(
-        "kernel leased id={} pool={} pid={} waited_ms={:.1f} context={}", kernel.id, kernel.pool, kernel.pid,
-        std::chrono::duration<double, std::milli>(clock::now() - pending.since).count(), context);
+        "kernel leased id={} pool={} pid={} waited_ms={:.1f} context={}", kernel.id, kernel.pool,
+        kernel.pid, std::chrono::duration<double, std::milli>(clock::now() - pending.since).count(),
+        context);
     return true;
 }
 
@@ -290,10 +304,11 @@ bool daemon::hand_over(pending_acquire pending, const kernel_entry& kernel) {
         if (p != nullptr) {
             auto it = p->kernels().find(id);
             k = it != p->kernels().end() && it->second.state == kernel_state::leased ? &it->second
-                                                                                    : nullptr;
+                                                                                     : nullptr;
         }
         if (!outcome || k == nullptr) {
-            const error err = outcome ? error{errc::internal, "the kernel went away"} : outcome.err();
+            const error err =
+                outcome ? error{errc::internal, "the kernel went away"} : outcome.err();
             loop::logger("pool")->warn("cannot apply cwd/env in kernel {}: {}", id, err.message);
             send_reply(pending.env,
                        protocol::make_error_reply(
@@ -307,15 +322,17 @@ bool daemon::hand_over(pending_acquire pending, const kernel_entry& kernel) {
         refill_after_acquire(pending.pool);
         reschedule();
     };
-    set_up_kernel(kernel_proc, pending.cwd, pending.context, pending.setup_code, std::move(applied));
+    set_up_kernel(kernel_proc, pending.cwd, pending.context, pending.setup_code,
+                  std::move(applied));
     return true;
 }
 
 void daemon::set_up_kernel(kernel_process& k, const std::optional<std::string>& cwd,
-                           const std::optional<languages::kernel_context>& context, const std::string& code,
-                           kernel_process::code_done done) {
+                           const std::optional<languages::kernel_context>& context,
+                           const std::string& code, kernel_process::code_done done) {
     // A sandboxed kernel's cwd must be in its sandbox before the kernel changes into it.
-    k.open_workdir(cwd, [this, id = k.id(), context, code, done = std::move(done)](const status& bound) mutable {
+    k.open_workdir(cwd, [this, id = k.id(), context, code,
+                         done = std::move(done)](const status& bound) mutable {
         kernel_process* now = m_kernels.process(id);
         if (!bound || now == nullptr) {
             done(bound ? status(error{errc::internal, "the kernel went away"}) : bound);
@@ -346,11 +363,13 @@ pool* daemon::pool_for_kernel_name(const std::string& name) {
 std::string daemon::unknown_kernel_name_reply(const std::string& name, const json& req_id) const {
     std::string pools;
     for (const auto& [pool_name, p] : m_pools) {
-        pools += (pools.empty() ? "" : ", ") + pool_name + " (kernelspec " + p->config().kernelspec + ")";
+        pools += (pools.empty() ? "" : ", ") + pool_name + " (kernelspec " +
+                 p->config().kernelspec + ")";
     }
     return protocol::make_error_reply(
-        {errc::unknown_pool, "no pool named '" + protocol::echo_safe(name) + "' nor one that serves kernelspec '" +
-                                 protocol::echo_safe(name) + "' (pools: " + (pools.empty() ? "none" : pools) + ")"},
+        {errc::unknown_pool, "no pool named '" + protocol::echo_safe(name) +
+                                 "' nor one that serves kernelspec '" + protocol::echo_safe(name) +
+                                 "' (pools: " + (pools.empty() ? "none" : pools) + ")"},
         req_id);
 }
 
@@ -398,7 +417,7 @@ std::string daemon::op_signal(const envelope&, const protocol::control_request& 
             req.req_id);
     }
     loop::logger("kernel")->info("kernel signalled id={} pid={} signum={}", k->id(), k->pid(),
-                           args->signum);
+                                 args->signum);
     return protocol::make_ok_reply(json::object(), req.req_id);
 }
 
@@ -433,7 +452,8 @@ std::string daemon::op_renew(const envelope&, const protocol::control_request& r
     pool* p = m_kernels.pool_of(args->kernel_id);
     if (p == nullptr) {
         return protocol::make_error_reply(
-            {errc::unknown_kernel, "no kernel '" + protocol::echo_safe(args->kernel_id) + "'"}, req.req_id);
+            {errc::unknown_kernel, "no kernel '" + protocol::echo_safe(args->kernel_id) + "'"},
+            req.req_id);
     }
     if (auto st = p->renew(args->kernel_id, args->lease_s, clock::now()); !st) {
         return protocol::make_error_reply(st.err(), req.req_id);
@@ -443,10 +463,12 @@ std::string daemon::op_renew(const envelope&, const protocol::control_request& r
 
 std::vector<std::string> daemon::pool_environment(const config::pool_config& pc) const {
     const auto& spec = kernelspec_of(pc);
-    return spec && m_instance ? kernel_environment(spec->spec, m_instance->id()) : std::vector<std::string>{};
+    return spec && m_instance ? kernel_environment(spec->spec, m_instance->id())
+                              : std::vector<std::string>{};
 }
 
-void daemon::learn_request_env(const std::string& pool, const std::map<std::string, std::string>& env) {
+void daemon::learn_request_env(const std::string& pool,
+                               const std::map<std::string, std::string>& env) {
     if (!env.empty()) {
         m_learning->requests_set(pool, env);
     }
@@ -469,29 +491,37 @@ std::string daemon::op_context(const envelope& env, const protocol::control_requ
              "no running kernel '" + protocol::echo_safe(args->kernel_id) + "' held by a client"},
             req.req_id);
     }
-    const languages::kernel_context context = wanted_context(p->config(), args->cwd, args->env, args->memory_history);
+    const languages::kernel_context context =
+        wanted_context(p->config(), args->cwd, args->env, args->memory_history);
     learn_request_env(p->config().name, args->env);
     if (!context.cwd && context.env.empty() && !context.memory_history) {
-        return protocol::make_ok_reply(json::object(), req.req_id); // history asked of a kernel that has none
+        return protocol::make_ok_reply(json::object(),
+                                       req.req_id); // history asked of a kernel that has none
     }
     auto code = context_code_for(p->config(), context);
     if (!code) {
         return protocol::make_error_reply(code.err(), req.req_id);
     }
     const bool as_message = p->config().context_snippet.empty() && k->applies_context_message();
-    auto applied = [this, env, req_id = req.req_id, id = args->kernel_id, as_message](const status& outcome) {
+    auto applied = [this, env, req_id = req.req_id, id = args->kernel_id,
+                    as_message](const status& outcome) {
         if (!outcome) {
-            loop::logger("pool")->warn("cannot apply cwd/env in kernel {}: {}", id, outcome.err().message);
+            loop::logger("pool")->warn("cannot apply cwd/env in kernel {}: {}", id,
+                                       outcome.err().message);
             send_reply(env, protocol::make_error_reply(
-                                {outcome.err().code, "cannot apply cwd/env in the kernel: " + outcome.err().message},
+                                {outcome.err().code,
+                                 "cannot apply cwd/env in the kernel: " + outcome.err().message},
                                 req_id));
             return;
         }
-        loop::logger("pool")->debug("context applied id={} context={}", id, as_message ? "message" : "code");
+        loop::logger("pool")->debug("context applied id={} context={}", id,
+                                    as_message ? "message" : "code");
         send_reply(env, protocol::make_ok_reply(json::object(), req_id));
     };
     set_up_kernel(*k, context.cwd,
-                  p->config().context_snippet.empty() ? std::optional<languages::kernel_context>(context) : std::nullopt,
+                  p->config().context_snippet.empty()
+                      ? std::optional<languages::kernel_context>(context)
+                      : std::nullopt,
                   *code, std::move(applied));
     return {};
 }
@@ -506,7 +536,8 @@ std::string daemon::op_status(const envelope&, const protocol::control_request& 
     for_each_pool([&](pool& p) {
         json ps = pool_status_json(p, now);
         m_launchers->describe(p.config(), ps);
-        ps["preload"] = m_launchers->forks(p.config().name) ? m_learning->describe(p.config().name) : json(nullptr);
+        ps["preload"] = m_launchers->forks(p.config().name) ? m_learning->describe(p.config().name)
+                                                            : json(nullptr);
         const refill_delay delay =
             refill_delay_for(m_cfg.daemon, p.config(), m_launchers->forks(p.config().name));
         ps["refill_delay_s"] = delay.seconds;
@@ -520,7 +551,8 @@ std::string daemon::op_status(const envelope&, const protocol::control_request& 
         ps["kernelspec_error"] = spec ? json(nullptr) : json(spec.err().message);
         ps["isolation"] = config::to_string(p.config().isolation);
         const sandbox_plan* box = sandbox_of(p.config().name);
-        ps["sandbox"] = box ? box->describe(p.config().limits, m_cgroups ? m_cgroups->how() : "") : json(nullptr);
+        ps["sandbox"] = box ? box->describe(p.config().limits, m_cgroups ? m_cgroups->how() : "")
+                            : json(nullptr);
         for (auto& k : ps["kernels"]) {
             kernels.push_back(std::move(k));
         }
@@ -528,31 +560,30 @@ std::string daemon::op_status(const envelope&, const protocol::control_request& 
         pools.push_back(std::move(ps));
     });
     const double uptime = std::chrono::duration<double>(now - m_started_at).count();
-    return protocol::make_ok_reply({{"pid", ::getpid()},
-                                    {"host", host_name()},
-                                    {"version", kpool::version},
-                                    {"protocol", control_protocol_version},
-                                    {"uptime_s", std::round(uptime * 1000) / 1000},
-                                    {"shutting_down", m_shutting_down},
-                                    {"max_kernels", m_budget.max},
-                                    {"kernels_total", m_budget.used},
-                                    {"background_priority",
-                                     {{"on", background_priority()},
-                                      {"why_not", background_priority() ? json(nullptr)
-                                                  : !m_cfg.daemon.background_priority
-                                                      ? json("background_priority = false")
-                                                      : json(m_priority.why_not)},
-                                      {"limit_s", m_cfg.daemon.background_limit_s},
-                                      {"starved_starts", m_starved_starts}}},
-                                    {"kernel_ports",
-                                     {{"range", m_ports.range()
-                                                    ? json(fmt::format("{}-{}", m_ports.range()->first,
-                                                                       m_ports.range()->last))
-                                                    : json(nullptr)},
-                                      {"why", m_kernel_ports_why}}},
-                                    {"pools", std::move(pools)},
-                                    {"kernels", std::move(kernels)}},
-                                   req.req_id);
+    return protocol::make_ok_reply(
+        {{"pid", ::getpid()},
+         {"host", host_name()},
+         {"version", kpool::version},
+         {"protocol", control_protocol_version},
+         {"uptime_s", std::round(uptime * 1000) / 1000},
+         {"shutting_down", m_shutting_down},
+         {"max_kernels", m_budget.max},
+         {"kernels_total", m_budget.used},
+         {"background_priority",
+          {{"on", background_priority()},
+           {"why_not", background_priority()               ? json(nullptr)
+                       : !m_cfg.daemon.background_priority ? json("background_priority = false")
+                                                           : json(m_priority.why_not)},
+           {"limit_s", m_cfg.daemon.background_limit_s},
+           {"starved_starts", m_starved_starts}}},
+         {"kernel_ports",
+          {{"range", m_ports.range()
+                         ? json(fmt::format("{}-{}", m_ports.range()->first, m_ports.range()->last))
+                         : json(nullptr)},
+           {"why", m_kernel_ports_why}}},
+         {"pools", std::move(pools)},
+         {"kernels", std::move(kernels)}},
+        req.req_id);
 }
 
 std::string daemon::op_kernelspecs(const envelope&, const protocol::control_request& req) {
@@ -588,14 +619,15 @@ std::string daemon::op_resize(const envelope&, const protocol::control_request& 
     }
     if (others + *args->size > m_budget.max) {
         return protocol::make_error_reply(
-            {errc::bad_request, fmt::format("pool sizes would add up to {}, more than max_kernels = {}",
-                                            others + *args->size, m_budget.max)},
+            {errc::bad_request,
+             fmt::format("pool sizes would add up to {}, more than max_kernels = {}",
+                         others + *args->size, m_budget.max)},
             req.req_id);
     }
     const int before = p->config().size;
     p->resize(*args->size, clock::now());
-    return protocol::make_ok_reply({{"pool", args->pool}, {"size", *args->size}, {"previous_size", before}},
-                                   req.req_id);
+    return protocol::make_ok_reply(
+        {{"pool", args->pool}, {"size", *args->size}, {"previous_size", before}}, req.req_id);
 }
 
 std::string daemon::op_drain(const envelope&, const protocol::control_request& req) {

@@ -15,7 +15,10 @@ double seconds_between(clock::time_point a, clock::time_point b) {
 }
 
 json kernel_json(const kernel_entry& k, clock::time_point now) {
-    json entry{{"id", k.id}, {"pool", k.pool}, {"pid", k.pid}, {"state", to_string(k.state)},
+    json entry{{"id", k.id},
+               {"pool", k.pool},
+               {"pid", k.pid},
+               {"state", to_string(k.state)},
                {"age_s", milli_rounded(seconds_between(k.created, now))}};
     if (k.lease_deadline) {
         entry["lease_remaining_s"] = milli_rounded(seconds_between(now, *k.lease_deadline));
@@ -30,7 +33,8 @@ json autosizer_status_json(const autosizer& a, clock::time_point now) {
             {"max", a.parameters().max},
             {"target", a.target()},
             {"rate_per_s", milli_rounded(a.rate_per_s(now))},
-            {"time_to_warm_s", a.time_to_warm_s() < 0 ? json(nullptr) : json(milli_rounded(a.time_to_warm_s()))}};
+            {"time_to_warm_s",
+             a.time_to_warm_s() < 0 ? json(nullptr) : json(milli_rounded(a.time_to_warm_s()))}};
 }
 
 json pool_status_json(const pool& p, clock::time_point now) {
@@ -47,27 +51,28 @@ json pool_status_json(const pool& p, clock::time_point now) {
         return v ? json(milli_rounded(*v * scale)) : json(nullptr);
     };
     const config::pool_config& cfg = p.config();
-    return json{{"name", cfg.name},
-                {"kernelspec", cfg.kernelspec},
-                {"size", cfg.size},
-                {"warm", p.count(kernel_state::warm)},
-                {"starting", p.count(kernel_state::starting)},
-                {"leased", p.count(kernel_state::leased)},
-                {"stopping", p.count(kernel_state::stopping)},
-                {"waiting", p.waiting()},
-                {"failing", p.failing()},
-                {"drained", p.drained()},
-                {"removed", p.retired()},
-                {"consecutive_failures", p.consecutive_failures()},
-                {"counters", counters},
-                {"last_error", c.last_error.empty() ? json(nullptr) : json(c.last_error)},
-                {"auto", p.auto_sizer() ? autosizer_status_json(*p.auto_sizer(), now) : json(nullptr)},
-                // Over the last 256 of each: acquire request to reply, launch to warm.
-                {"recent",
-                 {{"acquire_ms_p50", recent(p.recent_acquire_seconds().percentile(50), 1000)},
-                  {"acquire_ms_p99", recent(p.recent_acquire_seconds().percentile(99), 1000)},
-                  {"time_to_warm_s_p50", recent(p.recent_warm_seconds().percentile(50), 1)}}},
-                {"kernels", std::move(kernels)}};
+    return json{
+        {"name", cfg.name},
+        {"kernelspec", cfg.kernelspec},
+        {"size", cfg.size},
+        {"warm", p.count(kernel_state::warm)},
+        {"starting", p.count(kernel_state::starting)},
+        {"leased", p.count(kernel_state::leased)},
+        {"stopping", p.count(kernel_state::stopping)},
+        {"waiting", p.waiting()},
+        {"failing", p.failing()},
+        {"drained", p.drained()},
+        {"removed", p.retired()},
+        {"consecutive_failures", p.consecutive_failures()},
+        {"counters", counters},
+        {"last_error", c.last_error.empty() ? json(nullptr) : json(c.last_error)},
+        {"auto", p.auto_sizer() ? autosizer_status_json(*p.auto_sizer(), now) : json(nullptr)},
+        // Over the last 256 of each: acquire request to reply, launch to warm.
+        {"recent",
+         {{"acquire_ms_p50", recent(p.recent_acquire_seconds().percentile(50), 1000)},
+          {"acquire_ms_p99", recent(p.recent_acquire_seconds().percentile(99), 1000)},
+          {"time_to_warm_s_p50", recent(p.recent_warm_seconds().percentile(50), 1)}}},
+        {"kernels", std::move(kernels)}};
 }
 
 } // namespace kpool::daemon

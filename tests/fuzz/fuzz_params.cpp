@@ -19,8 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (auto decoded = base64_decode(text)) {
         (void)parse_yaml_parameters(*decoded, "fuzz.b64");
     }
-    for (const char* language : {"python", "R", "julia", "scala", "matlab", "bash", ".net-csharp", ".net-fsharp",
-                                 ".net-powershell"}) {
+    for (const char* language : {"python", "R", "julia", "scala", "matlab", "bash", ".net-csharp",
+                                 ".net-fsharp", ".net-powershell"}) {
         if (const translator* t = kpool::languages::translator_for(language, "")) {
             (void)t->codify(values);
         }

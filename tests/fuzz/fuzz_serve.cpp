@@ -51,16 +51,22 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::string_view request_line = next_line(rest);
     const auto space = request_line.find(' ');
     const std::string_view method = request_line.substr(0, space);
-    const std::string_view target = space == std::string_view::npos ? "" : request_line.substr(space + 1);
+    const std::string_view target =
+        space == std::string_view::npos ? "" : request_line.substr(space + 1);
     const auto q = target.find('?');
-    door_request door{.method = method, .host = "", .origin = {}, .content_type = {}, .sec_fetch_site = {},
-                       .authorization = {}};
+    door_request door{.method = method,
+                      .host = "",
+                      .origin = {},
+                      .content_type = {},
+                      .sec_fetch_site = {},
+                      .authorization = {}};
     for (bool more = true; more;) {
         more = false;
-        for (const auto& [prefix, field] : {std::pair{std::string_view("Origin: "), &door.origin},
-                                            std::pair{std::string_view("Content-Type: "), &door.content_type},
-                                            std::pair{std::string_view("Sec-Fetch-Site: "), &door.sec_fetch_site},
-                                            std::pair{std::string_view("Authorization: "), &door.authorization}}) {
+        for (const auto& [prefix, field] :
+             {std::pair{std::string_view("Origin: "), &door.origin},
+              std::pair{std::string_view("Content-Type: "), &door.content_type},
+              std::pair{std::string_view("Sec-Fetch-Site: "), &door.sec_fetch_site},
+              std::pair{std::string_view("Authorization: "), &door.authorization}}) {
             if (rest.starts_with(prefix)) {
                 *field = std::string(next_line(rest).substr(prefix.size()));
                 more = true;
@@ -72,7 +78,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         }
     }
     for (const bool token_required : {false, true}) {
-        const door_policy policy{.token_required = token_required, .tls = false, .allow_origins = {"https://ok.example"},
+        const door_policy policy{.token_required = token_required,
+                                 .tls = false,
+                                 .allow_origins = {"https://ok.example"},
                                  .allow_hosts = {"devbox.test"}};
         const auto refused = check_front_door(door, policy);
         if (refused) {
@@ -89,8 +97,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
               lower(door.host).find("devbox.test") != std::string::npos);
         if (method == "POST" || method == "PUT" || method == "PATCH") {
             const std::string scheme = door.authorization ? lower(*door.authorization) : "";
-            check((door.content_type && lower(*door.content_type).find("application/json") != std::string::npos) ||
-                  scheme.find("token") != std::string::npos || scheme.find("bearer") != std::string::npos);
+            check((door.content_type &&
+                   lower(*door.content_type).find("application/json") != std::string::npos) ||
+                  scheme.find("token") != std::string::npos ||
+                  scheme.find("bearer") != std::string::npos);
         }
         const auto headers = cors_headers(door, policy, {}, method == "OPTIONS", door.content_type);
         check(headers.empty() || (door.origin && headers.front().second == *door.origin));
@@ -102,8 +112,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (rest.starts_with("token ") || rest.starts_with("Bearer ")) {
         auth = std::string(next_line(rest));
     }
-    request_view r{.method = method, .path = target.substr(0, q),
-                   .query = q == std::string_view::npos ? "" : target.substr(q + 1), .body = rest,
+    request_view r{.method = method,
+                   .path = target.substr(0, q),
+                   .query = q == std::string_view::npos ? "" : target.substr(q + 1),
+                   .body = rest,
                    .authorization = auth};
     static const std::set<int> documented = {400, 401, 404, 405, 503};
     for (const std::string token : {"", "s3cret"}) {
@@ -121,11 +133,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             } else if (const auto* g = std::get_if<do_gateway>(&d)) {
                 // While stopping, nothing that could start a kernel gets through.
                 const bool starts = g->action == gateway_action::start_kernel ||
-                                    g->action == gateway_action::restart_kernel || g->action == gateway_action::channels;
+                                    g->action == gateway_action::restart_kernel ||
+                                    g->action == gateway_action::channels;
                 check(is_gateway_path(r.path) && !(stopping && starts));
-                check(g->kernel_id.find('/') == std::string::npos && g->resource.find('/') == std::string::npos);
+                check(g->kernel_id.find('/') == std::string::npos &&
+                      g->resource.find('/') == std::string::npos);
             } else if (const auto* s = std::get_if<do_session>(&d)) {
-                const bool starts = s->action == session_action::create || s->action == session_action::update;
+                const bool starts =
+                    s->action == session_action::create || s->action == session_action::update;
                 check(is_gateway_path(r.path) && !(stopping && starts));
                 check(s->session_id.find('/') == std::string::npos);
             }
