@@ -39,7 +39,6 @@ public:
     void request(nlohmann::json request, std::chrono::milliseconds timeout, reply_fn done);
 
     const std::string& endpoint() const { return m_endpoint; }
-    std::size_t pending() const { return m_pending.size(); }
 
 private:
     struct pending_request {

@@ -59,7 +59,6 @@ public:
     void start_stream(int status, const std::string& content_type,
                       std::vector<std::pair<std::string, std::string>> headers);
     void stream(std::string piece);
-    bool streaming() const { return m_streaming; }
     // A header every answer to this request carries (CORS), besides the response's own.
     void add_header(std::string name, std::string value) {
         m_extra_headers.emplace_back(std::move(name), std::move(value));

@@ -63,7 +63,6 @@ public:
     void kernel_died();
     // The caller gives up: the kernel is interrupted, the execution ends soon after.
     void cancel();
-    bool busy() const { return m_driver != nullptr; }
 
 private:
     void on_message(kernel_port from, message_parts parts);

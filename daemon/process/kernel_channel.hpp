@@ -38,8 +38,6 @@ public:
     // Sends a request (open first); its reply goes to `reply`, or nowhere. Returns its msg_id.
     std::string send(std::string_view msg_type, nlohmann::json content = nlohmann::json::object(),
                      on_reply reply = nullptr);
-    // Whether a continuation still waits for a reply.
-    bool awaiting_replies() const { return !m_waiting.empty(); }
     // Disconnects; continuations are dropped unanswered. Safe inside a continuation.
     void close();
 

@@ -29,7 +29,6 @@ public:
     void stop();
     // The beat in flight was answered; false if none was (a late answer after stop()).
     bool answered();
-    bool beat_in_flight() const { return m_in_flight; }
 
 private:
     void beat();

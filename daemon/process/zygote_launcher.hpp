@@ -60,8 +60,6 @@ public:
     void set_events(zygote_events events) { m_events = std::move(events); }
 
     bool ready() const { return m_ready; }
-    // What its last ready message said it pre-imported, refused and warmed.
-    const protocol::zygote::preload_report& preload() const { return m_preload; }
     // No kernel of this zygote is alive (or being forked): it can go.
     bool childless() const { return m_by_pid.empty() && m_by_request.empty(); }
     // For status: readiness, whether kernels are pre-built (and why not), how many were, hot

@@ -57,7 +57,6 @@ public:
     // grow the daemon's memory without bound.
     static constexpr std::size_t max_queued_replies = 100000;
     static constexpr std::size_t max_queued_bytes = 16 * 1024 * 1024;
-    std::size_t queued_clients() const { return m_backlog.size(); }
 
     const std::string& endpoint() const { return m_endpoint; }
 
