@@ -2,7 +2,7 @@
 #include "client/control_client.hpp"
 
 #include "config/paths.hpp"
-#include "protocol/control.hpp"
+#include "protocol/text.hpp"
 
 #include <sys/stat.h>
 

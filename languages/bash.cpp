@@ -1,7 +1,7 @@
 // bash (bash_kernel; also a kernelspec language "sh"): the translator and the cwd/env snippet.
 #include "languages/builtin.hpp"
 
-#include "protocol/control.hpp"
+#include "protocol/text.hpp"
 
 #include <algorithm>
 #include <cctype>

@@ -1,7 +1,7 @@
 // The config template's rendering, and the string literal the built-in snippets share.
 #include "languages/context.hpp"
 
-#include "protocol/control.hpp"
+#include "protocol/text.hpp"
 
 #include <nlohmann/json.hpp>
 

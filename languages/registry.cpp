@@ -2,7 +2,7 @@
 #include "languages/builtin.hpp"
 #include "languages/language.hpp"
 
-#include "protocol/control.hpp"
+#include "protocol/text.hpp"
 
 #include <algorithm>
 #include <cctype>

@@ -25,8 +25,6 @@ inline constexpr std::int64_t max_request_bytes = 64 * 1024;
 inline constexpr std::int64_t max_message_bytes = 1024 * 1024;
 // How deeply a request's JSON may nest; nothing valid needs more than 3 levels.
 inline constexpr int max_request_depth = 16;
-// How much of a client's text an error message repeats back.
-inline constexpr std::size_t max_echo_bytes = 128;
 // Bounds on client-supplied durations.
 inline constexpr std::int64_t max_timeout_ms = 3'600'000;
 inline constexpr double max_lease_s = 31'536'000.0;
@@ -86,23 +84,11 @@ struct pool_args {
     std::optional<int> size;
 };
 
-result<acquire_args> parse_acquire(const nlohmann::json& body);
-result<pool_args> parse_resize(const nlohmann::json& body);
-result<pool_args> parse_drain(const nlohmann::json& body);
-result<kernel_args> parse_kernel_op(const nlohmann::json& body);
-result<signal_args> parse_signal(const nlohmann::json& body);
-result<renew_args> parse_renew(const nlohmann::json& body);
+// Each op's request is read by its row (protocol/op_table.hpp: read_request(ops::acquire, body));
+// context also needs at least one of cwd, env and history.
 result<context_args> parse_context(const nlohmann::json& body);
-// For ops that take no arguments (ping, status, kernelspecs): only op and req_id allowed.
-status parse_no_args(const nlohmann::json& body);
 
 std::string make_ok_reply(nlohmann::json fields, const nlohmann::json& req_id);
 std::string make_error_reply(const error& err, const nlohmann::json& req_id);
-
-// At most max_echo_bytes of user text, control characters replaced, safe to put in a message.
-std::string echo_safe(std::string_view user_text);
-
-// JSON text of any value, replacing invalid UTF-8 instead of throwing.
-std::string dump_json(const nlohmann::json& j);
 
 } // namespace kpool::protocol

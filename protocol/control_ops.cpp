@@ -2,6 +2,8 @@
 #include "protocol/control_ops.hpp"
 
 #include "protocol/control.hpp"
+#include "protocol/op_table.hpp"
+#include "protocol/text.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -23,28 +25,56 @@ bool absent(const field_spec& spec, const json& value) {
 
 } // namespace
 
+namespace ops {
+// clang-format off
+const op_row<no_args> ping{"ping", {}};
+const op_row<acquire_args> acquire{"acquire", {
+    {pool_field,                                                         &acquire_args::pool},
+    {{"timeout_ms", field_kind::integer, false, 0, max_timeout_ms},      &acquire_args::timeout_ms},
+    {{"lease_s", field_kind::seconds},                                   &acquire_args::lease_s},
+    {cwd_field,                                                          &acquire_args::cwd},
+    {env_field,                                                          &acquire_args::env},
+    {history_field,                                                      &acquire_args::memory_history}}};
+const op_row<kernel_args> release{"release", {{kernel_id_field, &kernel_args::kernel_id}}};
+const op_row<signal_args> signal{"signal", {
+    {kernel_id_field,                                                    &signal_args::kernel_id},
+    {{"signum", field_kind::integer, true, 1, 64, "a signal number"},    &signal_args::signum}}};
+const op_row<kernel_args> poll{"poll", {{kernel_id_field, &kernel_args::kernel_id}}};
+const op_row<renew_args> renew{"renew", {
+    {kernel_id_field,                                                    &renew_args::kernel_id},
+    {{"lease_s", field_kind::seconds, true},                             &renew_args::lease_s}}};
+const op_row<context_args> context{"context", {
+    {kernel_id_field,                                                    &context_args::kernel_id},
+    {cwd_field,                                                          &context_args::cwd},
+    {env_field,                                                          &context_args::env},
+    {history_field,                                                      &context_args::memory_history}}};
+const op_row<no_args> status{"status", {}};
+const op_row<no_args> kernelspecs{"kernelspecs", {}};
+const op_row<pool_args> resize{"resize", {
+    {pool_field,                                                         &pool_args::pool},
+    {{"size", field_kind::integer, true, 0, 4096},                       &pool_args::size}}};
+const op_row<pool_args> drain{"drain", {{pool_field, &pool_args::pool}}};
+// clang-format on
+} // namespace ops
+
+namespace {
+template <class Args>
+op_spec spec_of(const op_row<Args>& row) {
+    op_spec spec{row.name, {}};
+    for (const bound_field<Args>& f : row.fields) {
+        spec.fields.push_back(f.spec);
+    }
+    return spec;
+}
+} // namespace
+
 const std::vector<op_spec>& control_ops() {
-    static const std::vector<op_spec> ops = {
-        {"ping", {}},
-        {"acquire",
-         {pool_field,
-          {"timeout_ms", field_kind::integer, false, 0, max_timeout_ms},
-          {"lease_s", field_kind::seconds},
-          cwd_field,
-          env_field,
-          history_field}},
-        {"release", {kernel_id_field}},
-        {"signal",
-         {kernel_id_field, {"signum", field_kind::integer, true, 1, 64, "a signal number"}}},
-        {"poll", {kernel_id_field}},
-        {"renew", {kernel_id_field, {"lease_s", field_kind::seconds, true}}},
-        {"context", {kernel_id_field, cwd_field, env_field, history_field}},
-        {"status", {}},
-        {"kernelspecs", {}},
-        {"resize", {pool_field, {"size", field_kind::integer, true, 0, 4096}}},
-        {"drain", {pool_field}},
-    };
-    return ops;
+    static const std::vector<op_spec> specs = {
+        spec_of(ops::ping),    spec_of(ops::acquire), spec_of(ops::release),
+        spec_of(ops::signal),  spec_of(ops::poll),    spec_of(ops::renew),
+        spec_of(ops::context), spec_of(ops::status),  spec_of(ops::kernelspecs),
+        spec_of(ops::resize),  spec_of(ops::drain)};
+    return specs;
 }
 
 const op_spec* find_control_op(std::string_view name) {

@@ -1,85 +1,34 @@
-// Typed builders of control requests.
+// Typed builders of control requests: each op's row (protocol/op_table.hpp) writes it.
 #include "protocol/control_requests.hpp"
 
+#include "protocol/op_table.hpp"
+
 namespace kpool::protocol::requests {
-namespace {
 
 using json = nlohmann::json;
 
-json op(std::string_view name) { return {{"op", name}}; }
-
-json about_kernel(std::string_view name, std::string_view kernel_id) {
-    json r = op(name);
-    r["kernel_id"] = kernel_id;
-    return r;
+json ping() { return write_request(ops::ping, {}); }
+json status() { return write_request(ops::status, {}); }
+json kernelspecs() { return write_request(ops::kernelspecs, {}); }
+json acquire(const acquire_args& args) { return write_request(ops::acquire, args); }
+json release(std::string_view kernel_id) {
+    return write_request(ops::release, {std::string(kernel_id)});
 }
-
-// cwd, env and history, as acquire and context carry them.
-void put_context(json& r, const std::optional<std::string>& cwd,
-                 const std::map<std::string, std::string>& env, bool memory_history) {
-    if (cwd) {
-        r["cwd"] = *cwd;
-    }
-    if (!env.empty()) {
-        r["env"] = env;
-    }
-    if (memory_history) {
-        r["history"] = "memory";
-    }
-}
-
-} // namespace
-
-json ping() { return op("ping"); }
-json status() { return op("status"); }
-json kernelspecs() { return op("kernelspecs"); }
-
-json acquire(const acquire_args& args) {
-    json r = op("acquire");
-    r["pool"] = args.pool;
-    if (args.timeout_ms) {
-        r["timeout_ms"] = *args.timeout_ms;
-    }
-    if (args.lease_s) {
-        r["lease_s"] = *args.lease_s;
-    }
-    put_context(r, args.cwd, args.env, args.memory_history);
-    return r;
-}
-
-json release(std::string_view kernel_id) { return about_kernel("release", kernel_id); }
-json poll(std::string_view kernel_id) { return about_kernel("poll", kernel_id); }
-
+json poll(std::string_view kernel_id) { return write_request(ops::poll, {std::string(kernel_id)}); }
 json renew(std::string_view kernel_id, double lease_s) {
-    json r = about_kernel("renew", kernel_id);
-    r["lease_s"] = lease_s;
-    return r;
+    return write_request(ops::renew, {std::string(kernel_id), lease_s});
 }
-
 json signal(std::string_view kernel_id, int signum) {
-    json r = about_kernel("signal", kernel_id);
-    r["signum"] = signum;
-    return r;
+    return write_request(ops::signal, {std::string(kernel_id), signum});
 }
-
-json context(const context_args& args) {
-    json r = about_kernel("context", args.kernel_id);
-    put_context(r, args.cwd, args.env, args.memory_history);
-    return r;
-}
-
+json context(const context_args& args) { return write_request(ops::context, args); }
 json resize(std::string_view pool, std::int64_t size) {
-    json r = op("resize");
-    r["pool"] = pool;
+    // Out of an int's range: kpoold's check refuses it (the row's bounds are 0 to 4096).
+    json r = write_request(ops::resize, {std::string(pool), 0});
     r["size"] = size;
     return r;
 }
-
-json drain(std::string_view pool) {
-    json r = op("drain");
-    r["pool"] = pool;
-    return r;
-}
+json drain(std::string_view pool) { return write_request(ops::drain, {std::string(pool), {}}); }
 
 std::string_view op_of(const json& request) {
     auto it = request.find("op");

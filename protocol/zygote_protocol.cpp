@@ -1,7 +1,7 @@
 // zygote_protocol: fork requests to JSON lines, the zygote's JSON lines to typed messages.
 #include "protocol/zygote_protocol.hpp"
 
-#include "protocol/control.hpp"
+#include "protocol/text.hpp"
 
 #include <nlohmann/json.hpp>
 

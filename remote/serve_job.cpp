@@ -2,7 +2,7 @@
 #include "remote/serve_job.hpp"
 
 #include "notebook/nbformat.hpp"
-#include "protocol/control.hpp"
+#include "protocol/text.hpp"
 #include "runner/notebook_files.hpp"
 
 #include <cmath>

@@ -3,8 +3,8 @@
 
 #include "config/config.hpp"
 #include "jupyter/kernelspec.hpp"
-#include "protocol/control.hpp"
 #include "protocol/hmac.hpp"
+#include "protocol/text.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -4,6 +4,7 @@
 #include "protocol/control.hpp"
 #include "protocol/control_ops.hpp"
 #include "protocol/python_json.hpp"
+#include "protocol/text.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -1,7 +1,7 @@
 // check_front_door: Host, Origin, fetch metadata and body type, in that order (front_door.hpp).
 #include "serve/front_door.hpp"
 
-#include "protocol/control.hpp"
+#include "protocol/text.hpp"
 
 #include <arpa/inet.h>
 

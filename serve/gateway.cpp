@@ -7,6 +7,7 @@
 #include "protocol/control_replies.hpp"
 #include "protocol/control_requests.hpp"
 #include "protocol/stamps.hpp"
+#include "protocol/text.hpp"
 #include "serve/deadlines.hpp"
 #include "serve/request_services.hpp"
 #include "serve/routing.hpp"

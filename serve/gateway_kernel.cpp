@@ -2,9 +2,9 @@
 #include "serve/gateway_kernel.hpp"
 
 #include "loop/logging.hpp"
-#include "protocol/control.hpp"
 #include "protocol/hmac.hpp"
 #include "protocol/stamps.hpp"
+#include "protocol/text.hpp"
 #include "protocol/wire.hpp"
 
 namespace kpool::serve {

@@ -1,7 +1,7 @@
 // decide_gateway: the gateway API's table of routes and the bodies its rows read.
 #include "serve/gateway_routes.hpp"
 
-#include "protocol/control.hpp"
+#include "protocol/text.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -2,8 +2,8 @@
 #include "serve/gateway_sessions.hpp"
 
 #include "loop/logging.hpp"
-#include "protocol/control.hpp"
 #include "protocol/stamps.hpp"
+#include "protocol/text.hpp"
 #include "serve/gateway.hpp"
 #include "serve/gateway_kernel.hpp"
 

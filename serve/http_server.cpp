@@ -3,8 +3,8 @@
 #include "serve/http_server.hpp"
 
 #include "loop/logging.hpp"
-#include "protocol/control.hpp"
 #include "protocol/hmac.hpp"
+#include "protocol/text.hpp"
 
 #define H2O_USE_LIBUV 1
 #include <h2o.h>

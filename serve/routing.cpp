@@ -2,7 +2,7 @@
 // any work: a route is a row here, its reader, and its handler in server.cpp's dispatch.
 #include "serve/routing.hpp"
 
-#include "protocol/control.hpp"
+#include "protocol/text.hpp"
 
 #include <sodium.h>
 

@@ -1,5 +1,7 @@
 // Control protocol v1: request parsing, per-op validation, replies, and a bad-input table.
 #include "protocol/control.hpp"
+#include "protocol/op_table.hpp"
+#include "protocol/text.hpp"
 
 #include <doctest/doctest.h>
 
@@ -13,7 +15,7 @@ TEST_SUITE("control") {
         REQUIRE(req.ok());
         CHECK(req->op == "acquire");
         CHECK(req->req_id == 7);
-        auto args = parse_acquire(req->body);
+        auto args = read_request(ops::acquire, req->body);
         REQUIRE(args.ok());
         CHECK(args->pool == "python3");
         CHECK(args->timeout_ms == 5000);
@@ -21,7 +23,7 @@ TEST_SUITE("control") {
     }
 
     TEST_CASE("optional acquire fields may be left out") {
-        auto args = parse_acquire(json{{"op", "acquire"}, {"pool", "p"}});
+        auto args = read_request(ops::acquire, json{{"op", "acquire"}, {"pool", "p"}});
         REQUIRE(args.ok());
         CHECK_FALSE(args->timeout_ms.has_value());
         CHECK_FALSE(args->lease_s.has_value());
@@ -29,13 +31,15 @@ TEST_SUITE("control") {
     }
 
     TEST_CASE("history: memory or file, on acquire and context") {
-        auto memory = parse_acquire(json{{"op", "acquire"}, {"pool", "p"}, {"history", "memory"}});
+        auto memory = read_request(ops::acquire,
+                                   json{{"op", "acquire"}, {"pool", "p"}, {"history", "memory"}});
         REQUIRE(memory.ok());
         CHECK(memory->memory_history);
         CHECK(memory->has_context());
-        CHECK_FALSE(parse_acquire(json{{"op", "acquire"}, {"pool", "p"}, {"history", "file"}})
-                        ->memory_history);
-        CHECK(parse_acquire(json{{"op", "acquire"}, {"pool", "p"}, {"history", true}})
+        CHECK_FALSE(
+            read_request(ops::acquire, json{{"op", "acquire"}, {"pool", "p"}, {"history", "file"}})
+                ->memory_history);
+        CHECK(read_request(ops::acquire, json{{"op", "acquire"}, {"pool", "p"}, {"history", true}})
                   .err()
                   .message == "field 'history' must be \"memory\" or \"file\"");
         CHECK(parse_context(json{{"op", "context"}, {"kernel_id", "k"}, {"history", "memory"}})
@@ -110,57 +114,65 @@ TEST_SUITE("control") {
         };
         for (const auto& [body, message] : acquire_table) {
             CAPTURE(body.dump());
-            auto r = parse_acquire(body);
+            auto r = read_request(ops::acquire, body);
             REQUIRE_FALSE(r.ok());
             CHECK(r.err().message == message);
         }
-        CHECK(parse_kernel_op(json{{"op", "release"}}).err().message ==
+        CHECK(read_request(ops::release, json{{"op", "release"}}).err().message ==
               "missing field 'kernel_id'");
-        CHECK(
-            parse_kernel_op(json{{"op", "release"}, {"kernel_id", "k"}, {"x", 1}}).err().message ==
-            "unknown field 'x'");
-        CHECK(parse_no_args(json{{"op", "ping"}, {"pool", "p"}}).err().message ==
+        CHECK(read_request(ops::release, json{{"op", "release"}, {"kernel_id", "k"}, {"x", 1}})
+                  .err()
+                  .message == "unknown field 'x'");
+        CHECK(read_request(ops::ping, json{{"op", "ping"}, {"pool", "p"}}).err().message ==
               "unknown field 'pool'");
-        CHECK(parse_no_args(json{{"op", "ping"}, {"req_id", "r"}}).ok());
+        CHECK(read_request(ops::ping, json{{"op", "ping"}, {"req_id", "r"}}).ok());
     }
 
     TEST_CASE("acquire with cwd and env; signal; poll") {
-        auto args = parse_acquire(
+        auto args = read_request(
+            ops::acquire,
             json{{"op", "acquire"}, {"pool", "p"}, {"cwd", "/home/u"}, {"env", {{"A", "1"}}}});
         REQUIRE(args.ok());
         CHECK(args->cwd == "/home/u");
         CHECK(args->env == std::map<std::string, std::string>{{"A", "1"}});
         CHECK(args->has_context());
         CHECK_FALSE(
-            parse_acquire(json{{"op", "acquire"}, {"pool", "p"}, {"cwd", nullptr}})->has_context());
-        CHECK(parse_acquire(json{{"op", "acquire"}, {"pool", "p"}, {"cwd", "rel"}}).err().message ==
-              "field 'cwd' must be an absolute path");
-        CHECK(parse_acquire(json{{"op", "acquire"}, {"pool", "p"}, {"env", {{"A", 1}}}})
+            read_request(ops::acquire, json{{"op", "acquire"}, {"pool", "p"}, {"cwd", nullptr}})
+                ->has_context());
+        CHECK(read_request(ops::acquire, json{{"op", "acquire"}, {"pool", "p"}, {"cwd", "rel"}})
                   .err()
-                  .message == "field 'env': 'A' must be a name without '=' with a string value");
-        CHECK(parse_acquire(json{{"op", "acquire"}, {"pool", "p"}, {"env", {{"A=B", "1"}}}})
+                  .message == "field 'cwd' must be an absolute path");
+        CHECK(
+            read_request(ops::acquire, json{{"op", "acquire"}, {"pool", "p"}, {"env", {{"A", 1}}}})
+                .err()
+                .message == "field 'env': 'A' must be a name without '=' with a string value");
+        CHECK(read_request(ops::acquire,
+                           json{{"op", "acquire"}, {"pool", "p"}, {"env", {{"A=B", "1"}}}})
                   .err()
                   .message == "field 'env': 'A=B' must be a name without '=' with a string value");
-        CHECK(parse_acquire(json{{"op", "acquire"}, {"pool", "p"}, {"env", "A=1"}}).err().message ==
-              "field 'env' must be an object of strings");
+        CHECK(read_request(ops::acquire, json{{"op", "acquire"}, {"pool", "p"}, {"env", "A=1"}})
+                  .err()
+                  .message == "field 'env' must be an object of strings");
 
-        auto sig = parse_signal(json{{"op", "signal"}, {"kernel_id", "k"}, {"signum", 2}});
+        auto sig =
+            read_request(ops::signal, json{{"op", "signal"}, {"kernel_id", "k"}, {"signum", 2}});
         REQUIRE(sig.ok());
         CHECK(sig->signum == 2);
-        CHECK(
-            parse_signal(json{{"op", "signal"}, {"kernel_id", "k"}, {"signum", 0}}).err().message ==
-            "field 'signum' must be a signal number from 1 to 64");
-        CHECK(parse_signal(json{{"op", "signal"}, {"kernel_id", "k"}}).err().message ==
+        CHECK(read_request(ops::signal, json{{"op", "signal"}, {"kernel_id", "k"}, {"signum", 0}})
+                  .err()
+                  .message == "field 'signum' must be a signal number from 1 to 64");
+        CHECK(read_request(ops::signal, json{{"op", "signal"}, {"kernel_id", "k"}}).err().message ==
               "missing field 'signum'");
-        CHECK(parse_kernel_op(json{{"op", "poll"}, {"kernel_id", "k"}})->kernel_id == "k");
-        auto renew = parse_renew(json{{"op", "renew"}, {"kernel_id", "k"}, {"lease_s", 30}});
+        CHECK(read_request(ops::poll, json{{"op", "poll"}, {"kernel_id", "k"}})->kernel_id == "k");
+        auto renew =
+            read_request(ops::renew, json{{"op", "renew"}, {"kernel_id", "k"}, {"lease_s", 30}});
         REQUIRE(renew.ok());
         CHECK(renew->lease_s == 30);
-        CHECK(parse_renew(json{{"op", "renew"}, {"kernel_id", "k"}}).err().message ==
+        CHECK(read_request(ops::renew, json{{"op", "renew"}, {"kernel_id", "k"}}).err().message ==
               "missing field 'lease_s'");
-        CHECK(
-            parse_renew(json{{"op", "renew"}, {"kernel_id", "k"}, {"lease_s", 0}}).err().message ==
-            "field 'lease_s' must be a number above 0 and at most 31536000");
+        CHECK(read_request(ops::renew, json{{"op", "renew"}, {"kernel_id", "k"}, {"lease_s", 0}})
+                  .err()
+                  .message == "field 'lease_s' must be a number above 0 and at most 31536000");
         auto ctx = parse_context(
             json{{"op", "context"}, {"kernel_id", "k"}, {"cwd", "/w"}, {"env", {{"A", "1"}}}});
         REQUIRE(ctx.ok());
@@ -185,21 +197,24 @@ TEST_SUITE("control") {
     }
 
     TEST_CASE("resize and drain name a pool; resize a size") {
-        auto r = parse_resize(json{{"op", "resize"}, {"pool", "p"}, {"size", 4}});
+        auto r = read_request(ops::resize, json{{"op", "resize"}, {"pool", "p"}, {"size", 4}});
         REQUIRE(r.ok());
         CHECK(r->pool == "p");
         CHECK(r->size == 4);
-        CHECK(parse_resize(json{{"op", "resize"}, {"pool", "p"}, {"size", -1}}).err().message ==
-              "field 'size' must be an integer from 0 to 4096");
-        CHECK(parse_resize(json{{"op", "resize"}, {"pool", "p"}, {"size", 2.5}}).err().message ==
-              "field 'size' must be an integer from 0 to 4096");
-        CHECK(parse_resize(json{{"op", "resize"}, {"size", 1}}).err().message ==
+        CHECK(read_request(ops::resize, json{{"op", "resize"}, {"pool", "p"}, {"size", -1}})
+                  .err()
+                  .message == "field 'size' must be an integer from 0 to 4096");
+        CHECK(read_request(ops::resize, json{{"op", "resize"}, {"pool", "p"}, {"size", 2.5}})
+                  .err()
+                  .message == "field 'size' must be an integer from 0 to 4096");
+        CHECK(read_request(ops::resize, json{{"op", "resize"}, {"size", 1}}).err().message ==
               "missing field 'pool'");
-        auto d = parse_drain(json{{"op", "drain"}, {"pool", "p"}});
+        auto d = read_request(ops::drain, json{{"op", "drain"}, {"pool", "p"}});
         REQUIRE(d.ok());
         CHECK_FALSE(d->size.has_value());
-        CHECK(parse_drain(json{{"op", "drain"}, {"pool", "p"}, {"size", 0}}).err().message ==
-              "unknown field 'size'");
+        CHECK(read_request(ops::drain, json{{"op", "drain"}, {"pool", "p"}, {"size", 0}})
+                  .err()
+                  .message == "unknown field 'size'");
     }
 
     TEST_CASE("user text echoed back is capped and stripped of control characters") {

@@ -7,8 +7,8 @@
 #include "daemon/process/sandbox_plan.hpp"
 #include "languages/python.hpp"
 #include "loop/logging.hpp"
-#include "protocol/control.hpp"
 #include "protocol/hmac.hpp"
+#include "protocol/text.hpp"
 #include "protocol/wire.hpp"
 
 #include <unistd.h>

@@ -1,7 +1,7 @@
 // kernel_workdir: a sandboxed kernel's working directory, bound once (kernel_workdir.hpp).
 #include "daemon/process/kernel_workdir.hpp"
 
-#include "protocol/control.hpp"
+#include "protocol/text.hpp"
 
 #include <filesystem>
 #include <utility>

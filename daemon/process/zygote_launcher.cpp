@@ -7,6 +7,7 @@
 #include "daemon/process/runtime_files.hpp"
 #include "loop/logging.hpp"
 #include "protocol/control.hpp"
+#include "protocol/text.hpp"
 
 #include <unistd.h>
 

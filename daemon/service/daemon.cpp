@@ -9,6 +9,7 @@
 #include "loop/logging.hpp"
 #include "protocol/control.hpp"
 #include "protocol/stamps.hpp"
+#include "protocol/text.hpp"
 
 #include <sys/resource.h>
 #include <sys/stat.h>

@@ -3,7 +3,7 @@
 #include "daemon/service/import_learning.hpp"
 
 #include "loop/logging.hpp"
-#include "protocol/control.hpp"
+#include "protocol/text.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -10,6 +10,8 @@
 #include "loop/logging.hpp"
 #include "protocol/control.hpp"
 #include "protocol/control_ops.hpp"
+#include "protocol/op_table.hpp"
+#include "protocol/text.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -102,7 +104,7 @@ void daemon::handle_request(const envelope& env, std::string_view body) {
 }
 
 std::string daemon::op_ping(const envelope&, const protocol::control_request& req) {
-    if (auto st = protocol::parse_no_args(req.body); !st) {
+    if (auto st = protocol::read_request(protocol::ops::ping, req.body); !st) {
         return protocol::make_error_reply(st.err(), req.req_id);
     }
     return protocol::make_ok_reply(
@@ -134,7 +136,7 @@ json daemon::acquire_reply_fields(const kernel_entry& kernel) {
 }
 
 std::string daemon::op_acquire(const envelope& env, const protocol::control_request& req) {
-    auto args = protocol::parse_acquire(req.body);
+    auto args = protocol::read_request(protocol::ops::acquire, req.body);
     if (!args) {
         return protocol::make_error_reply(args.err(), req.req_id);
     }
@@ -383,7 +385,7 @@ bool daemon::send_reply(const envelope& env, const std::string& body) {
 }
 
 std::string daemon::op_release(const envelope&, const protocol::control_request& req) {
-    auto args = protocol::parse_kernel_op(req.body);
+    auto args = protocol::read_request(protocol::ops::release, req.body);
     if (!args) {
         return protocol::make_error_reply(args.err(), req.req_id);
     }
@@ -400,7 +402,7 @@ std::string daemon::op_release(const envelope&, const protocol::control_request&
 }
 
 std::string daemon::op_signal(const envelope&, const protocol::control_request& req) {
-    auto args = protocol::parse_signal(req.body);
+    auto args = protocol::read_request(protocol::ops::signal, req.body);
     if (!args) {
         return protocol::make_error_reply(args.err(), req.req_id);
     }
@@ -422,7 +424,7 @@ std::string daemon::op_signal(const envelope&, const protocol::control_request& 
 }
 
 std::string daemon::op_poll(const envelope&, const protocol::control_request& req) {
-    auto args = protocol::parse_kernel_op(req.body);
+    auto args = protocol::read_request(protocol::ops::poll, req.body);
     if (!args) {
         return protocol::make_error_reply(args.err(), req.req_id);
     }
@@ -445,7 +447,7 @@ std::string daemon::op_poll(const envelope&, const protocol::control_request& re
 }
 
 std::string daemon::op_renew(const envelope&, const protocol::control_request& req) {
-    auto args = protocol::parse_renew(req.body);
+    auto args = protocol::read_request(protocol::ops::renew, req.body);
     if (!args) {
         return protocol::make_error_reply(args.err(), req.req_id);
     }
@@ -527,7 +529,7 @@ std::string daemon::op_context(const envelope& env, const protocol::control_requ
 }
 
 std::string daemon::op_status(const envelope&, const protocol::control_request& req) {
-    if (auto st = protocol::parse_no_args(req.body); !st) {
+    if (auto st = protocol::read_request(protocol::ops::status, req.body); !st) {
         return protocol::make_error_reply(st.err(), req.req_id);
     }
     const auto now = clock::now();
@@ -587,7 +589,7 @@ std::string daemon::op_status(const envelope&, const protocol::control_request& 
 }
 
 std::string daemon::op_kernelspecs(const envelope&, const protocol::control_request& req) {
-    if (auto st = protocol::parse_no_args(req.body); !st) {
+    if (auto st = protocol::read_request(protocol::ops::kernelspecs, req.body); !st) {
         return protocol::make_error_reply(st.err(), req.req_id);
     }
     json specs = json::array();
@@ -605,7 +607,7 @@ std::string daemon::op_kernelspecs(const envelope&, const protocol::control_requ
 }
 
 std::string daemon::op_resize(const envelope&, const protocol::control_request& req) {
-    auto args = protocol::parse_resize(req.body);
+    auto args = protocol::read_request(protocol::ops::resize, req.body);
     if (!args) {
         return protocol::make_error_reply(args.err(), req.req_id);
     }
@@ -631,7 +633,7 @@ std::string daemon::op_resize(const envelope&, const protocol::control_request& 
 }
 
 std::string daemon::op_drain(const envelope&, const protocol::control_request& req) {
-    auto args = protocol::parse_drain(req.body);
+    auto args = protocol::read_request(protocol::ops::drain, req.body);
     if (!args) {
         return protocol::make_error_reply(args.err(), req.req_id);
     }

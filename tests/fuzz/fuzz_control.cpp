@@ -2,6 +2,8 @@
 // the reply builders, on arbitrary bytes. Crashes, sanitizer reports and broken invariants
 // (a reply that is not one JSON object, an echo longer than promised) are failures.
 #include "protocol/control.hpp"
+#include "protocol/op_table.hpp"
+#include "protocol/text.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -34,16 +36,27 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         return 0;
     }
     const nlohmann::json& body = req->body;
-    if (auto a = protocol::parse_acquire(body); !a) {
-        check_reply(protocol::make_error_reply(a.err(), req->req_id));
-    }
-    if (auto k = protocol::parse_kernel_op(body); !k) {
-        check_reply(protocol::make_error_reply(k.err(), req->req_id));
-    }
-    if (auto s = protocol::parse_signal(body); !s) {
-        check_reply(protocol::make_error_reply(s.err(), req->req_id));
-    }
-    (void)protocol::parse_no_args(body);
+    // Every op's row reads the body: a refusal is a well-formed reply; what one reads, that row
+    // writes back into a request it reads again.
+    const auto each_row = [&](const auto& row) {
+        auto args = protocol::read_request(row, body);
+        if (!args) {
+            return check_reply(protocol::make_error_reply(args.err(), req->req_id));
+        }
+        require(protocol::read_request(row, protocol::write_request(row, *args)).ok());
+    };
+    namespace ops = protocol::ops;
+    each_row(ops::ping);
+    each_row(ops::acquire);
+    each_row(ops::release);
+    each_row(ops::signal);
+    each_row(ops::poll);
+    each_row(ops::renew);
+    each_row(ops::context);
+    each_row(ops::status);
+    each_row(ops::kernelspecs);
+    each_row(ops::resize);
+    each_row(ops::drain);
     check_reply(protocol::make_ok_reply({{"echo", body}}, req->req_id));
     return 0;
 }
