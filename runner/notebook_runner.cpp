@@ -19,7 +19,9 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <set>
+#include <variant>
 
 extern char** environ;
 
@@ -29,10 +31,21 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
+// How a run fails before its cells ran to an end: what run_notebook returns then.
 struct failure {
     run_outcome outcome;
     std::string message;
 };
+
+// A step of a run: its value, or how the run fails.
+template <class T>
+using step = std::variant<T, failure>;
+
+// The failure a step ended with, if it did.
+template <class T>
+const failure* failed(const step<T>& s) {
+    return std::get_if<failure>(&s);
+}
 
 struct pool_choice {
     std::string pool;        // empty: no pool serves the kernelspec (or no kpoold answered)
@@ -41,7 +54,8 @@ struct pool_choice {
     std::string why_none; // when pool is empty: why, for the notice
 };
 
-pool_choice choose_pool(client::daemon_set& daemons, const run_options& options, const json& nb) {
+step<pool_choice> choose_pool(client::daemon_set& daemons, const run_options& options,
+                              const json& nb) {
     const json& spec = nb["metadata"].value("kernelspec", json::object());
     const std::string wanted_kernel = !options.kernel.empty() ? options.kernel
                                       : spec.is_object()      ? spec.value("name", "")
@@ -58,9 +72,9 @@ pool_choice choose_pool(client::daemon_set& daemons, const run_options& options,
     }
     if (!status) {
         if (!options.pool.empty() || wanted_kernel.empty() || options.daemon_named) {
-            throw failure{run_outcome::unreachable, unreachable};
+            return failure{run_outcome::unreachable, unreachable};
         }
-        return {"", wanted_kernel, "", "no kpoold answered (" + unreachable + ")"};
+        return pool_choice{"", wanted_kernel, "", "no kpoold answered (" + unreachable + ")"};
     }
     auto listed = protocol::read_status_pools(*status);
     std::string names;
@@ -76,24 +90,24 @@ pool_choice choose_pool(client::daemon_set& daemons, const run_options& options,
     if (const auto chosen = protocol::resolve_pool_name(wanted, serving)) {
         for (const protocol::pool_summary& p : serving) {
             if (p.name == *chosen) {
-                return {p.name, p.kernelspec, p.language, ""};
+                return pool_choice{p.name, p.kernelspec, p.language, ""};
             }
         }
     }
     if (!options.pool.empty()) {
-        throw failure{run_outcome::bad_input, "kpoold has no pool '" + options.pool +
-                                                  "' nor one that serves kernelspec '" +
-                                                  options.pool + "'; its pools: " + names};
+        return failure{run_outcome::bad_input, "kpoold has no pool '" + options.pool +
+                                                   "' nor one that serves kernelspec '" +
+                                                   options.pool + "'; its pools: " + names};
     }
     if (wanted_kernel.empty()) {
-        throw failure{
+        return failure{
             run_outcome::bad_input,
             "the notebook names no kernelspec: choose one with --pool or -k; kpoold's pools: " +
                 (names.empty() ? std::string("none") : names)};
     }
-    return {"", wanted_kernel, "",
-            "no pool runs kernelspec '" + wanted_kernel +
-                "' (kpoold's pools: " + (names.empty() ? std::string("none") : names) + ")"};
+    return pool_choice{"", wanted_kernel, "",
+                       "no pool runs kernelspec '" + wanted_kernel + "' (kpoold's pools: " +
+                           (names.empty() ? std::string("none") : names) + ")"};
 }
 
 class progress_line {
@@ -125,13 +139,20 @@ private:
 // opened for the run (truncated, as papermill's click.File(mode='w') does).
 class stream_files {
 public:
-    explicit stream_files(const run_options& options) {
-        if (options.stdout_file) {
-            m_out = open(*options.stdout_file);
+    // The files --stdout-file and --stderr-file name, or the one that cannot be written.
+    static step<std::unique_ptr<stream_files>> open(const run_options& options) {
+        auto files = std::unique_ptr<stream_files>(new stream_files);
+        for (const auto& [path, into] : {std::pair{options.stdout_file, &files->m_out},
+                                         std::pair{options.stderr_file, &files->m_err}}) {
+            if (path) {
+                *into = std::fopen(path->c_str(), "w");
+                if (*into == nullptr) {
+                    return failure{run_outcome::bad_input,
+                                   *path + ": cannot write: " + std::strerror(errno)};
+                }
+            }
         }
-        if (options.stderr_file) {
-            m_err = open(*options.stderr_file);
-        }
+        return files;
     }
     ~stream_files() {
         for (std::FILE* f : {m_out, m_err}) {
@@ -153,13 +174,7 @@ public:
     }
 
 private:
-    static std::FILE* open(const std::string& path) {
-        std::FILE* f = std::fopen(path.c_str(), "w");
-        if (f == nullptr) {
-            throw failure{run_outcome::bad_input, path + ": cannot write: " + std::strerror(errno)};
-        }
-        return f;
-    }
+    stream_files() = default;
     std::FILE* m_out = nullptr;
     std::FILE* m_err = nullptr;
 };
@@ -264,6 +279,80 @@ private:
     std::chrono::steady_clock::time_point m_last_save = std::chrono::steady_clock::now();
 };
 
+// The input notebook read, parsed and loaded; OUTPUT checked writable before any work.
+step<json> open_input(const run_options& options, const std::string& input_name) {
+    for (const std::string& path : {options.input, options.output}) {
+        if (is_remote_path(path)) {
+            return failure{run_outcome::bad_input,
+                           path + ": not supported yet: kpool run reads and writes local files; "
+                                  "use a local path"};
+        }
+    }
+    auto input_text = read_notebook_text(options.input);
+    if (!input_text) {
+        return failure{run_outcome::bad_input, input_text.err().message};
+    }
+    auto parsed = notebook::read_notebook(*input_text, input_name);
+    if (!parsed) {
+        return failure{run_outcome::bad_input, parsed.err().message};
+    }
+    json nb = std::move(parsed).value();
+    load_notebook(nb, std::string("kpool ") + kpool::version);
+    if (auto st = check_output_writable(options.output); !st) {
+        return failure{run_outcome::bad_input, st.err().message};
+    }
+    return nb;
+}
+
+// The run's kernel, in `cwd` with this process's environment (as papermill's kernel, its child,
+// sees it) plus the options': a warm one from the pool, else (no pool serves the kernelspec, or
+// no kpoold answered the default endpoint) one started here, cold.
+step<std::unique_ptr<jupyter::kernel_handle>> take_kernel(client::daemon_set& daemons,
+                                                          const run_options& options,
+                                                          const pool_choice& pool,
+                                                          const fs::path& cwd, std::FILE* log) {
+    std::map<std::string, std::string> env = caller_environment();
+    for (const auto& [name, value] : options.env) {
+        env[name] = value;
+    }
+    if (!pool.pool.empty()) {
+        client::acquire_request request{.pool = pool.pool,
+                                        .cwd = cwd.lexically_normal().string(),
+                                        .env = std::move(env),
+                                        .lease_s = std::nullopt,
+                                        .wait = options.start_timeout,
+                                        .memory_history = true}; // as papermill's kernels
+        auto acquired = client::leased_kernel::acquire(daemons, request);
+        if (auto* f = std::get_if<client::acquire_failure>(&acquired)) {
+            return failure{f->why == client::acquire_failure::kind::unreachable
+                               ? run_outcome::unreachable
+                               : run_outcome::refused,
+                           f->message};
+        }
+        return std::unique_ptr<jupyter::kernel_handle>(
+            std::move(std::get<std::unique_ptr<client::leased_kernel>>(acquired)));
+    }
+    // A pipeline never breaks because a pool is missing: a kernel of our own, cold.
+    std::fprintf(log, "kpool: notice: %s: starting kernelspec '%s' here for this run (cold)\n",
+                 pool.why_none.c_str(), pool.kernel_name.c_str());
+    auto started = local_kernel::start({.kernelspec = pool.kernel_name,
+                                        .cwd = cwd.lexically_normal().string(),
+                                        .env = std::move(env),
+                                        .ready_timeout = options.start_timeout});
+    if (!started) {
+        return failure{started.err().code == errc::timeout ? run_outcome::refused
+                                                           : run_outcome::bad_input,
+                       pool.why_none + ", and starting it here failed: " + started.err().message};
+    }
+    return std::unique_ptr<jupyter::kernel_handle>(std::move(*started));
+}
+
+// OUTPUT that cannot be written while the cells run: thrown from inside the kernel driver's
+// callbacks (save after a cell), the one failure that must unwind through them.
+struct output_failure {
+    failure why;
+};
+
 } // namespace
 
 run_result run_notebook(client::daemon_set& daemons, const run_options& options, std::FILE* log) {
@@ -273,156 +362,119 @@ run_result run_notebook(client::daemon_set& daemons, const run_options& options,
             std::fflush(log);
         }
     };
-    try {
-        for (const std::string& path : {options.input, options.output}) {
-            if (is_remote_path(path)) {
-                throw failure{run_outcome::bad_input,
-                              path + ": not supported yet: kpool run reads and writes local files; "
-                                     "use a local path"};
-            }
-        }
-        say(20, "Input Notebook:  " + options.input);
-        say(20, "Output Notebook: " + options.output);
-        const std::string input_name = options.input == "-" ? "<stdin>" : options.input;
-        auto input_text = read_notebook_text(options.input);
-        if (!input_text) {
-            throw failure{run_outcome::bad_input, input_text.err().message};
-        }
-        auto parsed = notebook::read_notebook(*input_text, input_name);
-        if (!parsed) {
-            throw failure{run_outcome::bad_input, parsed.err().message};
-        }
-        json nb = std::move(parsed).value();
-        load_notebook(nb, std::string("kpool ") + kpool::version);
-        if (auto st = check_output_writable(options.output); !st) {
-            throw failure{run_outcome::bad_input, st.err().message};
-        }
-        // --prepare-only needs no kernel and so no daemon: the notebook says what it needs.
-        const pool_choice pool = options.prepare_only
-                                     ? pool_choice{"", nb_kernel_name(nb, options.kernel), "", ""}
-                                     : choose_pool(daemons, options, nb);
-        const std::string language = nb_language(nb, options.language, pool.language);
-
-        auto warnings = prepare_notebook(nb, {.kernel_name = pool.kernel_name,
-                                              .language = language,
-                                              .parameters = options.parameters,
-                                              .input_path = options.input,
-                                              .output_path = options.output,
-                                              .environment = json(options.env),
-                                              .report_mode = options.report_mode});
-        if (!warnings) {
-            throw failure{run_outcome::bad_input, warnings.err().message};
-        }
-        for (const std::string& w : *warnings) {
-            say(30, "kpool: warning: " + input_name + ": " + w);
-        }
-        const std::string target = output_target(options.output);
-        auto write_output = [&] {
-            if (options.output != "-") {
-                if (auto st = write_atomically(target, notebook::write_notebook(nb)); !st) {
-                    throw failure{run_outcome::bad_input, st.err().message};
-                }
-            }
-        };
-        auto save = [&] {
-            if (options.save_after_each_cell) {
-                write_output();
-            }
-        };
-        auto finish = [&](run_result r) {
-            if (options.output == "-") {
-                const std::string text = notebook::write_notebook(nb);
-                std::fwrite(text.data(), 1, text.size(), stdout);
-                std::fflush(stdout);
-            } else {
-                write_output();
-            }
-            return r;
-        };
-        if (options.prepare_only) {
-            return finish({run_outcome::ok, "prepared"});
-        }
-
-        stream_files files(options);
-        // The kernel sees this process's environment and working directory, as papermill's
-        // kernel (its child) does.
-        std::map<std::string, std::string> env = caller_environment();
-        for (const auto& [name, value] : options.env) {
-            env[name] = value;
-        }
-        const fs::path cwd = options.cwd ? fs::absolute(*options.cwd) : fs::current_path();
-        if (options.cwd) {
-            say(20, "Working directory: " + *options.cwd);
-        }
-        std::unique_ptr<jupyter::kernel_handle> kernel_owner;
-        if (!pool.pool.empty()) {
-            client::acquire_request request{.pool = pool.pool,
-                                            .cwd = cwd.lexically_normal().string(),
-                                            .env = std::move(env),
-                                            .lease_s = std::nullopt,
-                                            .wait = options.start_timeout,
-                                            .memory_history = true}; // as papermill's kernels
-            auto acquired = client::leased_kernel::acquire(daemons, request);
-            if (auto* f = std::get_if<client::acquire_failure>(&acquired)) {
-                throw failure{f->why == client::acquire_failure::kind::unreachable
-                                  ? run_outcome::unreachable
-                                  : run_outcome::refused,
-                              f->message};
-            }
-            kernel_owner = std::move(std::get<std::unique_ptr<client::leased_kernel>>(acquired));
-        } else {
-            // A pipeline never breaks because a pool is missing: a kernel of our own, cold.
-            std::fprintf(log,
-                         "kpool: notice: %s: starting kernelspec '%s' here for this run (cold)\n",
-                         pool.why_none.c_str(), pool.kernel_name.c_str());
-            auto started = local_kernel::start({.kernelspec = pool.kernel_name,
-                                                .cwd = cwd.lexically_normal().string(),
-                                                .env = std::move(env),
-                                                .ready_timeout = options.start_timeout});
-            if (!started) {
-                throw failure{started.err().code == errc::timeout ? run_outcome::refused
-                                                                  : run_outcome::bad_input,
-                              pool.why_none +
-                                  ", and starting it here failed: " + started.err().message};
-            }
-            kernel_owner = std::move(*started);
-        }
-        jupyter::kernel_handle& kernel = *kernel_owner;
-        say(20, "Executing notebook with kernel: " + pool.kernel_name);
-        const auto start = wall_clock::now();
-        notebook_start(nb, start);
-        save();
-        cell_executor cells(nb, options, log, kernel, files);
-        stop_reason stop = cells.run_all(save);
-        if (stop.outcome == run_outcome::kernel_died && !kernel.death_reason().empty()) {
-            stop.message += ": " + kernel.death_reason(); // kpoold knows why: "out of memory (...)"
-        }
-        notebook_engine& engine = cells.engine();
-        // As papermill: the kernel's language_info once the cells have run (an error cell
-        // included); a run cut off by a timeout, a dead kernel or Ctrl-C keeps the input's.
-        if (auto info = kernel.kernel_info().find("language_info");
-            engine.ran_through() && info != kernel.kernel_info().end()) {
-            nb["metadata"]["language_info"] = *info;
-        }
-        if (!stop.message.empty()) {
-            say(40, "kpool: " + input_name + ": " + stop.message);
-        } else if (stop.outcome == run_outcome::cell_failed && engine.failed_cell() >= 0 &&
-                   options.log_level <= 40) {
-            const auto index = static_cast<std::size_t>(engine.failed_cell());
-            report_error(log, input_name, nb["cells"][index], index);
-        }
-        engine.finish(start, wall_clock::now());
-        const double seconds = std::chrono::duration<double>(wall_clock::now() - start).count();
-        return finish({stop.outcome, stop.outcome == run_outcome::ok
-                                         ? "ok (" + std::to_string(seconds).substr(0, 5) + " s)"
-                                     : stop.message.empty() ? "failed"
-                                                            : stop.message});
-    } catch (const failure& f) {
+    auto fail = [&](const failure& f) -> run_result {
         if (options.log_level <= 40) {
             std::fprintf(log, "kpool: %s\n", f.message.c_str());
         }
         return {f.outcome, f.message};
+    };
+    say(20, "Input Notebook:  " + options.input);
+    say(20, "Output Notebook: " + options.output);
+    const std::string input_name = options.input == "-" ? "<stdin>" : options.input;
+    auto opened = open_input(options, input_name);
+    if (const failure* f = failed(opened)) {
+        return fail(*f);
     }
+    json nb = std::move(std::get<json>(opened));
+    // --prepare-only needs no kernel and so no daemon: the notebook says what it needs.
+    auto chosen =
+        options.prepare_only
+            ? step<pool_choice>(pool_choice{"", nb_kernel_name(nb, options.kernel), "", ""})
+            : choose_pool(daemons, options, nb);
+    if (const failure* f = failed(chosen)) {
+        return fail(*f);
+    }
+    const pool_choice& pool = std::get<pool_choice>(chosen);
+    const std::string language = nb_language(nb, options.language, pool.language);
+
+    auto warnings = prepare_notebook(nb, {.kernel_name = pool.kernel_name,
+                                          .language = language,
+                                          .parameters = options.parameters,
+                                          .input_path = options.input,
+                                          .output_path = options.output,
+                                          .environment = json(options.env),
+                                          .report_mode = options.report_mode});
+    if (!warnings) {
+        return fail({run_outcome::bad_input, warnings.err().message});
+    }
+    for (const std::string& w : *warnings) {
+        say(30, "kpool: warning: " + input_name + ": " + w);
+    }
+    const std::string target = output_target(options.output);
+    auto write_output = [&]() -> status {
+        if (options.output == "-") {
+            return ok_status();
+        }
+        return write_atomically(target, notebook::write_notebook(nb));
+    };
+    auto finish = [&](run_result r) {
+        if (options.output == "-") {
+            const std::string text = notebook::write_notebook(nb);
+            std::fwrite(text.data(), 1, text.size(), stdout);
+            std::fflush(stdout);
+        } else if (auto st = write_output(); !st) {
+            return fail({run_outcome::bad_input, st.err().message});
+        }
+        return r;
+    };
+    if (options.prepare_only) {
+        return finish({run_outcome::ok, "prepared"});
+    }
+
+    auto files = stream_files::open(options);
+    if (const failure* f = failed(files)) {
+        return fail(*f);
+    }
+    const fs::path cwd = options.cwd ? fs::absolute(*options.cwd) : fs::current_path();
+    if (options.cwd) {
+        say(20, "Working directory: " + *options.cwd);
+    }
+    auto taken = take_kernel(daemons, options, pool, cwd, log);
+    if (const failure* f = failed(taken)) {
+        return fail(*f);
+    }
+    jupyter::kernel_handle& kernel = *std::get<std::unique_ptr<jupyter::kernel_handle>>(taken);
+    auto save = [&] {
+        if (options.save_after_each_cell) {
+            if (auto st = write_output(); !st) {
+                throw output_failure{{run_outcome::bad_input, st.err().message}};
+            }
+        }
+    };
+    say(20, "Executing notebook with kernel: " + pool.kernel_name);
+    const auto start = wall_clock::now();
+    notebook_start(nb, start);
+    stop_reason stop;
+    cell_executor cells(nb, options, log, kernel, *std::get<std::unique_ptr<stream_files>>(files));
+    try {
+        save();
+        stop = cells.run_all(save);
+    } catch (const output_failure& f) {
+        return fail(f.why);
+    }
+    if (stop.outcome == run_outcome::kernel_died && !kernel.death_reason().empty()) {
+        stop.message += ": " + kernel.death_reason(); // kpoold knows why: "out of memory (...)"
+    }
+    notebook_engine& engine = cells.engine();
+    // As papermill: the kernel's language_info once the cells have run (an error cell
+    // included); a run cut off by a timeout, a dead kernel or Ctrl-C keeps the input's.
+    if (auto info = kernel.kernel_info().find("language_info");
+        engine.ran_through() && info != kernel.kernel_info().end()) {
+        nb["metadata"]["language_info"] = *info;
+    }
+    if (!stop.message.empty()) {
+        say(40, "kpool: " + input_name + ": " + stop.message);
+    } else if (stop.outcome == run_outcome::cell_failed && engine.failed_cell() >= 0 &&
+               options.log_level <= 40) {
+        const auto index = static_cast<std::size_t>(engine.failed_cell());
+        report_error(log, input_name, nb["cells"][index], index);
+    }
+    engine.finish(start, wall_clock::now());
+    const double seconds = std::chrono::duration<double>(wall_clock::now() - start).count();
+    return finish({stop.outcome, stop.outcome == run_outcome::ok
+                                     ? "ok (" + std::to_string(seconds).substr(0, 5) + " s)"
+                                 : stop.message.empty() ? "failed"
+                                                        : stop.message});
 }
 
 // The first error output of the failing cell, reported the way papermill's exception prints.

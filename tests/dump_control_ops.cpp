@@ -35,7 +35,8 @@ int main(int argc, char** argv) {
     for (const auto& op : kpool::protocol::control_ops()) {
         nlohmann::json fields = nlohmann::json::array();
         for (const auto& f : op.fields) {
-            nlohmann::json field = {{"name", f.name}, {"kind", kind_name(f.kind)}, {"required", f.required}};
+            nlohmann::json field = {
+                {"name", f.name}, {"kind", kind_name(f.kind)}, {"required", f.required}};
             if (f.kind == kpool::protocol::field_kind::integer) {
                 field["min"] = f.min;
                 field["max"] = f.max;
