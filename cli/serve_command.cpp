@@ -5,14 +5,18 @@
 #include "cli/remote_options.hpp"
 #include "client/daemon_set.hpp"
 #include "config/config.hpp"
+#include "config/config_keys.hpp"
 #include "config/paths.hpp"
 #include "serve/routing.hpp"
 #include "serve/run_server.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 
@@ -25,87 +29,48 @@ Answers HTTP requests, each on a fresh warm kernel from kpoold, released after i
 (docs/serve.md has every endpoint with curl examples):
 )usage";
 
-// After the endpoints, which the route tables list (serve/routing.hpp).
-constexpr const char* serve_usage_options = R"usage(
-options (each overrides its key in --config's [serve]):
-  --config FILE           kpool.toml: its [serve] section, and its [daemon] control as the
-                          endpoint unless --endpoint or $KPOOL_ENDPOINT says otherwise
-  --listen HOST:PORT      where to listen (default 127.0.0.1:8890; port 0: any free port)
-  --root DIR              the notebooks /v1/run/PATH may run (none without it)
-  --save-dir DIR          keep every executed notebook as DIR/REQUEST_ID.ipynb (X-Request-Id)
-  --kernel POOL           the pool a request without "kernel" runs on (default python3)
-  --token-file FILE       callers must send `Authorization: token TOKEN` with the file's first
-                          line ($KPOOL_SERVE_TOKEN works too). Without it, kpool serve makes
-                          a token and writes it to $XDG_RUNTIME_DIR/kpool/serve-PORT.token
-                          (0600; /run/kpool as root), removed when it stops
-  --no-token              no token (loopback only): then any local user, and any web page
-                          that gets past the Host and Origin checks, may run code as you
-  --allow-origin O[,O..]  web page origins that may call (CORS; the server's own always may):
-                          e.g. https://lab.example:8443; * for any (needs a token). Others: 403
-  --allow-host H[,H..]    Host names accepted besides localhost and loopback addresses while
-                          there is no token (DNS rebinding); * for any
-  --cert FILE --key FILE  TLS (HTTP/1.1 and HTTP/2): a PEM certificate chain and its key
-  --queue-timeout S       no warm kernel within S seconds: 429 + Retry-After (default 5)
-  --max-queue N           more than N requests waiting for a kernel: 429 at once (default 64)
-  --spares N              fresh kernels held connected per pool for the next requests and
-                          gateway starts/restarts, so they pay no acquire and no handshake
-                          (default 1; 0: none)
-  --cells-ahead N         a /v1/run notebook's next cells wait at the kernel while one runs,
-                          N requests at most, where the kernel stops at an error by itself
-                          (ipykernel); the answer is the same (default 4; 1: one at a time)
-  --max-body BYTES        larger request bodies: 413 (default 16777216)
-  --max-header BYTES      larger request headers (names and values): 431 (default 65536)
-  --max-connections N     connections open at once (websockets too); more wait in the listen
-                          backlog until one closes (default 1024)
-  --resolve-every S       with a dns:NAME:PORT endpoint, resolve NAME again every S seconds:
-                          new kpoolds join, gone ones get no new requests (default 30)
-  --stop-grace S          on SIGTERM, requests in flight get S seconds to finish, then their
-                          code is interrupted and they are answered 503 (default 30)
-gateway options (as Kernel Gateway's flags; in [serve]: cull_idle_timeout_s, cull_interval_s,
-cull_connected, cull_busy, kernel_lease_s, env_whitelist, max_kernels, allow_credentials, ...):
-  --cull-idle-timeout S   shut down gateway kernels idle for S seconds (default 0: never)
-  --cull-interval S       how often to look for idle kernels (default 300)
-  --cull-connected        cull idle kernels with a websocket connected too
-  --cull-busy             cull busy kernels too
-  --kernel-lease S        each kernel's lease (gateway kernels, spares), renewed while it is
-                          held (default 120): kernels outlive a kpool serve that dies by this
-                          much at most
-  --env-whitelist A,B     variables a start request may set besides KERNEL_*
-  --max-kernels N         gateway kernels held at once (403 beyond; default: no limit)
-  --allow-credentials V --allow-headers V --allow-methods V --expose-headers V --max-age V
-                          the other CORS headers, sent when set
-)usage";
+// One option's lines: "  --max-queue N" padded to the help column, then the help's lines.
+std::string option_lines(std::string_view flag, std::string_view arg, std::string_view help) {
+    constexpr std::size_t help_column = 26;
+    std::string line = "  " + std::string(flag) + (arg.empty() ? "" : " " + std::string(arg));
+    line.resize(std::max(line.size() + 2, help_column), ' ');
+    std::string out;
+    for (std::size_t at = 0; at <= help.size();) {
+        const std::size_t end = std::min(help.find('\n', at), help.size());
+        out += line + std::string(help.substr(at, end - at)) + "\n";
+        line.assign(help_column, ' ');
+        at = end + 1;
+    }
+    return out;
+}
 
+// After the endpoints (the route tables list them, serve/routing.hpp), the options: --config and
+// --no-token, then every [serve] key's flag from its row (config/serve_keys.cpp).
 std::string serve_usage() {
-    return serve_usage_head + serve::endpoint_help() + serve_usage_options;
+    std::string out =
+        serve_usage_head + serve::endpoint_help() +
+        "\noptions (each overrides its key in --config's [serve]):\n" +
+        option_lines("--config", "FILE",
+                     "kpool.toml: its [serve] section, and its [daemon] control as the\n"
+                     "endpoint unless --endpoint or $KPOOL_ENDPOINT says otherwise") +
+        option_lines("--no-token", "",
+                     "no token (loopback only): then any local user, and any web page\n"
+                     "that gets past the Host and Origin checks, may run code as you");
+    for (const config::serve_flag_group& group : config::serve_flags()) {
+        if (group.gateway) {
+            out += "gateway options (as Kernel Gateway's flags; in [serve] as cull_idle_timeout_s, "
+                   "...):\n";
+        }
+        for (const config::serve_flag& f : group.flags) {
+            out += option_lines(f.flag, f.arg, f.help);
+        }
+    }
+    return out;
 }
 
 struct bad_usage : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
-
-double positive(const std::string& text, const std::string& option) {
-    char* end = nullptr;
-    const double v = std::strtod(text.c_str(), &end);
-    if (end == text.c_str() || *end != '\0' || !(v > 0) || v > 1e9) {
-        throw bad_usage(option + " needs a positive number, not '" + text + "'");
-    }
-    return v;
-}
-
-// Seconds, or a duration with its unit (cli/duration.hpp).
-std::chrono::milliseconds duration(const std::string& text, const std::string& option,
-                                   bool allow_zero = false) {
-    if (const auto d = parse_duration(text, bare_unit::seconds, allow_zero)) {
-        return d->value;
-    }
-    throw bad_usage(duration_usage(option, text, bare_unit::seconds));
-}
-
-std::chrono::seconds whole_seconds(const std::string& text, const std::string& option,
-                                   bool allow_zero = false) {
-    return std::chrono::duration_cast<std::chrono::seconds>(duration(text, option, allow_zero));
-}
 
 // The token file's first line (cli/remote_options.hpp reads it for every client too).
 std::string token_of(const std::string& path) {
@@ -116,11 +81,64 @@ std::string token_of(const std::string& path) {
     }
 }
 
+// A flag's text as its key's value (config::flag_kind says how), or the usage error.
+config::flag_value flag_value_of(const config::serve_flag& f, const std::string& text) {
+    switch (f.kind) {
+    case config::flag_kind::toggle: return true;
+    case config::flag_kind::integer: {
+        std::int64_t n = 0;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+        if (ec != std::errc() || end != text.data() + text.size()) {
+            throw bad_usage(std::string(f.flag) + " needs a whole number, not '" + text + "'");
+        }
+        return n;
+    }
+    case config::flag_kind::seconds: {
+        // Seconds, or a duration with its unit (cli/duration.hpp); the row checks the range.
+        if (const auto d = parse_duration(text, bare_unit::seconds, true)) {
+            return std::chrono::duration<double>(d->value).count();
+        }
+        throw bad_usage(duration_usage(std::string(f.flag), text, bare_unit::seconds));
+    }
+    case config::flag_kind::path:
+        return std::filesystem::absolute(text).lexically_normal().string();
+    case config::flag_kind::names: return serve::split_list(text);
+    case config::flag_kind::text:
+    case config::flag_kind::none: break;
+    }
+    return text;
+}
+
+// Sets the flag's key as the config file's value would be checked; the row's message names the
+// key ('max_queue'), the usage error names the flag.
+void set_key(serve::serve_options& o, const config::serve_flag& f,
+             const config::flag_value& value) {
+    if (auto st = config::set_serve_key(o, f.key, value); !st) {
+        std::string message = st.err().message;
+        const std::string quoted = "'" + std::string(f.key) + "'";
+        if (const auto at = message.find(quoted); at != std::string::npos) {
+            message.replace(at, quoted.size(), std::string(f.flag));
+        }
+        throw bad_usage(message);
+    }
+}
+
+const config::serve_flag* find_flag(std::string_view name) {
+    static const auto groups = config::serve_flags();
+    for (const auto& group : groups) {
+        for (const config::serve_flag& f : group.flags) {
+            if (f.flag == name) {
+                return &f;
+            }
+        }
+    }
+    return nullptr;
+}
+
 // `control` is the config's [daemon] control when --config names one.
 serve::serve_options parse(const std::vector<std::string>& args, std::string& control) {
     serve::serve_options o;
-    bool token_file_given = false, no_token_given = false, origins_given = false,
-         hosts_given = false;
+    bool token_file_given = false, no_token_given = false;
     if (const char* token = std::getenv("KPOOL_SERVE_TOKEN"); token != nullptr) {
         o.token = token;
     }
@@ -140,123 +158,46 @@ serve::serve_options parse(const std::vector<std::string>& args, std::string& co
             }
         }
     }
+    // A flag given again adds to its list, and the flags' list replaces the file's.
+    std::map<std::string_view, std::vector<std::string>> repeated;
     for (std::size_t i = 0; i < args.size(); ++i) {
         const std::string& a = args[i];
-        auto value = [&]() -> const std::string& {
+        if (a == "--config") {
+            ++i; // read first, above
+            continue;
+        }
+        if (a == "--no-token") {
+            no_token_given = true;
+            continue;
+        }
+        const config::serve_flag* f = find_flag(a);
+        if (f == nullptr) {
+            throw bad_usage("unknown option '" + a + "'");
+        }
+        std::string text;
+        if (f->kind != config::flag_kind::toggle) {
             if (i + 1 >= args.size()) {
                 throw bad_usage(a + " needs a value");
             }
-            return args[++i];
-        };
-        if (a == "--config") {
-            value(); // read first, above
-        } else if (a == "--listen") {
-            const std::string& v = value();
-            const auto colon = v.rfind(':');
-            if (colon == std::string::npos || colon == 0) {
-                throw bad_usage("--listen needs HOST:PORT, not '" + v + "'");
-            }
-            o.host = v.substr(0, colon);
-            if (o.host.size() > 2 && o.host.front() == '[' && o.host.back() == ']') {
-                o.host = o.host.substr(1, o.host.size() - 2);
-            }
-            const double port =
-                v.substr(colon + 1) == "0" ? 0 : positive(v.substr(colon + 1), "--listen's port");
-            if (port > 65535 || port != static_cast<int>(port)) {
-                throw bad_usage("--listen's port must be from 0 to 65535");
-            }
-            o.port = static_cast<int>(port);
-        } else if (a == "--root") {
-            o.root = value();
-        } else if (a == "--save-dir") {
-            o.save_dir = value();
-        } else if (a == "--kernel") {
-            o.default_kernel = value();
-        } else if (a == "--token-file") {
-            o.token = token_of(value());
-            token_file_given = true;
-        } else if (a == "--no-token") {
-            no_token_given = true;
-        } else if (a == "--queue-timeout") {
-            o.queue_timeout = duration(value(), a);
-        } else if (a == "--max-queue") {
-            o.max_queue = static_cast<std::size_t>(positive(value(), a));
-        } else if (a == "--spares") {
-            const std::string& v = value();
-            const double n = v == "0" ? 0 : positive(v, a);
-            if (n > 64 || n != static_cast<int>(n)) {
-                throw bad_usage("--spares must be a whole number from 0 to 64");
-            }
-            o.spares = static_cast<std::size_t>(n);
-        } else if (a == "--cells-ahead") {
-            const std::string& v = value();
-            const double n = positive(v, a);
-            if (n > 64 || n != static_cast<int>(n)) {
-                throw bad_usage("--cells-ahead must be a whole number from 1 to 64");
-            }
-            o.cells_ahead = static_cast<std::size_t>(n);
-        } else if (a == "--cert") {
-            o.cert_file = value();
-        } else if (a == "--key") {
-            o.key_file = value();
-        } else if (a == "--stop-grace") {
-            o.stop_grace = duration(value(), a);
-        } else if (a == "--max-body") {
-            o.max_body = static_cast<std::size_t>(positive(value(), a));
-        } else if (a == "--max-header") {
-            o.max_header = static_cast<std::size_t>(positive(value(), a));
-        } else if (a == "--max-connections") {
-            o.max_connections = static_cast<std::size_t>(positive(value(), a));
-        } else if (a == "--resolve-every") {
-            o.resolve_every = duration(value(), a);
-        } else if (a == "--cull-idle-timeout") {
-            o.gateway.cull_idle_timeout = whole_seconds(value(), a, true);
-        } else if (a == "--cull-interval") {
-            o.gateway.cull_interval = std::max(std::chrono::seconds(1), whole_seconds(value(), a));
-        } else if (a == "--cull-connected") {
-            o.gateway.cull_connected = true;
-        } else if (a == "--cull-busy") {
-            o.gateway.cull_busy = true;
-        } else if (a == "--kernel-lease") {
-            o.gateway.kernel_lease = std::max(std::chrono::seconds(3), whole_seconds(value(), a));
-        } else if (a == "--env-whitelist") {
-            std::stringstream names(value());
-            for (std::string name; std::getline(names, name, ',');) {
-                if (!name.empty()) {
-                    o.gateway.env_whitelist.push_back(name);
-                }
-            }
-        } else if (a == "--max-kernels") {
-            o.gateway.max_kernels = static_cast<std::size_t>(positive(value(), a));
-        } else if (a == "--allow-origin") {
-            if (!origins_given) { // the flags replace the config's list
-                o.allow_origins.clear();
-                origins_given = true;
-            }
-            for (std::string& origin : serve::split_list(value())) {
-                o.allow_origins.push_back(std::move(origin));
-            }
-        } else if (a == "--allow-host") {
-            if (!hosts_given) {
-                o.allow_hosts.clear();
-                hosts_given = true;
-            }
-            for (std::string& host : serve::split_list(value())) {
-                o.allow_hosts.push_back(std::move(host));
-            }
-        } else if (a == "--allow-credentials") {
-            o.cors.allow_credentials = value();
-        } else if (a == "--allow-headers") {
-            o.cors.allow_headers = value();
-        } else if (a == "--allow-methods") {
-            o.cors.allow_methods = value();
-        } else if (a == "--expose-headers") {
-            o.cors.expose_headers = value();
-        } else if (a == "--max-age") {
-            o.cors.max_age = value();
-        } else {
-            throw bad_usage("unknown option '" + a + "'");
+            text = args[++i];
         }
+        if (f->repeats) {
+            repeated[f->flag].push_back(text);
+            continue;
+        }
+        set_key(o, *f, flag_value_of(*f, text));
+        if (f->key == "token_file") {
+            o.token = token_of(o.token_file);
+            token_file_given = true;
+        }
+    }
+    for (const auto& [flag, texts] : repeated) {
+        std::string joined;
+        for (const std::string& t : texts) {
+            joined += (joined.empty() ? "" : ",") + t;
+        }
+        const config::serve_flag& f = *find_flag(flag);
+        set_key(o, f, flag_value_of(f, joined));
     }
     if (no_token_given && (token_file_given || std::getenv("KPOOL_SERVE_TOKEN") != nullptr)) {
         throw bad_usage(

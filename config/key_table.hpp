@@ -42,6 +42,8 @@ struct key_row {
     std::string_view must;
     bool host = false; // "${NAME}" is the environment variable NAME (read_host)
     list_kind list = list_kind::names;
+    // A command-line flag that sets the key too (kpool serve's), its value's kind and help.
+    serve_flag flag;
 };
 
 template <class T>
@@ -169,6 +171,15 @@ constexpr key_row<section_of<Member>> list(std::string_view name, list_kind kind
     row.list = kind;
     return row;
 }
+// The row, settable by a flag too: "--max-queue" taking "N" (empty: a switch).
+template <class Section>
+constexpr key_row<Section> flagged(key_row<Section> row, std::string_view flag,
+                                   std::string_view arg, flag_kind kind, std::string_view help,
+                                   bool repeats = false) {
+    row.flag = {flag, arg, row.name, kind, help, repeats};
+    return row;
+}
+
 // A key read by code of its own (several members, a default computed from other keys).
 template <class Section>
 constexpr key_row<Section> custom(std::string_view name, reload_effect reload,

@@ -109,11 +109,62 @@ TEST_SUITE("config keys") {
             d, config_of("[daemon]\nmax_kernels = 9\n[pools.a]\n").daemon, reload_effect::restart));
     }
 
+    TEST_CASE("[serve]: every key is a kpool serve flag too, set through the key's own row") {
+        std::set<std::string> flagged;
+        for (const serve_flag_group& group : serve_flags()) {
+            for (const serve_flag& f : group.flags) {
+                CHECK(f.flag.starts_with("--"));
+                CHECK(!f.help.empty());
+                flagged.insert(std::string(f.key));
+            }
+        }
+        for (const section_keys& s : all_keys()) {
+            if (s.section != "serve") {
+                continue;
+            }
+            for (const std::string_view k : s.keys) {
+                CAPTURE(k);
+                // require_token's flag is --no-token, which kpool serve reads itself.
+                CHECK((flagged.count(std::string(k)) == 1 || k == "require_token"));
+            }
+        }
+        serve_config c;
+        CHECK(set_serve_key(c, "max_queue", std::int64_t{5}).ok());
+        CHECK(c.max_queue == 5);
+        CHECK(set_serve_key(c, "queue_timeout_s", 0.5).ok());
+        CHECK(c.queue_timeout == std::chrono::milliseconds(500));
+        CHECK(set_serve_key(c, "cull_busy", true).ok());
+        CHECK(c.gateway.cull_busy);
+        CHECK(set_serve_key(c, "env_whitelist", std::vector<std::string>{"LANG"}).ok());
+        CHECK(c.gateway.env_whitelist == std::vector<std::string>{"LANG"});
+        CHECK(set_serve_key(c, "max_age", std::string("600")).ok());
+        CHECK(c.cors.max_age == "600");
+        CHECK(set_serve_key(c, "listen", std::string("127.0.0.1:0")).ok());
+        CHECK(c.port == 0);
+        CHECK(set_serve_key(c, "spares", std::int64_t{65}).err().message ==
+              "'spares' must be from 0 to 64, not 65");
+        CHECK(set_serve_key(c, "root", std::string("rel")).err().message ==
+              "'root' must be an absolute path");
+        CHECK(set_serve_key(c, "kernel_lease_s", 1.0).err().code == kpool::errc::bad_request);
+    }
+
     TEST_CASE("enum names: one table each, both ways") {
         CHECK(std::string(to_string(launcher_kind::fork)) == "fork");
         CHECK(named<launcher_kind>("auto") == launcher_kind::automatic);
         CHECK_FALSE(named<launcher_kind>("clone"));
         CHECK(std::string(to_string(isolation_kind::sandbox)) == "sandbox");
         CHECK(named<isolation_kind>("none") == isolation_kind::none);
+        // The zygote checks the prefault mode it is given against its own copy of the names.
+        std::ifstream zygote(std::string(KPOOL_SOURCE_DIR) + "/daemon/process/zygote.py");
+        std::ostringstream text;
+        text << zygote.rdbuf();
+        std::smatch m;
+        const std::string source = text.str();
+        REQUIRE(std::regex_search(source, m, std::regex(R"(PREFAULT_MODES = \(([^)]*)\))")));
+        std::string expected;
+        for (const std::string_view name : enum_names<prefault_mode>::names) {
+            expected += (expected.empty() ? "\"" : ", \"") + std::string(name) + "\"";
+        }
+        CHECK(m[1].str() == expected);
     }
 }
