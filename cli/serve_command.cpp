@@ -7,6 +7,7 @@
 #include "config/config.hpp"
 #include "config/config_keys.hpp"
 #include "config/paths.hpp"
+#include "protocol/text.hpp"
 #include "serve/routing.hpp"
 #include "serve/run_server.hpp"
 
@@ -31,17 +32,8 @@ Answers HTTP requests, each on a fresh warm kernel from kpoold, released after i
 
 // One option's lines: "  --max-queue N" padded to the help column, then the help's lines.
 std::string option_lines(std::string_view flag, std::string_view arg, std::string_view help) {
-    constexpr std::size_t help_column = 26;
-    std::string line = "  " + std::string(flag) + (arg.empty() ? "" : " " + std::string(arg));
-    line.resize(std::max(line.size() + 2, help_column), ' ');
-    std::string out;
-    for (std::size_t at = 0; at <= help.size();) {
-        const std::size_t end = std::min(help.find('\n', at), help.size());
-        out += line + std::string(help.substr(at, end - at)) + "\n";
-        line.assign(help_column, ' ');
-        at = end + 1;
-    }
-    return out;
+    return protocol::help_lines(std::string(flag) + (arg.empty() ? "" : " " + std::string(arg)),
+                                help);
 }
 
 // After the endpoints (the route tables list them, serve/routing.hpp), the options: --config and
@@ -163,7 +155,9 @@ serve::serve_options parse(const std::vector<std::string>& args, std::string& co
     for (std::size_t i = 0; i < args.size(); ++i) {
         const std::string& a = args[i];
         if (a == "--config") {
-            ++i; // read first, above
+            if (++i >= args.size()) { // else read first, above
+                throw bad_usage("--config needs a value");
+            }
             continue;
         }
         if (a == "--no-token") {

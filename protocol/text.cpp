@@ -23,4 +23,17 @@ std::string echo_safe(std::string_view user_text) {
     return out; // invalid UTF-8 left here is replaced when the reply is dumped
 }
 
+std::string help_lines(std::string_view label, std::string_view help, std::size_t column) {
+    std::string line = "  " + std::string(label);
+    line.resize(std::max(line.size() + 2, column), ' ');
+    std::string out;
+    for (std::size_t at = 0; at <= help.size();) {
+        const std::size_t end = std::min(help.find('\n', at), help.size());
+        out += line + std::string(help.substr(at, end - at)) + "\n";
+        line.assign(column, ' ');
+        at = end + 1;
+    }
+    return out;
+}
+
 } // namespace kpool::protocol

@@ -20,4 +20,8 @@ std::string echo_safe(std::string_view user_text);
 // JSON text of any value, replacing invalid UTF-8 instead of throwing.
 std::string dump_json(const nlohmann::json& j);
 
+// A usage entry: "  LABEL" padded to `column`, then `help`'s lines ('\n' between them), each
+// after the first indented to `column`; every line ends with '\n'.
+std::string help_lines(std::string_view label, std::string_view help, std::size_t column = 26);
+
 } // namespace kpool::protocol

@@ -252,10 +252,9 @@ std::optional<std::string_view> gateway_route_label(std::string_view path) {
 std::string gateway_endpoint_help() {
     std::string out;
     for (const gateway_route& row : gateway_table) {
-        std::string line = "  " + std::string(row.method) +
-                           std::string(7 - row.method.size(), ' ') + "/" + std::string(row.pattern);
-        line.resize(std::max<std::size_t>(line.size() + 2, 38), ' ');
-        out += line + std::string(row.help) + "\n";
+        const std::string method =
+            std::string(row.method) + std::string(7 - row.method.size(), ' ');
+        out += protocol::help_lines(method + "/" + std::string(row.pattern), row.help, 38);
     }
     return out;
 }

@@ -153,17 +153,10 @@ route serve_row(const v1_route& row, const request_view& r, bool stopping) {
 } // namespace
 
 std::string endpoint_help() {
-    constexpr std::size_t help_column = 26;
     std::string out;
     for (const v1_route& row : v1_table) {
-        std::string line = "  " + std::string(row.methods) + " " + std::string(row.shown_path);
-        line.resize(std::max(line.size() + 2, help_column), ' ');
-        for (std::size_t at = 0; at <= row.help.size();) {
-            const std::size_t end = std::min(row.help.find('\n', at), row.help.size());
-            out += line + std::string(row.help.substr(at, end - at)) + "\n";
-            line.assign(help_column, ' ');
-            at = end + 1;
-        }
+        out += protocol::help_lines(std::string(row.methods) + " " + std::string(row.shown_path),
+                                    row.help);
     }
     out += "the Kernel Gateway API, for `jupyter server --gateway-url http://HOST:PORT` (pooled\n"
            "kernels; a restart swaps in a warm one):\n";
