@@ -286,14 +286,18 @@ def test_a_sandboxed_kernel_still_does_what_a_kernel_does(kpoold, tmp_path):
     import nbformat
     from jupyter_client import BlockingKernelClient
     from nbformat.v4 import new_code_cell, new_notebook
+    # The roots exist before kpoold starts, as an operator's do: a sandboxed kernel stages its
+    # roots as it starts, and one started before its root existed cannot bind a cwd there (its
+    # acquire is refused: "does it exist on the host?").
     roots = tmp_path / "roots"
+    for pool in ("open", "box"):
+        (roots / pool).mkdir(parents=True)
+        os.chmod(roots / pool, 0o1777)
+    os.chmod(roots, 0o1777)
     d = kpoold(OPEN_AND_BOX.replace("{roots}", str(roots)))
     outputs = {}
     for pool in ("open", "box"):
         job = roots / pool
-        job.mkdir(parents=True)
-        os.chmod(roots, 0o1777)
-        os.chmod(job, 0o1777)
         (job / "sales.csv").write_text("region,sales\nnorth,3\nsouth,5\nnorth,4\n")
         nb = new_notebook(cells=[new_code_cell(c) for c in REPORT])
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
