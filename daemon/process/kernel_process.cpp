@@ -193,8 +193,10 @@ status kernel_process::start() {
     }
     m_ready_deadline.start(
         std::chrono::duration_cast<std::chrono::milliseconds>(m_setup.ready_timeout), [this] {
-            fail_start(fmt::format("no kernel_info_reply within {:.1f} s",
-                                   std::chrono::duration<double>(m_setup.ready_timeout).count()));
+            fail_start(fmt::format("no {} within {:.1f} s ({} kernel_info_request{} sent)",
+                                   m_awaited_reply,
+                                   std::chrono::duration<double>(m_setup.ready_timeout).count(),
+                                   m_probes_sent, m_probes_sent == 1 ? "" : "s"));
         });
     if (m_launched_idle && m_setup.background_limit.count() > 0) {
         m_background_limit.start(m_setup.background_limit, [this] { on_background_limit(); });
@@ -284,6 +286,7 @@ void kernel_process::close_shell() { m_shell.close(); }
 
 void kernel_process::begin_probe() {
     m_phase = phase::probing;
+    m_awaited_reply = "kernel_info_reply";
     try {
         open_shell();
     } catch (const zmq::error_t& e) { // out of file descriptors, most likely
@@ -299,6 +302,7 @@ void kernel_process::begin_probe() {
 
 void kernel_process::send_kernel_info_request() {
     // Every probe's answer means the same: whichever comes first ends the probing.
+    ++m_probes_sent;
     m_shell.send("kernel_info_request", json::object(),
                  [this](const protocol::wire_message& reply) {
                      if (m_phase != phase::probing || reply.msg_type() != "kernel_info_reply") {
@@ -452,6 +456,7 @@ void kernel_process::preheat() {
 void kernel_process::run_startup_code() {
     // Silent: no execute_result, no history entry, no execution count; the ready deadline
     // still runs, so startup_code that hangs fails the start too.
+    m_awaited_reply = "execute_reply to startup_code";
     m_shell.send("execute_request", silent_execute(m_setup.startup_code),
                  [this](const protocol::wire_message& reply) {
                      if (m_phase == phase::preheating && reply.msg_type() == "execute_reply") {
@@ -482,6 +487,8 @@ void kernel_process::prime(std::size_t next) {
         return;
     }
     // Under the ready deadline and still at background priority, like startup_code.
+    m_awaited_reply =
+        fmt::format("execute_reply to priming execute {} of {}", next + 1, m_setup.priming.size());
     m_shell.send("execute_request", m_setup.priming[next],
                  [this, next](const protocol::wire_message& reply) {
                      if (m_phase != phase::preheating || reply.msg_type() != "execute_reply") {

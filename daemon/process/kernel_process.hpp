@@ -237,6 +237,10 @@ private:
     bool m_teardown_idle = false; // a background stop put it at SCHED_IDLE
     std::string m_session;        // our wire-protocol session id with this kernel
     std::string m_output_tail;
+    // What the start waits for now, for the ready deadline's message: a kernel that answered
+    // kernel_info and hung in startup_code or priming is not one that never answered.
+    std::string m_awaited_reply;
+    int m_probes_sent = 0;
     code_done m_code_done;                   // run_code's caller, while its code runs
     std::optional<kernel_workdir> m_workdir; // a sandboxed kernel's
     std::chrono::steady_clock::time_point m_started_at;
