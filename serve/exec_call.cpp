@@ -117,10 +117,11 @@ private:
 void start_exec_call(request_services& owner, exchange_ptr exchange, exec_body body,
                      std::chrono::steady_clock::time_point arrived) {
     const kernel_fields& k = body.kernel;
-    const kernel_wish wish{.pool = k.kernel.empty() ? owner.options().default_kernel : k.kernel,
-                           .cwd = k.cwd,
-                           .env = k.env,
-                           .timeout = k.timeout};
+    const kernel_order wish{.pool = k.kernel.empty() ? owner.options().default_kernel : k.kernel,
+                            .cwd = k.cwd,
+                            .env = k.env,
+                            .memory_history = true,
+                            .lease = kernel_leases::call_terms(k.timeout)};
     std::make_shared<exec_call>(owner, std::move(exchange), std::move(body), arrived)->begin(wish);
 }
 

@@ -8,15 +8,12 @@
 #include "protocol/control_requests.hpp"
 #include "protocol/stamps.hpp"
 #include "protocol/text.hpp"
-#include "serve/deadlines.hpp"
 #include "serve/request_services.hpp"
 #include "serve/routing.hpp"
-#include "serve/spare_kernels.hpp"
 
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -28,9 +25,6 @@ using json = nlohmann::json;
 using namespace std::chrono_literals;
 
 namespace {
-
-constexpr auto gateway_poll_every =
-    2000ms; // are the gateway's kernels alive (and their leases due)
 
 std::string content_type_of(const std::string& file) {
     const std::string ext = std::filesystem::path(file).extension().string();
@@ -73,8 +67,7 @@ json resources_of(const std::string& name, const std::string& dir) {
 } // namespace
 
 gateway::gateway(request_services& owner)
-    : m_owner(owner), m_reaper(owner.loop()), m_cull_timer(owner.loop()),
-      m_poll_timer(owner.loop()) {
+    : m_owner(owner), m_reaper(owner.loop()), m_cull_timer(owner.loop()) {
     const gateway_options& o = owner.options().gateway;
     if (o.cull_idle_timeout.count() > 0) {
         const auto every =
@@ -83,13 +76,6 @@ gateway::gateway(request_services& owner)
             every, [this] { cull(); }, every);
         m_cull_timer.unref();
     }
-    // Often enough that a short lease is renewed at a third of it.
-    const auto poll_every =
-        std::min(gateway_poll_every,
-                 std::chrono::duration_cast<std::chrono::milliseconds>(o.kernel_lease) / 3);
-    m_poll_timer.start(
-        poll_every, [this] { poll(); }, poll_every);
-    m_poll_timer.unref();
 }
 
 gateway::~gateway() = default;
@@ -263,32 +249,6 @@ void gateway::resource(exchange_ptr ex, const do_gateway& g) {
     });
 }
 
-void gateway::acquire(const std::string& name, const std::string& cwd,
-                      const std::map<std::string, std::string>& env, acquired_fn done) {
-    protocol::acquire_args request;
-    request.pool = name;
-    request.timeout_ms = m_owner.options().queue_timeout.count();
-    request.lease_s = static_cast<double>(m_owner.leases().holder_lease().count());
-    if (!cwd.empty()) {
-        request.cwd = cwd;
-    }
-    request.env = env;
-    m_owner.metrics().waiting().Increment();
-    m_owner.leases().acquire(request, [this, done](result<kernel_lease> lease,
-                                                   const kernel_leases::refusal_fn& refusal) {
-        m_owner.metrics().waiting().Decrement();
-        if (!lease) {
-            http_response answer = refusal();
-            if (answer.status == 429) {
-                m_owner.metrics().rejected().Increment();
-            }
-            return done(lease.err(), std::move(answer));
-        }
-        m_owner.metrics().kernels_used().Increment();
-        done(std::move(*lease), {});
-    });
-}
-
 void gateway::release(const kernel_lease& lease, std::function<void()> done) {
     m_owner.leases().release(lease, std::move(done));
 }
@@ -339,29 +299,28 @@ void gateway::launch(const exchange_ptr& ex, const std::string& kernel_name, con
     }
     const std::string name = kernel_name.empty() ? m_owner.options().default_kernel : kernel_name;
     ++m_starts;
-    obtain(
-        name, cwd, env,
-        [this, ex, name, cwd, env, done](result<connected_kernel> kernel, http_response refusal) {
-            --m_starts;
-            if (!kernel) {
-                return done(std::nullopt, std::move(refusal));
-            }
-            ex->set_kernel_id(kernel->lease.kernel_id);
-            if (ex->gone()) {
-                // Nobody will know this kernel's id: back it goes.
-                release(kernel->lease);
-                m_owner.retire(std::move(kernel->channels));
-                return done(std::nullopt,
-                            error_response(502, "kernel_died", "the client went away"));
-            }
-            const std::string id = protocol::random_uuid();
-            auto k = std::make_unique<gateway_kernel>(m_owner.loop(), id, name, std::move(*kernel));
-            loop::logger("gateway")->info("kernel {} started ({} from kpoold, pool {})", id,
-                                          k->lease().kernel_id, name);
-            m_kernels[id] = held{std::move(k), cwd, env, false, {}};
-            m_owner.metrics().gateway_kernels().Set(static_cast<double>(m_kernels.size()));
-            done(id, {});
-        });
+    obtain(name, cwd, env, [this, ex, name, cwd, env, done](obtained kernel) {
+        --m_starts;
+        if (auto* no = std::get_if<refusal>(&kernel)) {
+            return done(std::nullopt, std::move(no->answer));
+        }
+        connected_kernel& k = std::get<connected_kernel>(kernel);
+        ex->set_kernel_id(k.lease.kernel_id);
+        if (ex->gone()) {
+            // Nobody will know this kernel's id: back it goes.
+            release(k.lease);
+            m_owner.retire(std::move(k.channels));
+            return done(std::nullopt, error_response(502, "kernel_died", "the client went away"));
+        }
+        const std::string id = protocol::random_uuid();
+        const kernel_lease lease = k.lease;
+        auto g = std::make_unique<gateway_kernel>(m_owner.loop(), id, name, std::move(k));
+        loop::logger("gateway")->info("kernel {} started ({} from kpoold, pool {})", id,
+                                      lease.kernel_id, name);
+        m_kernels[id] = held{std::move(g), cwd, env, false, watch(id, lease)};
+        m_owner.metrics().gateway_kernels().Set(static_cast<double>(m_kernels.size()));
+        done(id, {});
+    });
 }
 
 std::optional<json> gateway::kernel_model(const std::string& id) const {
@@ -374,107 +333,51 @@ std::optional<json> gateway::kernel_model(const std::string& id) const {
 
 void gateway::obtain(const std::string& name, const std::string& cwd,
                      const std::map<std::string, std::string>& env, obtained_fn done) {
-    if (auto spare = m_owner.spares().take(name)) {
-        return obtain_spare(std::move(*spare), name, cwd, env, std::move(done));
-    }
-    obtain_fresh(name, cwd, env, std::move(done));
+    kernel_order order;
+    order.pool = name;
+    order.cwd = cwd;
+    order.env = env;
+    order.lease = kernel_leases::holder_terms();
+    order.wait = m_owner.options().queue_timeout;
+    ++m_obtaining;
+    m_owner.held().obtain(order, [this, done = std::move(done)](obtained kernel) {
+        --m_obtaining;
+        if (auto* k = std::get_if<connected_kernel>(&kernel); k && m_stopping) {
+            release_counted(k->lease);
+            m_owner.retire(std::move(k->channels)); // its handshake's callback is on the stack
+            done(refusal{error_response(503, "unavailable", "kpool serve is stopping")});
+        } else {
+            done(std::move(kernel));
+        }
+        finish_release_if_done();
+    });
 }
 
-void gateway::obtain_spare(connected_kernel spare, const std::string& name, const std::string& cwd,
-                           const std::map<std::string, std::string>& env, obtained_fn done) {
-    // As a /v1 request's spare: the renew makes the lease ours and proves the kernel still lives
-    // (it may have died since its last poll); cwd/env go through kpoold's context op beside it.
-    struct steps {
-        int left = 1;
-        bool gone = false;
-        std::optional<http_response> failed;
-    };
-    auto state = std::make_shared<steps>();
-    const bool context = !cwd.empty() || !env.empty();
-    state->left = context ? 2 : 1; // counted before either request goes out
-    const kernel_lease lease = spare.lease;
-    m_starting.emplace(lease.kernel_id, starting{std::move(spare), std::move(done)});
-    auto finish = [this, state, lease, name, cwd, env] {
-        if (--state->left > 0) {
-            return;
-        }
-        auto node = m_starting.extract(lease.kernel_id);
-        if (node.empty()) {
-            return; // kpool serve is stopping: released and answered (release_all)
-        }
-        starting st = std::move(node.mapped());
-        if (state->gone || state->failed) {
-            release(st.kernel.lease);
-            m_owner.retire(std::move(st.kernel.channels));
-        }
-        if (state->gone) {
-            loop::logger("gateway")->info("spare kernel {} is gone: a fresh one instead",
-                                          lease.kernel_id);
-            return obtain_fresh(name, cwd, env, std::move(st.done));
-        }
-        if (state->failed) {
-            return st.done(error{errc::unavailable, "context"}, std::move(*state->failed));
-        }
-        m_owner.metrics().kernels_used().Increment();
-        st.done(std::move(st.kernel), {});
-    };
-    m_owner.leases().renew(lease, static_cast<double>(m_owner.leases().holder_lease().count()),
-                           [state, finish](bool renewed) {
-                               state->gone = !renewed;
-                               finish();
-                           });
-    if (!context) {
-        return;
-    }
-    m_owner.leases().apply_context(
-        lease, cwd, env, false,
-        [state, finish](std::optional<http_response> failure, bool kernel_gone) {
-            // A kernel that died since its last poll is the renew's to
-            // find: a fresh one then.
-            if (failure && !kernel_gone) {
-                state->failed = std::move(failure);
-            }
-            finish();
-        });
+kernel_watch gateway::watch(const std::string& id, const kernel_lease& lease) {
+    return m_owner.held().watch(
+        lease, kernel_leases::holder_terms(),
+        {.on_gone = [this, id, kernel_id = lease.kernel_id](const kernel_gone& gone) {
+            on_gone(id, kernel_id, gone);
+        }});
 }
 
-void gateway::obtain_fresh(const std::string& name, const std::string& cwd,
-                           const std::map<std::string, std::string>& env, obtained_fn done) {
-    acquire(
-        name, cwd, env,
-        [this, name, done = std::move(done)](result<kernel_lease> lease, http_response refusal) {
-            if (!lease) {
-                return done(lease.err(), std::move(refusal));
-            }
-            if (m_stopping) {
-                release(*lease);
-                return done(error{errc::unavailable, "stopping"},
-                            error_response(503, "unavailable", "kpool serve is stopping"));
-            }
-            m_owner.spares().used(name);
-            const std::string kernel_id = lease->kernel_id;
-            auto channels = std::make_unique<kernel_channels>(m_owner.loop(), m_owner.zmq(),
-                                                              lease->connection, true, nullptr);
-            kernel_channels& c = *channels;
-            m_starting.emplace(
-                kernel_id,
-                starting{connected_kernel{std::move(*lease), std::move(channels)}, done});
-            c.when_subscribed(kernel_ready_timeout, [this, kernel_id](result<json> ready) {
-                auto node = m_starting.extract(kernel_id);
-                if (node.empty()) {
-                    return; // kpool serve is stopping: released and answered (release_all)
-                }
-                starting st = std::move(node.mapped());
-                if (!ready) {
-                    release(st.kernel.lease);
-                    m_owner.retire(std::move(st.kernel.channels)); // its callback is on the stack
-                    return st.done(ready.err(), error_response(502, "kernel_died",
-                                                               "the kernel did not answer: " +
-                                                                   ready.err().message));
-                }
-                st.done(std::move(st.kernel), {});
-            });
-        });
+void gateway::on_gone(const std::string& id, const std::string& kernel_id,
+                      const kernel_gone& gone) {
+    auto it = m_kernels.find(id);
+    if (it == m_kernels.end() || it->second.replacing ||
+        it->second.kernel->lease().kernel_id != kernel_id) {
+        return; // a restart is under way: it swaps the kernel
+    }
+    // As Kernel Gateway's restarter: "restarting", then a kernel again.
+    loop::logger("gateway")->warn("kernel {} died{}{}: replacing it with a warm one", id,
+                                  gone.reason.empty() ? "" : " of ", gone.reason);
+    it->second.kernel->announce("restarting", gone.reason);
+    replace(id, "died", [this, id](http_response r) {
+        auto at = m_kernels.find(id);
+        if (r.status != 200 && at != m_kernels.end()) {
+            at->second.kernel->announce("dead");
+        }
+    });
 }
 
 void gateway::restart(exchange_ptr ex, const std::string& id) {
@@ -488,30 +391,30 @@ void gateway::replace(const std::string& id, const std::string& why,
         return done(error_response(409, "conflict", "the kernel is being restarted already"));
     }
     h.replacing = true;
-    obtain(h.kernel->name(), h.cwd, h.env,
-           [this, id, why, done](result<connected_kernel> kernel, http_response refusal) {
-               auto it = m_kernels.find(id);
-               if (it == m_kernels.end()) {
-                   if (kernel) {
-                       release(kernel->lease); // deleted meanwhile
-                       m_owner.retire(std::move(kernel->channels));
-                   }
-                   return done(error_response(404, "not_found",
-                                              "the kernel was shut down during its restart"));
-               }
-               it->second.replacing = false;
-               if (!kernel) {
-                   return done(std::move(refusal));
-               }
-               const std::string fresh = kernel->lease.kernel_id;
-               const kernel_lease old = it->second.kernel->replace(std::move(*kernel));
-               it->second.watch = {};
-               release(old);
-               m_owner.metrics().gateway_replaced(why);
-               loop::logger("gateway")->info("kernel {} restarted on {} (was {})", id, fresh,
-                                             old.kernel_id);
-               done(json_response(200, it->second.kernel->model()));
-           });
+    obtain(h.kernel->name(), h.cwd, h.env, [this, id, why, done](obtained kernel) {
+        auto it = m_kernels.find(id);
+        auto* k = std::get_if<connected_kernel>(&kernel);
+        if (it == m_kernels.end()) {
+            if (k != nullptr) {
+                release(k->lease); // deleted meanwhile
+                m_owner.retire(std::move(k->channels));
+            }
+            return done(
+                error_response(404, "not_found", "the kernel was shut down during its restart"));
+        }
+        it->second.replacing = false;
+        if (k == nullptr) {
+            return done(std::move(std::get<refusal>(kernel).answer));
+        }
+        const kernel_lease fresh = k->lease;
+        const kernel_lease old = it->second.kernel->replace(std::move(*k));
+        it->second.watch = watch(id, fresh);
+        release(old);
+        m_owner.metrics().gateway_replaced(why);
+        loop::logger("gateway")->info("kernel {} restarted on {} (was {})", id, fresh.kernel_id,
+                                      old.kernel_id);
+        done(json_response(200, it->second.kernel->model()));
+    });
 }
 
 void gateway::remove(const std::string& id) {
@@ -551,61 +454,19 @@ void gateway::cull() {
     }
 }
 
-void gateway::poll() {
-    for (auto& [id, h] : m_kernels) {
-        m_owner.leases().renew_when_due(h.kernel->lease(), h.watch);
-        if (h.replacing) {
-            continue;
-        }
-        m_owner.leases().poll(
-            h.kernel->lease(),
-            [this, id = id, kernel_id = h.kernel->lease().kernel_id](result<json> reply) {
-                auto it = m_kernels.find(id);
-                if (it == m_kernels.end() || it->second.replacing ||
-                    it->second.kernel->lease().kernel_id != kernel_id) {
-                    return;
-                }
-                held& k = it->second;
-                if (!kernel_leases::gone_after(k.watch, reply)) {
-                    return;
-                }
-                // As Kernel Gateway's restarter: "restarting", then a kernel again.
-                auto polled = reply ? protocol::read_poll_reply(*reply)
-                                    : result<protocol::kernel_poll>(reply.err());
-                const std::string reason = polled ? polled->reason : "";
-                loop::logger("gateway")->warn("kernel {} died{}{}: replacing it with a warm one",
-                                              id, reason.empty() ? "" : " of ", reason);
-                k.kernel->announce("restarting", reason);
-                replace(id, "died", [this, id](http_response r) {
-                    auto at = m_kernels.find(id);
-                    if (r.status != 200 && at != m_kernels.end()) {
-                        at->second.kernel->announce("dead");
-                    }
-                });
-            });
-    }
+void gateway::release_counted(const kernel_lease& lease) {
+    ++m_releasing;
+    release(lease, [this] {
+        --m_releasing;
+        finish_release_if_done();
+    });
 }
 
 void gateway::release_all(std::function<void()> done) {
     m_stopping = true;
-    auto left = std::make_shared<std::size_t>(m_kernels.size() + m_starting.size() + 1);
-    auto one_done = [left, done] {
-        if (--*left == 0) {
-            done();
-        }
-    };
-    // Kernels being obtained go back now, and whoever waits for one is answered (their
-    // handshakes and control replies still to come find nothing).
-    auto obtaining = std::move(m_starting);
-    m_starting.clear();
-    for (auto& [kernel_id, st] : obtaining) {
-        release(st.kernel.lease, one_done);
-        m_owner.retire(std::move(st.kernel.channels));
-    }
-    for (auto& [kernel_id, st] : obtaining) {
-        st.done(error{errc::unavailable, "stopping"},
-                error_response(503, "unavailable", "kpool serve is stopping"));
-    }
+    m_on_released = std::move(done);
+    // Kernels still being obtained go back when their obtain ends, and whoever waits for one is
+    // answered 503 then (obtain).
     std::vector<std::string> ids;
     for (const auto& [id, h] : m_kernels) {
         ids.push_back(id);
@@ -614,10 +475,19 @@ void gateway::release_all(std::function<void()> done) {
         auto node = m_kernels.extract(id);
         m_owner.metrics().gateway_kernels().Set(static_cast<double>(m_kernels.size()));
         node.mapped().kernel->disconnect_all();
-        release(node.mapped().kernel->lease(), one_done);
+        release_counted(node.mapped().kernel->lease());
         retire(std::move(node.mapped().kernel));
     }
-    one_done();
+    finish_release_if_done();
+}
+
+void gateway::finish_release_if_done() {
+    if (!m_stopping || !m_on_released || m_releasing > 0 || m_obtaining > 0) {
+        return;
+    }
+    auto done = std::move(m_on_released);
+    m_on_released = nullptr;
+    done();
 }
 
 } // namespace kpool::serve

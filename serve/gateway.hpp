@@ -3,8 +3,9 @@
 // POST /api/kernels hands one out (KERNEL_WORKING_DIR its cwd, KERNEL_* and allowed variables
 // its environment); restart swaps in another warm kernel under the same id; a kernel that dies is
 // replaced the same way (its websockets see "restarting"). Leases are short and renewed while we
-// hold a kernel, so kernels outlive a crashed kpool serve by one lease at most; idle kernels are
-// culled as Kernel Gateway culls them; every kernel is released when kpool serve stops.
+// hold a kernel (serve/held_kernels.hpp), so kernels outlive a crashed kpool serve by one lease
+// at most; idle kernels are culled as Kernel Gateway culls them; every kernel is released when
+// kpool serve stops.
 // Sessions (/api/sessions, serve/gateway_sessions.hpp) sit above: they name these kernels for
 // notebook paths.
 #pragma once
@@ -12,8 +13,8 @@
 #include "loop/uv_timer.hpp"
 #include "serve/gateway_kernel.hpp"
 #include "serve/gateway_routes.hpp"
+#include "serve/held_kernels.hpp"
 #include "serve/http_server.hpp"
-#include "serve/kernel_leases.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -60,10 +61,9 @@ private:
         std::string cwd; // for restarts: what the first start asked for
         std::map<std::string, std::string> env;
         bool replacing = false; // a restart (or a replacement after a death) is under way
-        lease_watch watch;
+        kernel_watch watch;     // of the kernel's current lease
     };
-    using acquired_fn = std::function<void(result<kernel_lease>, http_response refusal)>;
-    using obtained_fn = std::function<void(result<connected_kernel>, http_response refusal)>;
+    using obtained_fn = std::function<void(obtained)>;
 
     // The pools of the kpoold that answers, as jupyter_server's kernelspec models.
     struct served_specs {
@@ -78,40 +78,35 @@ private:
     void resource(exchange_ptr exchange, const do_gateway& action);
     void start(exchange_ptr exchange, const do_gateway& action);
     void restart(exchange_ptr exchange, const std::string& id);
-    // A kernel of pool `name` with `cwd`/`env` applied, connected and subscribed: a spare when
-    // one is ready (no acquire, no handshake on the caller's time), else a fresh one. `done`
-    // once, with the kernel or the answer for the caller.
+    // A kernel of pool `name` with `cwd`/`env` applied, connected and subscribed
+    // (held_kernels::obtain); while kpool serve stops, it goes back and `done` gets a 503.
     void obtain(const std::string& name, const std::string& cwd,
                 const std::map<std::string, std::string>& env, obtained_fn done);
-    void obtain_spare(connected_kernel spare, const std::string& name, const std::string& cwd,
-                      const std::map<std::string, std::string>& env, obtained_fn done);
-    void obtain_fresh(const std::string& name, const std::string& cwd,
-                      const std::map<std::string, std::string>& env, obtained_fn done);
-    void acquire(const std::string& name, const std::string& cwd,
-                 const std::map<std::string, std::string>& env, acquired_fn done);
+    // Tells us when the kernel held under `id` on `lease` dies: it is replaced.
+    kernel_watch watch(const std::string& id, const kernel_lease& lease);
+    void on_gone(const std::string& id, const std::string& kernel_id, const kernel_gone& gone);
     void release(
         const kernel_lease& lease, std::function<void()> done = [] {});
+    // Released while stopping: release_all's `done` waits for it.
+    void release_counted(const kernel_lease& lease);
+    void finish_release_if_done();
     // Restart's swap, also after a death (`why`: "restart", "died"). `done` with the model or
     // the answer for the caller.
     void replace(const std::string& id, const std::string& why,
                  std::function<void(http_response)> done);
     void cull();
-    void poll();
     void retire(std::unique_ptr<gateway_kernel> kernel);
 
     request_services& m_owner;
     std::map<std::string, held> m_kernels;
-    struct starting {
-        connected_kernel kernel;
-        obtained_fn done;
-    };
-    std::map<std::string, starting> m_starting;             // by kpoold's kernel id: until obtained
     std::size_t m_starts = 0;                               // POST /api/kernels not answered yet
+    std::size_t m_obtaining = 0;                            // obtains not over yet
+    std::size_t m_releasing = 0;                            // release_all's releases in flight
     std::vector<std::unique_ptr<gateway_kernel>> m_retired; // freed on the next loop turn
     loop::uv_timer m_reaper;
     loop::uv_timer m_cull_timer;
-    loop::uv_timer m_poll_timer;
-    bool m_stopping = false; // release_all was called: kernels acquired after it go back
+    bool m_stopping = false; // release_all was called: kernels obtained after it go back
+    std::function<void()> m_on_released;
 };
 
 } // namespace kpool::serve

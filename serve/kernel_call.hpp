@@ -1,21 +1,18 @@
-// What every request that runs code does around its code: take a fresh kernel (a connected spare,
-// else a warm one from kpoold; 429 when none comes in time), apply the request's cwd/env (kpoold's
-// context op) while its iopub subscription is proven, interrupt it at a time limit, watch that
-// it lives and that the caller is still there, answer exactly once, and give the kernel back.
-// exec_call and run_call say what runs.
+// What every request that runs code does around its code: take a fresh kernel with the request's
+// cwd/env (serve/held_kernels.hpp: a connected spare, else a warm one from kpoold; 429 when none
+// comes in time), interrupt it at a time limit, stop when it dies or the caller goes away,
+// answer exactly once, and give the kernel back. exec_call and run_call say what runs.
 // Owns itself (shared) until kpoold has the kernel back, whatever happened to the caller.
 #pragma once
 
-#include "loop/uv_timer.hpp"
+#include "serve/held_kernels.hpp"
 #include "serve/http_server.hpp"
 #include "serve/kernel_leases.hpp"
 #include "serve/kernel_session.hpp"
-#include "serve/spare_kernels.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <chrono>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,23 +21,15 @@ namespace kpool::serve {
 
 class request_services;
 
-struct kernel_wish {
-    std::string pool;
-    std::string cwd; // empty: the kernel's own
-    std::map<std::string, std::string> env;
-    std::optional<std::chrono::milliseconds> timeout; // the whole run's, for the lease
-    // A one-shot run's history, in memory as papermill's (protocol/PROTOCOL.md, "history").
-    bool memory_history = true;
-};
-
 class kernel_call : public std::enable_shared_from_this<kernel_call> {
 public:
     kernel_call(request_services& owner, exchange_ptr exchange, std::string route,
                 std::chrono::steady_clock::time_point arrived);
     virtual ~kernel_call() = default;
 
-    // Acquires a kernel for `wish`, then calls run() once it is ready.
-    void begin(const kernel_wish& wish);
+    // Obtains a kernel for `order` (a caller's: its pool, cwd/env, history and lease terms;
+    // the rest is set here), then calls run() once it is ready.
+    void begin(kernel_order order);
     // kpool serve is stopping and its grace is over: the code running is interrupted and the
     // request answered 503 (a request still waiting for a kernel ends within the queue timeout).
     void stop();
@@ -70,36 +59,21 @@ protected:
     }
 
 private:
-    void acquire();
-    void on_acquired(result<kernel_lease> lease, const kernel_leases::refusal_fn& refusal);
-    void take_spare(spare_kernels::spare spare);
-    // The kernel is ours: the handshake (unless `subscribed`), the cwd/env/history (unless the
-    // acquire applied them) and `other_steps` (a spare's renew) at once; then run().
-    void prepare(bool subscribed, int other_steps, bool context_applied);
-    void prepared(unsigned attempt); // one of prepare()'s steps is done
-    // Lets go of a kernel before any code ran on it (a spare found gone), without answering.
-    void give_back();
+    void on_obtained(obtained kernel);
     void took_kernel();
-    void poll();
 
     request_services& m_owner;
     exchange_ptr m_exchange;
     std::string m_route;
     std::chrono::steady_clock::time_point m_arrived;
-    kernel_wish m_wish;
-    int m_steps_left = 0; // prepare()'s
-    unsigned m_attempt =
-        0; // the kernel's (a spare found gone gives way to another): stale replies are ignored
+    std::string m_pool;
+    lease_terms m_terms;
     kernel_lease m_lease; // kernel_id empty: none held
-    std::chrono::steady_clock::time_point
-        m_taken_at; // when m_lease was taken (wait_estimate's hold times)
-    // A spare taken without a time limit keeps kpool serve's holder lease, renewed while the call
-    // runs; otherwise the lease the acquire (or the spare's renew) asked for.
-    bool m_renews = false;
-    lease_watch m_watch;
+    // When m_lease was taken (wait_estimate's hold times).
+    std::chrono::steady_clock::time_point m_taken_at;
+    kernel_watch m_watch; // while the code runs: the kernel's life and the caller's
     std::unique_ptr<kernel_session> m_session;
     std::string m_death_reason; // from the poll that found the kernel gone
-    loop::uv_timer m_poll;
     bool m_finished = false;
     bool m_stopped = false;
 };

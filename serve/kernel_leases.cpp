@@ -15,12 +15,11 @@ using json = nlohmann::json;
 kernel_leases::kernel_leases(control_service& daemons, std::chrono::seconds holder_lease)
     : m_daemons(daemons), m_holder_lease(holder_lease) {}
 
-std::optional<double>
-kernel_leases::call_lease_s(std::optional<std::chrono::milliseconds> timeout) {
+lease_terms kernel_leases::call_terms(std::optional<std::chrono::milliseconds> timeout) {
     if (!timeout) {
-        return std::nullopt;
+        return holder_terms();
     }
-    return std::ceil(std::chrono::duration<double>(*timeout).count()) + 60;
+    return {std::ceil(std::chrono::duration<double>(*timeout).count()) + 60};
 }
 
 void kernel_leases::acquire(const protocol::acquire_args& args, acquired_fn done) {

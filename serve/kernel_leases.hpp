@@ -1,13 +1,12 @@
 // The life of every kernel kpool serve holds (a /v1 call's, a spare, a Kernel Gateway kernel) as
 // control calls to kpoold: acquire, cwd/env, renewal, liveness, interrupt, release; and the
 // lease policy all three follow. A change of lease policy is a change in this file's .cpp:
-// - a /v1 call with a time limit leases for that limit and a minute, unrenewed; without one, for
-//   kpoold's default lease;
-// - a kernel held beyond a call (a spare, a gateway kernel, a spare a call took without a time
-//   limit) leases for `holder_lease` and is renewed at a third of it, so it outlives a crashed
-//   kpool serve by one lease at most;
+// - a /v1 call with a time limit leases for that limit and a minute, unrenewed;
+// - every other kernel held (a spare, a gateway kernel, a /v1 call's without a time limit)
+//   leases for `holder_lease` and is renewed at a third of it, so it outlives a crashed kpool
+//   serve by one lease at most;
 // - a held kernel is gone when kpoold says so (exited, or not known) or three polls in a row go
-//   unanswered: kernels die with their daemon;
+//   unanswered: kernels die with their daemon (serve/held_kernels.hpp polls on one tick);
 // - kpoold's refusals become HTTP answers in one way (acquire_refusal, context_refusal).
 #pragma once
 
@@ -33,13 +32,26 @@ struct lease_watch {
     int unanswered_polls = 0; // in a row
 };
 
+// How a held kernel's lease runs: `fixed_s` seconds, never renewed; none: the holder lease,
+// renewed while the kernel is held.
+struct lease_terms {
+    std::optional<double> fixed_s;
+    bool renewed() const { return !fixed_s; }
+};
+
 class kernel_leases {
 public:
     kernel_leases(control_service& daemons, std::chrono::seconds holder_lease);
 
     std::chrono::seconds holder_lease() const { return m_holder_lease; }
-    // A /v1 call's lease for a run limited to `timeout`; none: kpoold's default.
-    static std::optional<double> call_lease_s(std::optional<std::chrono::milliseconds> timeout);
+    // A /v1 call's terms for a run limited to `timeout` (none: no limit).
+    static lease_terms call_terms(std::optional<std::chrono::milliseconds> timeout);
+    // Every other holder's.
+    static lease_terms holder_terms() { return {}; }
+    // The lease to ask kpoold for under `terms`.
+    double lease_s(const lease_terms& terms) const {
+        return terms.fixed_s.value_or(static_cast<double>(m_holder_lease.count()));
+    }
 
     // A warm kernel from any daemon, waiting at most `args.timeout_ms` (the control request
     // itself a margin longer). `done` once: the lease, or what makes the answer for the caller

@@ -1,8 +1,8 @@
 // What a request's flow needs of kpool serve (exec_call, run_call, kernel_call, the gateway and
 // the spares): the loop, the options, the metrics, the daemons (control_service), the kernels'
-// leases, the spares, and the request's life in the server (finished, tracked for shut_down,
-// parts retired on the next loop turn). The server provides it; the request types include this
-// and never server.hpp, so the server is the only one that knows them all.
+// leases, the spares, the registry of held kernels, and the request's life in the server (finished,
+// tracked for shut_down, parts retired on the next loop turn). The server provides it; the request
+// types include this and never server.hpp, so the server is the only one that knows them all.
 #pragma once
 
 #include "serve/control_service.hpp"
@@ -18,6 +18,7 @@
 
 namespace kpool::serve {
 
+class held_kernels;
 class kernel_call;
 class spare_kernels;
 
@@ -30,6 +31,8 @@ public:
     // The kernels requests, spares and the gateway hold, and their lease policy.
     virtual kernel_leases& leases() = 0;
     virtual spare_kernels& spares() = 0;
+    // Obtains kernels for all of them and watches those held (serve/held_kernels.hpp).
+    virtual held_kernels& held() = 0;
     // An admitted request has its answer out and its kernel back.
     virtual void request_finished() = 0;
     // A request got a kernel of `pool` (as it asked for it) at `at`, and gave it back: how fast

@@ -269,10 +269,11 @@ void start_prepared(request_services& owner, exchange_ptr& exchange, json nb,
     if (!prepared) {
         return refuse(error_response(400, "bad_request", prepared.err().message));
     }
-    const kernel_wish wish{.pool = kernel,
-                           .cwd = body.kernel.cwd.empty() ? folder : body.kernel.cwd,
-                           .env = body.kernel.env,
-                           .timeout = std::nullopt};
+    const kernel_order wish{.pool = kernel,
+                            .cwd = body.kernel.cwd.empty() ? folder : body.kernel.cwd,
+                            .env = body.kernel.env,
+                            .memory_history = true,
+                            .lease = kernel_leases::call_terms(std::nullopt)};
     std::make_shared<run_call>(owner, std::move(exchange), std::move(nb), std::move(body),
                                std::move(*prepared), arrived)
         ->begin(wish);

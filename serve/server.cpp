@@ -10,6 +10,7 @@
 #include "serve/exec_call.hpp"
 #include "serve/gateway.hpp"
 #include "serve/gateway_sessions.hpp"
+#include "serve/held_kernels.hpp"
 #include "serve/http_response.hpp"
 #include "serve/kernel_call.hpp"
 #include "serve/routing.hpp"
@@ -45,6 +46,7 @@ server::~server() {
     m_sessions.reset(); // names the gateway's kernels
     m_gateway.reset();
     m_http.reset();
+    m_held.reset();
     m_daemons.clear();
 }
 
@@ -87,9 +89,11 @@ result<std::unique_ptr<server>> server::start(uv_loop_t* loop, serve_options opt
         return http.err();
     }
     s->m_http = std::move(*http);
+    s->m_held = std::make_unique<held_kernels>(*s);
     s->m_gateway = std::make_unique<gateway>(*s);
     s->m_sessions = std::make_unique<gateway_sessions>(*s->m_gateway, s->m_options.root);
     s->m_spares = std::make_unique<spare_kernels>(*s, s->m_options.spares);
+    s->m_held->after_tick([self] { self->m_spares->top_up(); });
     s->m_pace_timer.start(
         0ms,
         [self] {

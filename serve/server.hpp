@@ -32,6 +32,7 @@ namespace kpool::serve {
 class kernel_call;
 class gateway;
 class gateway_sessions;
+class held_kernels;
 class spare_kernels;
 
 class server final : public request_services {
@@ -76,6 +77,7 @@ public:
     std::pair<double, double> warm_and_fallback(const std::string& pool, double waiting) const;
     void track(const std::shared_ptr<kernel_call>& call) override;
     spare_kernels& spares() override { return *m_spares; }
+    held_kernels& held() override { return *m_held; }
 
 private:
     server(uv_loop_t* loop, serve_options options);
@@ -113,9 +115,10 @@ private:
     std::vector<std::unique_ptr<control_channel>> m_daemons; // only ever appended to: indices stay
     std::vector<bool> m_listed; // per daemon: in the last resolution of the endpoint setting
     std::unique_ptr<endpoint_resolver> m_resolver;
-    client::spread m_spread;            // where acquires go: warm kernels per daemon, daemons down
-    std::size_t m_next_daemon = 0;      // where any other control request goes first
-    std::unique_ptr<gateway> m_gateway; // reset first in ~server: its websockets need H2O
+    client::spread m_spread;       // where acquires go: warm kernels per daemon, daemons down
+    std::size_t m_next_daemon = 0; // where any other control request goes first
+    std::unique_ptr<held_kernels> m_held; // reset after its holders (the gateway, the spares)
+    std::unique_ptr<gateway> m_gateway;   // reset first in ~server: its websockets need H2O
     std::unique_ptr<gateway_sessions> m_sessions; // /api/sessions, over m_gateway's kernels
     bool m_gateway_releasing = false; // shut_down: until kpoold has the gateway's kernels back
     std::unique_ptr<spare_kernels> m_spares;

@@ -1,8 +1,7 @@
-// spare_kernels: acquire -> handshake -> ready -> taken by a request, or released.
+// spare_kernels: obtained -> ready (watched) -> taken by a request, or released.
 #include "serve/spare_kernels.hpp"
 
 #include "loop/logging.hpp"
-#include "serve/deadlines.hpp"
 #include "serve/request_services.hpp"
 
 #include <algorithm>
@@ -14,19 +13,12 @@ using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
 
 namespace {
-constexpr auto check_every = 1000ms;
 // After an acquire found no warm kernel (or no daemon): the pool is busy; ask again later.
 constexpr auto retry_after_refusal = 1000ms;
 } // namespace
 
 spare_kernels::spare_kernels(request_services& owner, std::size_t per_pool)
-    : m_owner(owner), m_per_pool(per_pool), m_check(owner.loop()) {
-    if (m_per_pool > 0) {
-        m_check.start(
-            check_every, [this] { check(); }, check_every);
-        m_check.unref();
-    }
-}
+    : m_owner(owner), m_per_pool(per_pool) {}
 
 spare_kernels::~spare_kernels() = default;
 
@@ -57,102 +49,57 @@ void spare_kernels::top_up() {
 }
 
 void spare_kernels::fill(const std::string& name, pool_spares& p) {
-    if (p.acquiring || p.ready.size() + p.preparing.size() >= m_per_pool ||
-        steady::now() < p.next_try) {
+    if (p.obtaining || p.ready.size() >= m_per_pool || steady::now() < p.next_try) {
         return;
     }
-    p.acquiring = true;
+    p.obtaining = true;
     ++m_in_flight;
-    protocol::acquire_args request;
-    request.pool = name;
-    request.timeout_ms = 0; // a warm kernel or nothing: never in a request's way
-    request.lease_s = static_cast<double>(m_owner.leases().holder_lease().count());
-    m_owner.leases().acquire(
-        request, [this, name](result<kernel_lease> lease, const kernel_leases::refusal_fn&) {
-            --m_in_flight;
-            on_acquired(name, std::move(lease));
-        });
+    kernel_order order;
+    order.pool = name;
+    order.lease = kernel_leases::holder_terms();
+    order.wait = 0ms; // a warm kernel or nothing: never in a request's way
+    order.for_caller = false;
+    order.all_ports = true; // a gateway kernel may be made of it
+    m_owner.held().obtain(order, [this, name](obtained kernel) {
+        --m_in_flight;
+        on_obtained(name, std::move(kernel));
+    });
 }
 
-void spare_kernels::on_acquired(const std::string& name, result<kernel_lease> lease) {
+void spare_kernels::on_obtained(const std::string& name, obtained kernel) {
     pool_spares& p = m_pools[name];
-    p.acquiring = false;
-    if (!lease) {
-        if (lease.err().code == errc::unknown_pool) {
+    p.obtaining = false;
+    if (auto* no = std::get_if<refusal>(&kernel)) {
+        if (no->code == errc::unknown_pool) {
             // Not served (now): spares again once a request has run on it (used()).
-            if (p.ready.empty() && p.preparing.empty()) {
+            if (p.ready.empty()) {
                 m_pools.erase(name);
             }
         } else {
+            if (no->answer.status == 502) {
+                loop::logger("serve")->warn("a spare kernel of pool {} did not answer its "
+                                            "handshake: released",
+                                            name);
+            }
             p.next_try = steady::now() + retry_after_refusal;
         }
         return finish_release_if_done();
     }
+    connected_kernel& k = std::get<connected_kernel>(kernel);
     if (m_stopping) {
-        release(*lease);
+        release(k.lease);
+        m_owner.retire(std::move(k.channels)); // its handshake's callback is on the stack
         return finish_release_if_done();
     }
-    const std::string id = lease->kernel_id;
-    const protocol::connection_info info = lease->connection;
-    p.preparing.push_back(
-        {std::move(*lease),
-         std::make_unique<kernel_channels>(m_owner.loop(), m_owner.zmq(), info, true, nullptr)});
-    p.preparing.back().channels->when_subscribed(
-        kernel_ready_timeout,
-        [this, name, id](result<json> subscribed) { on_prepared(name, id, subscribed.ok()); });
-}
-
-void spare_kernels::on_prepared(const std::string& name, const std::string& kernel_id, bool ok) {
-    pool_spares& p = m_pools[name];
-    auto it = std::find_if(p.preparing.begin(), p.preparing.end(),
-                           [&](const spare& s) { return s.lease.kernel_id == kernel_id; });
-    if (it == p.preparing.end()) {
-        return;
-    }
-    spare s = std::move(*it);
-    p.preparing.erase(it);
-    if (!ok || m_stopping) {
-        if (!ok) {
-            loop::logger("serve")->warn("spare kernel {} did not answer its handshake: released",
-                                        kernel_id);
-        }
-        release(s.lease);
-        m_owner.retire(std::move(s.channels)); // its callback is on the stack
-        return finish_release_if_done();
-    }
-    p.ready.push_back({std::move(s), {}});
+    const std::string id = k.lease.kernel_id;
+    kernel_watch watch = m_owner.held().watch(
+        k.lease, kernel_leases::holder_terms(),
+        {.on_gone = [this, name, id](const kernel_gone& gone) {
+            loop::logger("serve")->info("spare kernel {} is gone: replaced", id);
+            drop(name, id, gone.daemon_answered);
+        }});
+    p.ready.push_back({std::move(k), std::move(watch)});
     update_gauge();
-}
-
-void spare_kernels::check() {
-    if (m_stopping) {
-        return;
-    }
-    for (auto& [name, p] : m_pools) {
-        for (held& h : p.ready) {
-            m_owner.leases().renew_when_due(h.kernel.lease, h.watch);
-            m_owner.leases().poll(
-                h.kernel.lease,
-                [this, pool = name, id = h.kernel.lease.kernel_id](result<json> reply) {
-                    auto pit = m_pools.find(pool);
-                    if (pit == m_pools.end()) {
-                        return;
-                    }
-                    auto& ready = pit->second.ready;
-                    auto it = std::find_if(ready.begin(), ready.end(), [&](const held& x) {
-                        return x.kernel.lease.kernel_id == id;
-                    });
-                    if (it == ready.end()) {
-                        return; // taken meanwhile
-                    }
-                    if (kernel_leases::gone_after(it->watch, reply)) {
-                        loop::logger("serve")->info("spare kernel {} is gone: replaced", id);
-                        drop(pool, id, reply.ok());
-                    }
-                });
-        }
-    }
-    top_up();
 }
 
 void spare_kernels::drop(const std::string& name, const std::string& kernel_id, bool release_it) {
@@ -180,7 +127,6 @@ void spare_kernels::release(const kernel_lease& lease) {
 
 void spare_kernels::release_all(std::function<void()> done) {
     m_stopping = true;
-    m_check.stop();
     m_on_released = std::move(done);
     for (auto& [name, p] : m_pools) {
         for (held& h : p.ready) {
@@ -188,7 +134,7 @@ void spare_kernels::release_all(std::function<void()> done) {
             m_owner.retire(std::move(h.kernel.channels));
         }
         p.ready.clear();
-        // Those being prepared are released when their handshake ends (on_prepared).
+        // Those being obtained are released when their obtain ends (on_obtained).
     }
     update_gauge();
     finish_release_if_done();
@@ -197,11 +143,6 @@ void spare_kernels::release_all(std::function<void()> done) {
 void spare_kernels::finish_release_if_done() {
     if (!m_stopping || !m_on_released || m_in_flight > 0) {
         return;
-    }
-    for (const auto& [name, p] : m_pools) {
-        if (p.acquiring || !p.preparing.empty()) {
-            return;
-        }
     }
     auto done = std::move(m_on_released);
     m_on_released = nullptr;

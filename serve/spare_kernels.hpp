@@ -8,15 +8,13 @@
 // starts and restarts; none before the first). Each holds all four of the kernel's channels, so
 // that a gateway kernel can be made of it as well as a /v1 request's session. Topped up when no
 // request runs (never in the middle of one, whose kernel would share the CPU with the
-// handshake), and once a second; only from warm kernels
-// (an acquire with timeout 0), so spares never queue in front of a request. Their leases are
-// renewed, their liveness polled; every one is released when kpool serve stops.
+// handshake), and after each tick of serve/held_kernels.hpp (which obtains them, renews their
+// leases and polls them); only from warm kernels (an acquire with timeout 0), so spares never
+// queue in front of a request. Every one is released when kpool serve stops.
 #pragma once
 
-#include "loop/uv_timer.hpp"
-#include "protocol/result.hpp"
 #include "serve/connected_kernel.hpp"
-#include "serve/kernel_leases.hpp"
+#include "serve/held_kernels.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -47,10 +45,10 @@ public:
     std::optional<spare> take(const std::string& pool);
     // A request used `pool`: it gets spares from now on.
     void used(const std::string& pool);
-    // Nothing runs now: a good time to replace the spares taken.
+    // Nothing runs now (or a tick passed): a good time to replace the spares taken.
     void top_up();
     // Stops topping up and releases every spare; `done` once kpoold has them all back (also
-    // those still being acquired or prepared).
+    // those still being obtained).
     void release_all(std::function<void()> done);
 
     std::size_t ready() const;
@@ -58,20 +56,16 @@ public:
 private:
     struct held {
         spare kernel;
-        lease_watch watch;
+        kernel_watch watch;
     };
     struct pool_spares {
         std::vector<held> ready;
-        std::vector<spare> preparing; // acquired, handshake under way
-        bool acquiring = false;
+        bool obtaining = false; // one at a time per pool
         std::chrono::steady_clock::time_point next_try{};
     };
 
     void fill(const std::string& name, pool_spares& p);
-    void on_acquired(const std::string& name, result<kernel_lease> lease);
-    void on_prepared(const std::string& name, const std::string& kernel_id, bool ok);
-    // Once a second: liveness, leases, top-up.
-    void check();
+    void on_obtained(const std::string& name, obtained kernel);
     void drop(const std::string& name, const std::string& kernel_id, bool release);
     void release(const kernel_lease& lease);
     void finish_release_if_done();
@@ -80,8 +74,7 @@ private:
     request_services& m_owner;
     std::size_t m_per_pool;
     std::map<std::string, pool_spares> m_pools;
-    loop::uv_timer m_check;
-    std::size_t m_in_flight = 0; // acquires and releases kpoold has not answered yet
+    std::size_t m_in_flight = 0; // obtains and releases not over yet
     bool m_stopping = false;
     std::function<void()> m_on_released;
 };
