@@ -24,16 +24,15 @@ SCHEMA = {
     "ConfigMap": {"apiVersion", "kind", "metadata", "data"},
     "Secret": {"apiVersion", "kind", "metadata", "type", "stringData", "data"},
     "Service": {"apiVersion", "kind", "metadata", "spec"},
-    "DaemonSet": {"apiVersion", "kind", "metadata", "spec"},
     "Deployment": {"apiVersion", "kind", "metadata", "spec"},
     "NetworkPolicy": {"apiVersion", "kind", "metadata", "spec"},
 }
-API = {"Namespace": "v1", "ConfigMap": "v1", "Secret": "v1", "Service": "v1", "DaemonSet": "apps/v1",
-       "Deployment": "apps/v1", "NetworkPolicy": "networking.k8s.io/v1"}
+API = {"Namespace": "v1", "ConfigMap": "v1", "Secret": "v1", "Service": "v1", "Deployment": "apps/v1", "NetworkPolicy": "networking.k8s.io/v1"}
 # In the directory but not applied: the Secrets' shape, and the kustomization itself.
 NOT_RESOURCES = {"secrets.example.yaml", "kustomization.yaml"}
 POD_SPEC = {"terminationGracePeriodSeconds", "enableServiceLinks", "automountServiceAccountToken",
-            "securityContext", "initContainers", "containers", "volumes", "hostUsers"}
+            "securityContext", "initContainers", "containers", "volumes", "hostUsers",
+            "topologySpreadConstraints"}
 CONTAINER = {"name", "image", "command", "env", "ports", "readinessProbe", "livenessProbe",
              "resources", "securityContext", "volumeMounts"}
 POD_SECURITY = {"runAsNonRoot", "runAsUser", "runAsGroup", "fsGroup", "seccompProfile"}
@@ -67,14 +66,14 @@ def all_objects():
 
 
 def objects():
-    """kpoold's objects (the DaemonSet and what it uses), keyed by kind."""
+    """kpoold's objects (its Deployment and what it uses), keyed by kind."""
     return {kind: doc for (kind, name), doc in all_objects().items()
             if not name.startswith("kpool-serve") and name != "kpool-notebooks"}
 
 
 def pod_specs():
     return [obj["spec"]["template"]["spec"] for obj in all_objects().values()
-            if obj["kind"] in ("DaemonSet", "Deployment")]
+            if obj["kind"] == "Deployment"]
 
 
 def test_the_kustomization_applies_every_manifest_but_the_secrets_and_sets_the_image():
@@ -94,7 +93,7 @@ def test_the_kustomization_applies_every_manifest_but_the_secrets_and_sets_the_i
     rendered = list(yaml.safe_load_all(r.stdout))
     assert {(d["kind"], d["metadata"]["name"]) for d in rendered} == set(applied)
     image = kustomization()["images"][0]
-    images = {c["image"] for d in rendered if d["kind"] in ("DaemonSet", "Deployment")
+    images = {c["image"] for d in rendered if d["kind"] == "Deployment"
               for c in d["spec"]["template"]["spec"]["containers"] + d["spec"]["template"]["spec"].get("initContainers", [])}
     assert images == {"%s:%s" % (image["newName"], image["newTag"])}
 
@@ -106,7 +105,7 @@ def test_v1_run_notebooks_are_where_the_kernels_work():
     serve_pod = objs[("Deployment", "kpool-serve")]["spec"]["template"]["spec"]
     command = serve_pod["containers"][0]["command"]
     root = command[command.index("--root") + 1]
-    ds_pod = objs[("DaemonSet", "kpool")]["spec"]["template"]["spec"]
+    ds_pod = objs[("Deployment", "kpool")]["spec"]["template"]["spec"]
     kpoold = next(c for c in ds_pod["containers"] if c["name"] == "kpoold")
 
     def volume_at(pod, container, path):
@@ -127,7 +126,7 @@ def test_v1_run_notebooks_are_where_the_kernels_work():
 def test_the_network_policy_lets_only_kpool_clients_reach_the_control_and_kernel_ports():
     objs = all_objects()
     policy = objs[("NetworkPolicy", "kpool")]["spec"]
-    ds = objs[("DaemonSet", "kpool")]
+    ds = objs[("Deployment", "kpool")]
     assert policy["podSelector"]["matchLabels"].items() <= ds["spec"]["template"]["metadata"]["labels"].items()
     assert policy["policyTypes"] == ["Ingress"]
     ports = {}
@@ -203,7 +202,7 @@ def test_kpool_serve_fronts_the_daemons_with_a_key_they_allow():
 
 def test_names_labels_ports_volumes_and_keys_agree():
     objs = objects()
-    ds, svc = objs["DaemonSet"], objs["Service"]
+    ds, svc = objs["Deployment"], objs["Service"]
     labels = ds["spec"]["template"]["metadata"]["labels"]
     assert ds["spec"]["selector"]["matchLabels"].items() <= labels.items()
     assert svc["spec"]["selector"].items() <= labels.items()
@@ -246,11 +245,11 @@ def test_the_configmap_config_is_valid_for_kpoold(tmp_path):
 def test_a_sandboxed_pool_gets_the_pod_settings_it_needs():
     """A sandbox makes user, pid and mount namespaces and mounts a /proc of its own, which the
     runtime's default seccomp and AppArmor profiles and a masked /proc refuse
-    (../shared/notes/sandbox-facts.md, pitfall 8): the DaemonSet that runs sandboxed pools says so."""
+    (../shared/notes/sandbox-facts.md, pitfall 8): the kpoold pods that run sandboxed pools say so."""
     import tomllib
     config = tomllib.loads(objects()["ConfigMap"]["data"]["kpool.toml"])
     assert any(p.get("isolation") == "sandbox" for p in config["pools"].values())
-    pod = objects()["DaemonSet"]["spec"]["template"]["spec"]
+    pod = objects()["Deployment"]["spec"]["template"]["spec"]
     assert pod["hostUsers"] is False
     kpoold = next(c for c in pod["containers"] if c["name"] == "kpoold")
     security = kpoold["securityContext"]
