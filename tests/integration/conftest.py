@@ -4,6 +4,7 @@ checks (processes, files) after every daemon stops."""
 import contextlib
 import json
 import os
+import socket
 import re
 import shutil
 import signal
@@ -206,6 +207,13 @@ def self_signed_certificate(directory):
                     "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert],
                    check=True, capture_output=True, timeout=60)
     return cert, key
+
+
+def free_port():
+    """A tcp port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def wait_until(predicate, timeout=10.0, interval=0.05, what="condition"):

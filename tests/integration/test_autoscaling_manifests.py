@@ -5,7 +5,6 @@ every metric a query reads is one a real kpoold and kpool serve export on /metri
 import os
 import re
 import shutil
-import socket
 import subprocess
 
 import pytest
@@ -13,6 +12,7 @@ import requests
 import yaml
 
 from serve_fixtures import Serve
+from conftest import free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 AUTOSCALING = os.path.join(HERE, "..", "..", "deploy", "autoscaling")
@@ -75,12 +75,6 @@ def test_the_hpas_read_what_the_adapter_rules_serve():
 def exported(text):
     """The metric names a /metrics page has (each family's # TYPE line)."""
     return {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")}
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_every_metric_the_autoscalers_read_is_one_kpool_exports(kpoold):

@@ -9,7 +9,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -19,7 +18,7 @@ import pytest
 import requests
 from nbformat.v4 import new_code_cell, new_notebook
 
-from conftest import self_signed_certificate, wait_until
+from conftest import free_port, self_signed_certificate, wait_until
 from feed_fakes import ScriptedServe, ok
 from serve_fixtures import JSON, KPOOL, POOLS, daemon, serve, serve_processes  # noqa: F401 (fixtures)
 
@@ -170,12 +169,6 @@ def test_tls_with_a_self_signed_certificate_and_http2(serve, tmp_path):
     assert stats["jobs"]["total"] == 6 and stats["responses"] == {}
     assert subprocess.run([KPOOL, "feed", "--url", s.url, "--http2"], input="", capture_output=True,
                           text=True).returncode == 2  # HTTP/2 needs TLS
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_kpool_serve_killed_and_restarted_mid_feed(kpoold, tmp_path):

@@ -9,7 +9,6 @@ server's websockets."""
 import json
 import os
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -17,7 +16,7 @@ import time
 import pytest
 import requests
 
-from conftest import SOURCE_DIR, module_daemon, tcp_connections, tcp_nodelay, wait_until
+from conftest import free_port, module_daemon, SOURCE_DIR, tcp_connections, tcp_nodelay, wait_until
 from test_gateway import COMM_ECHO, POOLS, KernelSocket, stdout_of
 from serve_fixtures import Serve
 
@@ -39,12 +38,6 @@ def gateway(daemon, tmp_path_factory):
     assert s.stop() == 0, "".join(s.log)
     wait_until(lambda: all(p["leased"] == 0 for p in daemon.status()["pools"]), timeout=20,
                what="no kernel leased")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class NotebookServer:

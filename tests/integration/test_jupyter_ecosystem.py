@@ -3,7 +3,6 @@ KernelManager, nbclient and `jupyter execute`, and jupyter_server's REST and web
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import time
 import urllib.request
@@ -14,7 +13,7 @@ import pytest
 from jupyter_client import KernelManager
 from nbclient import NotebookClient
 
-from conftest import PYTHON, alive, reference_kernel_manager, run_cells, wait_until
+from conftest import alive, free_port, PYTHON, reference_kernel_manager, run_cells, wait_until
 
 POOL = """
 [pools.python3]
@@ -194,12 +193,6 @@ def test_jupyter_execute(pooled, tmp_path):
     assert r.returncode == 0, r.stderr
     assert pooled.pool("python3")["counters"]["acquired"] == 1
     wait_until(lambda: pooled.pool("python3")["leased"] == 0, what="jupyter execute to release")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_jupyter_server_rest_and_websocket(pooled, tmp_path):

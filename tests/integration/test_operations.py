@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from conftest import HERE, KPOOLD, alive, run_code, wait_until
+from conftest import alive, free_port, HERE, KPOOLD, run_code, wait_until
 
 KPOOL = os.environ.get("KPOOL_CLI") or os.path.join(HERE, "..", "..", "build", "kpool")
 SOURCE_DIR = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -378,12 +378,6 @@ def test_systemd_notifications_ready_status_watchdog_reload_stopping(kpoold, tmp
     notify.wait_for("READY=1")  # after the reload (the first one was cleared)
     d.stop()
     notify.wait_for("STOPPING=1")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_prometheus_metrics_pass_promtool(kpoold):

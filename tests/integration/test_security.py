@@ -4,7 +4,6 @@ control socket that takes only CURVE clients on its allow-list."""
 import json
 import os
 import shutil
-import socket
 import stat
 import subprocess
 import tempfile
@@ -13,7 +12,7 @@ import textwrap
 import pytest
 import zmq
 
-from conftest import HERE, PYTHON
+from conftest import free_port, HERE, PYTHON
 
 KPOOL = os.environ.get("KPOOL_CLI") or os.path.join(HERE, "..", "..", "build", "kpool")
 FAKE_POOL = """
@@ -112,12 +111,6 @@ def keygen(tmp_path, name):
     assert len(public) == 40 and stat.S_IMODE(os.stat(path).st_mode) == 0o600
     with open(path) as f:
         return path, public, f.read().strip()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_a_tcp_control_socket_takes_only_allowed_curve_keys(kpoold, tmp_path):
