@@ -19,9 +19,4 @@ const language& csharp();
 const language& fsharp();
 const language& powershell();
 
-// A priming execute_request's content: store_history false, so no history entry and no
-// execution count a user could see.
-nlohmann::json priming_execute(std::string_view code, bool silent,
-                               nlohmann::json user_expressions = nlohmann::json::object());
-
 } // namespace kpool::languages::builtin

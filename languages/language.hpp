@@ -70,6 +70,12 @@ result<std::string> builtin_context_code(std::string_view spec_language,
 // Whether kernels of that language may have IPython's history (Python ones: ipykernel; in
 // others, such as xeus-python, the history code finds no IPython shell and does nothing).
 bool may_have_ipython_history(std::string_view spec_language);
+// An execute_request's content that leaves no trace: store_history false (no history entry, no
+// execution count: the user's first cell is still In[1]) and, silent, no execute_input or
+// execute_result on iopub. Priming, startup_code and kpoold's setup code are sent so.
+nlohmann::json traceless_execute(std::string_view code, bool silent = true,
+                                 nlohmann::json user_expressions = nlohmann::json::object());
+
 // The priming execute_request contents for that language (none for most).
 std::vector<nlohmann::json> priming_requests(std::string_view spec_language);
 

@@ -145,8 +145,8 @@ std::vector<nlohmann::json> python_priming() {
                                    "except Exception:\n    pass\n"))
             .dump() +
         ", {})";
-    return {builtin::priming_execute("pass", true, {{"kpool_priming", "None"}}),
-            builtin::priming_execute(first_cell_defaults, true)};
+    return {traceless_execute("pass", true, {{"kpool_priming", "None"}}),
+            traceless_execute(first_cell_defaults, true)};
 }
 
 } // namespace

@@ -20,8 +20,8 @@ std::string lower(std::string_view s) {
 
 } // namespace
 
-nlohmann::json builtin::priming_execute(std::string_view code, bool silent,
-                                        nlohmann::json user_expressions) {
+nlohmann::json traceless_execute(std::string_view code, bool silent,
+                                 nlohmann::json user_expressions) {
     return {{"code", std::string(code)}, {"silent", silent},
             {"store_history", false},    {"user_expressions", std::move(user_expressions)},
             {"allow_stdin", false},      {"stop_on_error", false}};

@@ -1,11 +1,12 @@
-// kernel_process: launch, readiness probe over the wire protocol, graceful stop.
+// kernel_process: launch, readiness probe over the wire protocol, heartbeats, graceful stop.
+// What runs on a kernel handed out (setup code, the context, the workdir): kernel_code.cpp.
 #include "daemon/process/kernel_process.hpp"
 
 #include "daemon/process/cpu_priority.hpp"
 #include "daemon/process/instance_dir.hpp"
 #include "daemon/process/runtime_files.hpp"
 #include "daemon/process/sandbox_plan.hpp"
-#include "languages/python.hpp"
+#include "languages/language.hpp"
 #include "loop/logging.hpp"
 #include "protocol/hmac.hpp"
 #include "protocol/text.hpp"
@@ -30,15 +31,6 @@ constexpr std::size_t output_tail_bytes = 4096;
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
-// An execute_request that leaves no trace: silent (no execute_result or execute_input on
-// iopub), store_history false (no history entry, no execution count: the user's first cell is
-// still In[1]).
-json silent_execute(const std::string& code) {
-    return {{"code", code},           {"silent", true},
-            {"store_history", false}, {"user_expressions", json::object()},
-            {"allow_stdin", false},   {"stop_on_error", false}};
 }
 
 } // namespace
@@ -345,104 +337,6 @@ bool kernel_process::send_heartbeat() {
     return true;
 }
 
-void kernel_process::run_code(const std::string& code, std::chrono::milliseconds timeout,
-                              code_done done) {
-    if (m_phase != phase::ready || m_code_done) {
-        done(error{errc::internal, "kernel " + m_setup.id + " cannot run code now"});
-        return;
-    }
-    try {
-        open_shell();
-    } catch (const zmq::error_t& e) {
-        done(error{errc::capacity, std::string("cannot connect to the kernel: ") + e.what()});
-        return;
-    }
-    begin_code(timeout, std::move(done));
-    m_shell.send("execute_request", silent_execute(code),
-                 [this](const protocol::wire_message& reply) {
-                     if (reply.msg_type() == "execute_reply") {
-                         on_code_reply(reply);
-                     }
-                 });
-}
-
-void kernel_process::apply_context(const languages::kernel_context& context,
-                                   const std::string& code, std::chrono::milliseconds timeout,
-                                   code_done done) {
-    if (!applies_context_message()) {
-        run_code(code, timeout, std::move(done));
-        return;
-    }
-    if (m_phase != phase::ready || m_code_done) {
-        done(error{errc::internal, "kernel " + m_setup.id + " cannot apply a context now"});
-        return;
-    }
-    try {
-        m_control.open(m_info.endpoint(m_info.control_port), m_info.key, m_session);
-    } catch (const zmq::error_t& e) {
-        done(error{errc::capacity, std::string("cannot connect to the kernel: ") + e.what()});
-        return;
-    }
-    begin_code(timeout, std::move(done));
-    json content = {{"cwd", context.cwd ? json(*context.cwd) : json(nullptr)},
-                    {"env", context.env}};
-    if (context.memory_history) {
-        content["python"] = languages::memory_history_python; // run by the kernel after cwd and env
-    }
-    m_control.send("kpool_context_request", std::move(content),
-                   [this](const protocol::wire_message& reply) {
-                       if (reply.msg_type() == "kpool_context_reply") {
-                           on_code_reply(reply);
-                       }
-                   });
-}
-
-void kernel_process::open_workdir(const std::optional<std::string>& cwd, code_done done) {
-    if (!m_workdir || !cwd) {
-        done(ok_status());
-        return;
-    }
-    if (m_phase != phase::ready) {
-        done(
-            error{errc::internal, "kernel " + m_setup.id + " cannot take a working directory now"});
-        return;
-    }
-    m_workdir->open(pid(), *cwd, std::move(done));
-}
-
-void kernel_process::begin_code(std::chrono::milliseconds timeout, code_done done) {
-    m_code_done = std::move(done);
-    m_code_deadline.start(timeout, [this, timeout] {
-        finish_code(
-            error{errc::timeout, fmt::format("the kernel did not run the setup code within {} ms",
-                                             timeout.count())});
-    });
-}
-
-void kernel_process::on_code_reply(const protocol::wire_message& msg) {
-    const json& content = msg.content;
-    if (content.value("status", "") == "ok") {
-        finish_code(ok_status());
-        return;
-    }
-    finish_code(error{errc::bad_request,
-                      protocol::echo_safe(content.value("ename", std::string("error")) + ": " +
-                                          content.value("evalue", std::string()))});
-}
-
-void kernel_process::finish_code(const status& outcome) {
-    if (!m_code_done) {
-        return;
-    }
-    m_code_deadline.stop();
-    close_shell(); // not kept for a leased kernel
-    // The control channel stays: a context is applied to a kernel handed out, which keeps it
-    // open (handed_out()).
-    auto done = std::move(m_code_done);
-    m_code_done = nullptr;
-    done(outcome);
-}
-
 void kernel_process::preheat() {
     m_phase = phase::preheating;
     m_poll_timer.stop(); // no more kernel_info resends
@@ -457,7 +351,7 @@ void kernel_process::run_startup_code() {
     // Silent: no execute_result, no history entry, no execution count; the ready deadline
     // still runs, so startup_code that hangs fails the start too.
     m_awaited_reply = "execute_reply to startup_code";
-    m_shell.send("execute_request", silent_execute(m_setup.startup_code),
+    m_shell.send("execute_request", languages::traceless_execute(m_setup.startup_code),
                  [this](const protocol::wire_message& reply) {
                      if (m_phase == phase::preheating && reply.msg_type() == "execute_reply") {
                          on_startup_reply(reply);
