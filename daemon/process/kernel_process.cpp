@@ -4,6 +4,7 @@
 
 #include "daemon/process/cpu_priority.hpp"
 #include "daemon/process/instance_dir.hpp"
+#include "daemon/process/kernel_environment.hpp"
 #include "daemon/process/runtime_files.hpp"
 #include "daemon/process/sandbox_plan.hpp"
 #include "languages/language.hpp"
@@ -16,8 +17,6 @@
 
 #include <csignal>
 #include <cstring>
-
-extern char** environ;
 
 namespace kpool::daemon {
 namespace {
@@ -69,31 +68,6 @@ kernel_process::kernel_process(uv_loop_t* loop, zmq::context_t& zmq, launcher& l
 }
 
 kernel_process::~kernel_process() = default;
-
-std::vector<std::string> kernel_environment(const kernelspec& spec, const std::string& instance) {
-    std::map<std::string, std::string> env;
-    for (char** e = environ; *e != nullptr; ++e) {
-        std::string_view entry(*e);
-        const auto eq = entry.find('=');
-        if (eq != std::string_view::npos) {
-            env[std::string(entry.substr(0, eq))] = std::string(entry.substr(eq + 1));
-        }
-    }
-    const auto inherited = env;
-    for (const auto& [name, value] : spec.env) {
-        env[name] = jupyter::expand_env_value(value, inherited);
-    }
-    // As jupyter_client's launcher does: the kernel knows its parent, and ipykernel then
-    // installs its interrupt handling and exits if the daemon disappears.
-    env["JPY_PARENT_PID"] = std::to_string(::getpid());
-    // Marks the kernel and whatever it starts as this run's, for the cleanup after a crash.
-    env[instance_env_var] = instance;
-    std::vector<std::string> out;
-    for (const auto& [name, value] : env) {
-        out.push_back(name + "=" + value);
-    }
-    return out;
-}
 
 launch_spec kernel_process::make_launch_spec() const {
     launch_spec spec;

@@ -58,10 +58,6 @@ public:
                                const std::string& output_tail) = 0;
 };
 
-// The environment a kernel of `spec` starts with: the daemon's, the kernelspec's env on top,
-// JPY_PARENT_PID and KPOOL_INSTANCE=`instance`, as "NAME=value" entries.
-std::vector<std::string> kernel_environment(const kernelspec& spec, const std::string& instance);
-
 struct kernel_setup {
     std::string id;
     std::string pool;

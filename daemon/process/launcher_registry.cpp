@@ -1,6 +1,7 @@
 // launcher_registry: the spawn launcher and the pools' zygotes, started, retired and collected.
 #include "daemon/process/launcher_registry.hpp"
 
+#include "daemon/process/kernel_environment.hpp"
 #include "daemon/process/kernel_process.hpp"
 #include "daemon/process/spawn_launcher.hpp"
 #include "kpool/zygote_helper_sources.hpp"

@@ -3,6 +3,7 @@
 #include "protocol/pool_names.hpp"
 
 #include "daemon/core/refill_delay.hpp"
+#include "daemon/process/kernel_environment.hpp"
 #include "kpool/version.hpp"
 #include "languages/language.hpp"
 #include "loop/logging.hpp"
