@@ -9,7 +9,9 @@ each setting. kpool serve's own part of a request is read inside each request fr
 kernel's stamps (scenario 19's serve_part_ms: before the first cell, between cells, after the
 last), beside the floor (the kernel's own time for the cells, on the same kernel again). Two
 more kpool serve, `--cells-ahead 2` and `--cells-ahead 64` (every cell at once), give serve's
-own part for the window's other sizes.
+own part for the window's other sizes. Of serve's part, what others would pay too is shown
+beside it: the kernel's own dispatch of each cell (ipykernel's, from the execute_request to its
+execute_input) and the HTTP client's round trip (GET /v1/health); what is left is kpool serve's.
 
 The first execute of a fresh kernel: `x = 1` timed by the kernel (busy to idle) on kernels
 acquired as `kpool run` takes them (history in memory, a cwd), the first against the median of
@@ -110,13 +112,14 @@ def cells_ahead_bench(b):
         serve_ms = {k: [] for k in urls}
         run_ms = {k: [] for k in urls}
         parts = {k: [] for k in urls}
+        dispatch = {k: [] for k in urls}  # the kernel's own share of parts (serve_part_ms)
         out_dir = tempfile.mkdtemp(prefix="kpool-bench-ahead-run-")
         for i in range(runs):
             for k in list(urls)[::1 if i % 2 == 0 else -1]:  # which goes first alternates
                 settle()
                 serve_ms[k].append(get(urls[k]))
                 settle()
-                parts[k].append(serve_part_ms(d, lambda url=urls[k]: get(url)))
+                parts[k].append(serve_part_ms(d, lambda url=urls[k]: get(url), dispatch[k]))
                 settle()
                 t = time.perf_counter()
                 r = subprocess.run([cli, "--endpoint", d.endpoint, "run", nb, os.path.join(out_dir, "%d.ipynb" % i),
@@ -128,6 +131,14 @@ def cells_ahead_bench(b):
             for k in other_urls:
                 settle()
                 other_parts[k].append(serve_part_ms(d, lambda url=other_urls[k]: get(url)))
+        # The HTTP client's own round trip, as get() makes one (a new connection, requests):
+        # GET /v1/health, which asks nothing of kpoold or a kernel.
+        settle()
+        http_floor = []
+        for _ in range(20):
+            t = time.perf_counter()
+            assert requests.get(ahead_url + "/v1/health", timeout=30).status_code == 200
+            http_floor.append((time.perf_counter() - t) * 1000)
         cells = prepared_cells(cli, nb, root)
         passes = []
         for _ in range(5 if quick else 9):
@@ -172,7 +183,14 @@ def cells_ahead_bench(b):
              "| serve's own part: between the %d cells (idle to the next execute_input), ms | %.1f | %.1f | |"
              % (len(cells), part("ahead", 1), part("serial", 1)),
              "| serve's own part: the last cell's idle to the answer, ms | %.1f | %.1f | |" % (part("ahead", 2), part("serial", 2)),
-             "| **serve's own part, in all, ms** | **%.1f** | %.1f | |" % (total("ahead"), total("serial")), "",
+             "| **serve's own part, in all, ms** | **%.1f** | %.1f | |" % (total("ahead"), total("serial")),
+             "| of which the kernel's own dispatch (each execute_request sent and the kernel free, to its "
+             "execute_input), ms | %.1f | %.1f | |" % (p50(dispatch["ahead"]), p50(dispatch["serial"])),
+             "| of which the HTTP client's round trip (GET /v1/health, p50 of 20), ms | %.1f | %.1f | |"
+             % (p50(http_floor), p50(http_floor)),
+             "| **what is left: kpool serve's, ms** | **%.1f** | %.1f | |"
+             % (p50(sum(p) - x for p, x in zip(parts["ahead"], dispatch["ahead"])) - p50(http_floor),
+                p50(sum(p) - x for p, x in zip(parts["serial"], dispatch["serial"])) - p50(http_floor)), "",
              "Other windows, serve's own part between the cells / in all (p50 of %d): `--cells-ahead 2` %.1f / "
              "%.1f ms, `--cells-ahead 64` (every cell at once) %.1f / %.1f ms."
              % (runs, p50(p[1] for p in other_parts["2"]), p50(sum(p) for p in other_parts["2"]),
@@ -191,6 +209,7 @@ def cells_ahead_bench(b):
          "serve in front of it: `--cells-ahead 4` (the default) and `--cells-ahead 1`, interleaved."
          % LEARN_FROM, "", *lines)
     b.results["cells_ahead"] = {"serve_ms": serve_ms, "run_ms": run_ms, "serve_part_ms": parts,
+                                "kernel_dispatch_ms": dispatch, "http_floor_ms": http_floor,
                                 "serve_part_ms_other_windows": other_parts,
                                 "kernel_cells_ms": passes, "first_execute_ms": firsts,
                                 "c10_rate": c10_rate, "refill_rate": refill_rate}

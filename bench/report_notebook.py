@@ -139,11 +139,16 @@ def cold_fresh_and_floor(cells):
         km.shutdown_kernel(now=True)
 
 
-def serve_part_ms(d, get):
+def serve_part_ms(d, get, dispatch=None):
     """kpool serve's own part of one /v1/run request (`get()` sends it), from the kernel's stamps
     on iopub: (HTTP start to the first cell's execute_input, the gaps from each cell's idle to the
     next execute_input, the last cell's idle to the HTTP answer). Every kernel kpoold holds is
-    watched (kpool serve's spares too), so whichever runs the request is seen."""
+    watched (kpool serve's spares too), so whichever runs the request is seen.
+
+    `dispatch` (a list), if given, gets the part of those that is the kernel's own dispatch: for
+    each cell, from when its execute_request was both sent (kpool serve's stamp, in the parent
+    header) and the kernel free (the cell before it idle) to its execute_input. ipykernel pays it
+    for any client (6.17: a round trip to its control thread, the busy status, the input)."""
     ctx = zmq.Context.instance()
     subs = []
     for path in glob.glob(os.path.join(d.dir, "run", "kernels", "*", "kernel-*.json")):
@@ -168,12 +173,18 @@ def serve_part_ms(d, get):
             header, parent, content = json.loads(parts[i + 2]), json.loads(parts[i + 3]), json.loads(parts[i + 5])
             kind = header["msg_type"] if header["msg_type"] != "status" else content["execution_state"]
             stamp = datetime.datetime.fromisoformat(header["date"].replace("Z", "+00:00")).timestamp()
-            events.append((stamp, kind, parent.get("msg_id")))
+            sent = parent.get("date")
+            events.append((stamp, kind, parent.get("msg_id"),
+                           datetime.datetime.fromisoformat(sent.replace("Z", "+00:00")).timestamp() if sent else None))
         sub.close()
-    inputs = sorted((t, m) for t, k, m in events if k == "execute_input")
-    idle = {m: t for t, k, m in events if k == "idle"}
+    inputs = sorted((t, m) for t, k, m, _ in events if k == "execute_input")
+    idle = {m: t for t, k, m, _ in events if k == "idle"}
+    sent = {m: s for _, k, m, s in events if k == "execute_input"}
     ends = [idle[m] for _, m in inputs]
     gaps = sum(inputs[i + 1][0] - ends[i] for i in range(len(inputs) - 1))
+    if dispatch is not None:
+        dispatch.append(1000 * sum(t - max(sent[m], ends[i - 1] if i > 0 else sent[m])
+                                   for i, (t, m) in enumerate(inputs)))
     return (inputs[0][0] - t0) * 1000, gaps * 1000, (t1 - ends[-1]) * 1000
 
 

@@ -97,7 +97,7 @@ void held_kernels::obtain(const kernel_order& order, obtained_fn done) {
     o->order = order;
     o->done = std::move(done);
     if (order.for_caller) {
-        if (auto spare = m_owner.spares().take(order.pool)) {
+        if (auto spare = m_owner.spares().take(order)) {
             return from_spare(std::move(o), std::move(*spare));
         }
     }
@@ -108,7 +108,10 @@ void held_kernels::from_spare(std::shared_ptr<obtaining> o, connected_kernel spa
     // The renew makes the lease the holder's and proves the spare still lives (it may have died,
     // alone or with its daemon, since its last poll); the context goes through kpoold's context
     // op beside it. The holder's code waits for both: a forked kernel applies the context on its
-    // control thread, which nothing orders before a cell sent on shell.
+    // control thread, which nothing orders before a cell sent on shell. A spare prepared with
+    // the order's cwd and history still sends the context: kpoold, on the kernel's host, checks
+    // that the kernel is in that very directory (one removed and made again is entered again)
+    // and answers at once when it is, so it costs the round trip the renew costs anyway.
     const kernel_order& order = o->order;
     const bool context = !order.cwd.empty() || !order.env.empty() || order.memory_history;
     o->steps_left = context ? 2 : 1; // counted before either request goes out
@@ -187,7 +190,7 @@ void held_kernels::fresh(std::shared_ptr<obtaining> o) {
             }
             if (o->order.for_caller) {
                 m_owner.metrics().kernels_used().Increment();
-                m_owner.spares().used(o->order.pool);
+                m_owner.spares().used(o->order);
             }
             connect(o, std::move(*lease));
         });

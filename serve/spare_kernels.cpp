@@ -22,21 +22,64 @@ spare_kernels::spare_kernels(request_services& owner, std::size_t per_pool)
 
 spare_kernels::~spare_kernels() = default;
 
-std::optional<spare_kernels::spare> spare_kernels::take(const std::string& pool) {
-    auto it = m_pools.find(pool);
-    if (it == m_pools.end() || it->second.ready.empty()) {
+std::optional<spare_kernels::spare> spare_kernels::take(const kernel_order& order) {
+    auto it = m_pools.find(order.pool);
+    if (it == m_pools.end()) {
         return std::nullopt;
     }
-    spare s = std::move(it->second.ready.front().kernel);
-    it->second.ready.erase(it->second.ready.begin());
+    pool_spares& p = it->second;
+    learn(p, order);
+    if (p.ready.empty()) {
+        return std::nullopt;
+    }
+    const prepared asked{order.cwd, order.memory_history};
+    // One prepared as asked; else one the order's context can still be applied to: history
+    // never moves back to the file, and a cwd applied is the order's own (a sandboxed kernel's
+    // is chosen once; a kernel's own first cwd is not known here).
+    auto chosen = std::find_if(p.ready.begin(), p.ready.end(),
+                               [&](const held& h) { return h.with == asked; });
+    if (chosen == p.ready.end()) {
+        chosen = std::find_if(p.ready.begin(), p.ready.end(), [&](const held& h) {
+            return (!h.with.memory_history || order.memory_history) &&
+                   (h.with.cwd.empty() || h.with.cwd == order.cwd);
+        });
+    }
+    if (chosen == p.ready.end()) {
+        // Prepared for what requests asked before: one goes, and the next top-up prepares for
+        // what they ask now.
+        const std::string stale = p.ready.front().kernel.lease.kernel_id; // drop erases it
+        drop(order.pool, stale, true);
+        return std::nullopt;
+    }
+    spare s = std::move(chosen->kernel);
+    p.ready.erase(chosen);
     update_gauge();
     return s;
 }
 
-void spare_kernels::used(const std::string& pool) {
+void spare_kernels::used(const kernel_order& order) {
     if (m_per_pool > 0 && !m_stopping) {
-        m_pools.try_emplace(pool);
+        auto [it, added] = m_pools.try_emplace(order.pool);
+        if (added) {
+            learn(it->second, order);
+        }
     }
+}
+
+void spare_kernels::learn(pool_spares& p, const kernel_order& order) {
+    p.before_last = p.last;
+    p.last = order.env.empty() ? std::optional<prepared>(prepared{order.cwd, order.memory_history})
+                               : std::nullopt;
+}
+
+spare_kernels::prepared spare_kernels::to_prepare(const pool_spares& p) {
+    // Two alike in a row: a steady client (one notebook served again and again). Requests
+    // that alternate (a gateway's starts and /v1 runs on one pool) keep plain spares, which
+    // take either's context.
+    if (p.last && p.before_last && *p.last == *p.before_last) {
+        return *p.last;
+    }
+    return {};
 }
 
 void spare_kernels::top_up() {
@@ -54,19 +97,22 @@ void spare_kernels::fill(const std::string& name, pool_spares& p) {
     }
     p.obtaining = true;
     ++m_in_flight;
+    const prepared with = to_prepare(p);
     kernel_order order;
     order.pool = name;
+    order.cwd = with.cwd;
+    order.memory_history = with.memory_history;
     order.lease = kernel_leases::holder_terms();
     order.wait = 0ms; // a warm kernel or nothing: never in a request's way
     order.for_caller = false;
     order.all_ports = true; // a gateway kernel may be made of it
-    m_owner.held().obtain(order, [this, name](obtained kernel) {
+    m_owner.held().obtain(order, [this, name, with](obtained kernel) {
         --m_in_flight;
-        on_obtained(name, std::move(kernel));
+        on_obtained(name, with, std::move(kernel));
     });
 }
 
-void spare_kernels::on_obtained(const std::string& name, obtained kernel) {
+void spare_kernels::on_obtained(const std::string& name, const prepared& with, obtained kernel) {
     pool_spares& p = m_pools[name];
     p.obtaining = false;
     if (auto* no = std::get_if<refusal>(&kernel)) {
@@ -98,7 +144,7 @@ void spare_kernels::on_obtained(const std::string& name, obtained kernel) {
             loop::logger("serve")->info("spare kernel {} is gone: replaced", id);
             drop(name, id, gone.daemon_answered);
         }});
-    p.ready.push_back({std::move(k), std::move(watch)});
+    p.ready.push_back({std::move(k), std::move(watch), with});
     update_gauge();
 }
 

@@ -4,6 +4,14 @@
 // Each is still a fresh kernel that no request has used; a request that takes one gets its
 // cwd/env applied to it (kpoold's context op) and gives it back when it is over, as always.
 //
+// Prepared ahead: when a pool's last two requests asked for the same cwd and history (and no
+// env), its spares are acquired with them, so the history move and the chdir happen at refill
+// time, not on a request's path (kpoold's context op then finds them there and asks the kernel
+// nothing: still_needed in daemon/process/kernel_process.hpp, which checks the directory itself,
+// not only its name). A request takes a spare prepared as it asks first, else one it can still
+// be given its context on (a plain one); none such, one spare prepared for what requests asked
+// before is released so that the next top-up prepares for what they ask now.
+//
 // `per_pool` spares for each pool that requests have used (/v1, or the Kernel Gateway API's
 // starts and restarts; none before the first). Each holds all four of the kernel's channels, so
 // that a gateway kernel can be made of it as well as a /v1 request's session. Topped up when no
@@ -41,10 +49,10 @@ public:
     spare_kernels(const spare_kernels&) = delete;
     spare_kernels& operator=(const spare_kernels&) = delete;
 
-    // A ready spare of `pool`, if one is there.
-    std::optional<spare> take(const std::string& pool);
-    // A request used `pool`: it gets spares from now on.
-    void used(const std::string& pool);
+    // A ready spare for a caller's order, if one is there (what it asks is learnt too).
+    std::optional<spare> take(const kernel_order& order);
+    // A request used the order's pool: it gets spares from now on.
+    void used(const kernel_order& order);
     // Nothing runs now (or a tick passed): a good time to replace the spares taken.
     void top_up();
     // Stops topping up and releases every spare; `done` once kpoold has them all back (also
@@ -53,19 +61,33 @@ public:
 
     std::size_t ready() const;
 
+    // What a spare was acquired with (empty and false: a plain one).
+    struct prepared {
+        std::string cwd;
+        bool memory_history = false;
+        bool operator==(const prepared&) const = default;
+    };
+
 private:
     struct held {
         spare kernel;
         kernel_watch watch;
+        prepared with;
     };
     struct pool_spares {
         std::vector<held> ready;
         bool obtaining = false; // one at a time per pool
         std::chrono::steady_clock::time_point next_try{};
+        // The last two requests' contexts (null: one that asked for an env, never prepared).
+        std::optional<prepared> last, before_last;
     };
 
+    // What `p`'s next spares are acquired with: what its last two requests agreed on.
+    static prepared to_prepare(const pool_spares& p);
+    static void learn(pool_spares& p, const kernel_order& order);
+
     void fill(const std::string& name, pool_spares& p);
-    void on_obtained(const std::string& name, obtained kernel);
+    void on_obtained(const std::string& name, const prepared& with, obtained kernel);
     void drop(const std::string& name, const std::string& kernel_id, bool release);
     void release(const kernel_lease& lease);
     void finish_release_if_done();

@@ -232,7 +232,7 @@ TEST_CASE("held_kernels: refusals are one type, counted, and a kernel that does 
 TEST_CASE("held_kernels: a spare is renewed and given the context at once; a dead one gives way") {
     scripted_serve s(30s, 1);
     // A request used pool py: a spare is obtained (warm or nothing, not a caller's).
-    s.spares().used("py");
+    s.spares().used(caller_order("py"));
     s.spares().top_up();
     REQUIRE(s.ops() == std::vector<std::string>{"acquire"});
     CHECK(s.request("acquire")["timeout_ms"] == 0);
@@ -285,6 +285,92 @@ TEST_CASE("held_kernels: a spare is renewed and given the context at once; a dea
         CHECK(no->answer.status == 400);
         REQUIRE(s.ops() == std::vector<std::string>{"release"});
         CHECK(s.request("release")["kernel_id"] == "spare1");
+    }
+}
+
+TEST_CASE("spare_kernels: prepared with what a pool's requests keep asking for") {
+    scripted_serve s(30s, 1);
+    kernel_order run = caller_order("py"); // a /v1 run of a notebook under --root
+    run.cwd = "/srv/reports";
+    run.memory_history = true;
+    // One request: a plain spare (one request says nothing of the next).
+    s.spares().used(run);
+    s.spares().top_up();
+    REQUIRE(s.ops() == std::vector<std::string>{"acquire"});
+    CHECK(!s.request("acquire").contains("cwd"));
+    CHECK(!s.request("acquire").contains("history"));
+    s.answer("acquire", acquired("plain"));
+
+    // A second one alike takes the plain spare, which gets its context (a chdir and the history
+    // move); the spare after it is prepared as they asked.
+    std::optional<obtained> got;
+    s.held().obtain(run, [&](obtained k) { got = std::move(k); });
+    REQUIRE(s.ops() == std::vector<std::string>{"renew", "context"});
+    CHECK(s.request("context")["history"] == "memory");
+    s.answer("renew", ok);
+    s.answer("context", ok);
+    REQUIRE(got);
+    CHECK(std::get<connected_kernel>(*got).lease.kernel_id == "plain");
+    s.spares().top_up();
+    REQUIRE(s.ops() == std::vector<std::string>{"acquire"});
+    CHECK(s.request("acquire")["cwd"] == "/srv/reports");
+    CHECK(s.request("acquire")["history"] == "memory");
+    CHECK(s.request("acquire")["timeout_ms"] == 0);
+    s.answer("acquire", acquired("prepared"));
+    REQUIRE(s.spares().ready() == 1);
+
+    SUBCASE("a request alike takes it; the context still goes to kpoold, which has it already") {
+        got.reset();
+        s.held().obtain(run, [&](obtained k) { got = std::move(k); });
+        REQUIRE(s.ops() == std::vector<std::string>{"renew", "context"});
+        CHECK(s.request("context")["cwd"] == "/srv/reports");
+        s.answer("renew", ok);
+        s.answer("context", ok);
+        REQUIRE(got);
+        CHECK(std::get<connected_kernel>(*got).lease.kernel_id == "prepared");
+    }
+    SUBCASE("a request in another folder cannot take it: released, a fresh kernel instead") {
+        kernel_order other = run;
+        other.cwd = "/srv/elsewhere";
+        got.reset();
+        s.held().obtain(other, [&](obtained k) { got = std::move(k); });
+        REQUIRE(s.ops() == std::vector<std::string>{"release", "acquire"});
+        CHECK(s.request("release")["kernel_id"] == "prepared");
+        CHECK(s.request("acquire")["cwd"] == "/srv/elsewhere");
+        CHECK(s.request("acquire")["timeout_ms"] == 5000); // the caller's own
+        CHECK(s.spares().ready() == 0);
+        s.answer("release", ok);
+        s.answer("acquire", acquired("fresh"));
+        REQUIRE(got);
+        CHECK(std::get<connected_kernel>(*got).lease.kernel_id == "fresh");
+        // The last two disagree: the next spare is a plain one, which either can take.
+        s.spares().top_up();
+        REQUIRE(s.ops() == std::vector<std::string>{"acquire"});
+        CHECK(!s.request("acquire").contains("cwd"));
+    }
+    SUBCASE("a gateway's start (history kept in the file) cannot take one with it in memory") {
+        kernel_order gateway = caller_order("py");
+        gateway.cwd = "/srv/reports";
+        got.reset();
+        s.held().obtain(gateway, [&](obtained k) { got = std::move(k); });
+        REQUIRE(s.ops() == std::vector<std::string>{"release", "acquire"});
+        CHECK(!s.request("acquire").contains("history"));
+    }
+    SUBCASE("a request with an env is never prepared for") {
+        kernel_order with_env = run;
+        with_env.env = {{"A", "1"}};
+        got.reset();
+        s.held().obtain(with_env, [&](obtained k) { got = std::move(k); });
+        REQUIRE(s.ops() == std::vector<std::string>{"renew", "context"}); // it can take it
+        s.answer("renew", ok);
+        s.answer("context", ok);
+        REQUIRE(got);
+        s.held().obtain(with_env, [&](obtained) {}); // no spare: a fresh kernel
+        s.answer("acquire", acquired("fresh"));
+        s.spares().top_up();
+        REQUIRE(s.ops() == std::vector<std::string>{"acquire"});
+        CHECK(!s.request("acquire").contains("cwd"));
+        CHECK(!s.request("acquire").contains("env"));
     }
 }
 

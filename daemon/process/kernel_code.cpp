@@ -9,6 +9,8 @@
 
 #include <string>
 
+#include <sys/stat.h>
+
 namespace kpool::daemon {
 
 using json = nlohmann::json;
@@ -37,6 +39,12 @@ void kernel_process::run_code(const std::string& code, std::chrono::milliseconds
 void kernel_process::apply_context(const languages::kernel_context& context,
                                    const std::string& code, std::chrono::milliseconds timeout,
                                    code_done done) {
+    if (context.memory_history) {
+        done = [this, done = std::move(done)](const status& outcome) {
+            m_history_in_memory = m_history_in_memory || outcome.ok();
+            done(outcome);
+        };
+    }
     if (!applies_context_message()) {
         run_code(code, timeout, std::move(done));
         return;
@@ -63,6 +71,22 @@ void kernel_process::apply_context(const languages::kernel_context& context,
                            on_code_reply(reply);
                        }
                    });
+}
+
+languages::kernel_context kernel_process::still_needed(languages::kernel_context wanted) const {
+    if (m_history_in_memory) {
+        wanted.memory_history = false;
+    }
+    if (wanted.cwd && !m_workdir && pid() > 0) {
+        struct stat now {};
+        struct stat asked {};
+        const std::string proc_cwd = "/proc/" + std::to_string(pid()) + "/cwd";
+        if (::stat(proc_cwd.c_str(), &now) == 0 && ::stat(wanted.cwd->c_str(), &asked) == 0 &&
+            now.st_dev == asked.st_dev && now.st_ino == asked.st_ino) {
+            wanted.cwd.reset();
+        }
+    }
+    return wanted;
 }
 
 void kernel_process::open_workdir(const std::optional<std::string>& cwd, code_done done) {

@@ -156,6 +156,14 @@ public:
     // 1.5 ms of a 5 ms context op on 2 cores) and stays open until the kernel exits.
     void handed_out();
 
+    // `wanted` without what this kernel has already, so that a context asks the kernel for
+    // nothing it has (kpool serve's spares are prepared with the context their requests are
+    // likely to ask for): the in-memory history once a context moved it there, and the cwd
+    // when the kernel's process is in that very directory now (the same inode: a directory
+    // removed and made again under the same path is applied again). A sandboxed kernel's cwd
+    // is always kept: its pid is its sandbox's, and its workdir has its own rule (open_workdir).
+    languages::kernel_context still_needed(languages::kernel_context wanted) const;
+
     // Whether apply_context sends a message rather than running code.
     bool applies_context_message() const {
         return m_process && m_process->applies_context_message();
@@ -239,6 +247,7 @@ private:
     int m_probes_sent = 0;
     code_done m_code_done;                   // run_code's caller, while its code runs
     std::optional<kernel_workdir> m_workdir; // a sandboxed kernel's
+    bool m_history_in_memory = false;        // a context moved it there (still_needed)
     std::chrono::steady_clock::time_point m_started_at;
 
     std::unique_ptr<launched_process> m_process;

@@ -493,12 +493,13 @@ std::string daemon::op_context(const envelope& env, const protocol::control_requ
              "no running kernel '" + protocol::echo_safe(args->kernel_id) + "' held by a client"},
             req.req_id);
     }
-    const languages::kernel_context context =
-        wanted_context(p->config(), args->cwd, args->env, args->memory_history);
     learn_request_env(p->config().name, args->env);
+    const languages::kernel_context context =
+        k->still_needed(wanted_context(p->config(), args->cwd, args->env, args->memory_history));
     if (!context.cwd && context.env.empty() && !context.memory_history) {
-        return protocol::make_ok_reply(json::object(),
-                                       req.req_id); // history asked of a kernel that has none
+        // History asked of a kernel that has none, or all of it there already (a spare kpool
+        // serve prepared for this request): no trip to the kernel.
+        return protocol::make_ok_reply(json::object(), req.req_id);
     }
     auto code = context_code_for(p->config(), context);
     if (!code) {

@@ -125,6 +125,56 @@ def test_the_context_op_applies_cwd_and_env_to_a_held_kernel(kpoold, tmp_path, w
 
 
 @pytest.mark.parametrize("way", ["fork", "spawn"])
+def test_the_context_op_asks_the_kernel_only_for_what_it_lacks(kpoold, tmp_path, way):
+    """Issue #49: kpool serve's spares are acquired with the cwd and history their requests keep
+    asking for; the request's context op then finds them there and costs the kernel nothing. The
+    cwd is left out only when the kernel is in that very directory now, whatever moved it."""
+    d = one_warm_kernel(kpoold, way)
+    work = tmp_path / "work"
+    work.mkdir()
+    r = d.rpc(op="acquire", pool="python3", cwd=str(work), history="memory", timeout_ms=60000)
+    assert r["ok"], r
+
+    def applied():
+        return len(re.findall(r"context applied id=%s " % r["kernel_id"], d.log_text()))
+
+    kc = BlockingKernelClient()
+    kc.load_connection_file(r["connection_file"])
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=30)
+
+        def run(code, expression):
+            reply = kc.execute_interactive(code, user_expressions={"x": expression}, timeout=30)
+            assert reply["content"]["status"] == "ok", reply["content"]
+            return reply["content"]["user_expressions"]["x"]["data"]["text/plain"]
+
+        # All there already: nothing goes to the kernel.
+        assert d.rpc(op="context", kernel_id=r["kernel_id"], cwd=str(work), history="memory") == {"ok": True}
+        assert d.rpc(op="context", kernel_id=r["kernel_id"], history="memory") == {"ok": True}
+        assert applied() == 0
+        # The env always goes (a kernel's environment cannot be read from outside).
+        assert d.rpc(op="context", kernel_id=r["kernel_id"], cwd=str(work), env={"K": "1"}) == {"ok": True}
+        assert applied() == 1
+        assert run("import os", "(os.getcwd(), os.environ['K'])") == repr((str(work), "1"))
+        # Code moved the kernel elsewhere: the same cwd is applied again.
+        run("os.chdir('/')", "os.getcwd()")
+        assert d.rpc(op="context", kernel_id=r["kernel_id"], cwd=str(work)) == {"ok": True}
+        assert applied() == 2
+        assert run("pass", "os.getcwd()") == repr(str(work))
+        # The directory removed and made again under the same path: applied again, so the kernel
+        # works in the new one, not in the removed one it still had open.
+        work.rmdir()
+        work.mkdir()
+        assert d.rpc(op="context", kernel_id=r["kernel_id"], cwd=str(work)) == {"ok": True}
+        assert applied() == 3
+        run("open('probe', 'w').close()", "os.getcwd()")
+        assert (work / "probe").exists()
+    finally:
+        kc.stop_channels()
+
+
+@pytest.mark.parametrize("way", ["fork", "spawn"])
 def test_the_context_op_refuses_clearly_and_leaves_the_kernel_to_its_holder(kpoold, way):
     d = one_warm_kernel(kpoold, way)
     warm_id = d.status()["kernels"][0]["id"]
