@@ -10,6 +10,7 @@
 
 #include <deque>
 #include <string>
+#include <thread>
 #include <variant>
 #include <vector>
 
@@ -355,6 +356,22 @@ TEST_CASE("spare_kernels: prepared with what a pool's requests keep asking for")
         s.held().obtain(gateway, [&](obtained k) { got = std::move(k); });
         REQUIRE(s.ops() == std::vector<std::string>{"release", "acquire"});
         CHECK(!s.request("acquire").contains("history"));
+    }
+    SUBCASE("a preparation kpoold refuses (the folder removed) gives way to plain spares") {
+        got.reset();
+        s.held().obtain(run, [&](obtained k) { got = std::move(k); }); // takes "prepared"
+        s.answer("renew", ok);
+        s.answer("context", ok);
+        s.spares().top_up();
+        REQUIRE(s.ops() == std::vector<std::string>{"acquire"});
+        CHECK(s.request("acquire")["cwd"] == "/srv/reports");
+        s.answer("acquire", refused("bad_request"));
+        std::this_thread::sleep_for(1100ms); // the next try comes a second after a refusal
+        s.spares().top_up();
+        const auto ops = s.ops();
+        REQUIRE(!ops.empty());
+        CHECK(ops.back() == "acquire");
+        CHECK(!s.request("acquire").contains("cwd"));
     }
     SUBCASE("a request with an env is never prepared for") {
         kernel_order with_env = run;
