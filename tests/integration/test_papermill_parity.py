@@ -12,7 +12,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from conftest import SOURCE_DIR
+from conftest import SOURCE_DIR, Daemon
 
 KPOOL = os.environ.get("KPOOL_CLI") or os.path.join(SOURCE_DIR, "build", "kpool")
 PAPERMILL = os.path.join(os.path.dirname(SOURCE_DIR), "shared", "anchors", "papermill")
@@ -130,11 +130,29 @@ def params_nb(tmp_path):
         new_code_cell("{'alpha': alpha, 'name': name}")])
 
 
+@pytest.fixture(scope="module")
+def shared_daemon(tmp_path_factory, kernelspec_path):
+    """One kpoold for the module, as a user's long-lived one: its pool refills while papermill
+    starts its cold kernel, where a daemon per test spent 3.5-6 s of each test's setup starting
+    itself, its zygote and two kernels (about 150 s of the suite's 240). Every run still gets a
+    fresh kernel (kpoold never hands one out twice), and the daemon is stopped and checked for
+    leaks (exit code 0, no kernel process, no file) once the module is done."""
+    d = Daemon(str(tmp_path_factory.mktemp("parity-daemon")), POOLS, env={"JUPYTER_PATH": kernelspec_path})
+    d.start()
+    yield d
+    code = d.stop()
+    assert code == 0, "kpoold exited with %s:\n%s" % (code, d.log_text())
+    d.assert_no_leaks()
+
+
 @pytest.fixture
-def daemon(kpoold):
-    d = kpoold(POOLS)
-    d.wait_warm("python3", 2, timeout=60)
-    return d
+def daemon(shared_daemon):
+    shared_daemon.wait_warm("python3", 2, timeout=60)
+    return shared_daemon
+
+
+def acquired(d):
+    return d.pool("python3")["counters"]["acquired"]
 
 
 @pytest.mark.parametrize("args", [
@@ -256,13 +274,14 @@ def test_an_output_symlink_is_written_through_and_keeps_its_mode(daemon, tmp_pat
 
 
 def test_unsupported_engines_and_remote_paths_are_refused_clearly(daemon, tmp_path):
+    before = acquired(daemon)
     src = params_nb(tmp_path)
     r = kpool_run(daemon, tmp_path, src, tmp_path / "o.ipynb", "--engine", "other")
     assert r.returncode == 2 and "nbclient" in r.stderr
     assert papermill(tmp_path, src, tmp_path / "o.ipynb", "--engine", "other").returncode != 0
     r = kpool_run(daemon, tmp_path, "s3://bucket/in.ipynb", tmp_path / "o.ipynb")
     assert r.returncode == 2 and "not supported yet" in r.stderr and "local path" in r.stderr
-    assert daemon.pool("python3")["counters"]["acquired"] == 0
+    assert acquired(daemon) == before
 
 
 def test_prepare_only_needs_no_daemon(tmp_path):
@@ -316,6 +335,7 @@ def test_every_papermill_translator_injects_the_same_cell(tmp_path, kernel):
 
 def test_a_kernelspec_without_a_pool_runs_on_a_kernel_of_its_own(daemon, tmp_path):
     # No pool runs xpython: kpool run starts one for the run, as papermill would, and says so.
+    before = acquired(daemon)
     src = write_nb(tmp_path / "x.ipynb", [new_code_cell("print(6 * 7)"), new_code_cell("1 + 1")],
                    kernel="xpython")
     results = both(daemon, tmp_path, src, "-k", "xpython")
@@ -323,7 +343,7 @@ def test_a_kernelspec_without_a_pool_runs_on_a_kernel_of_its_own(daemon, tmp_pat
     kr = results[1][0]
     assert "no pool runs kernelspec 'xpython'" in kr.stderr and "(cold)" in kr.stderr
     assert "".join(results[1][1]["cells"][0]["outputs"][0]["text"]).startswith("42")
-    assert daemon.pool("python3")["counters"]["acquired"] == 0
+    assert acquired(daemon) == before
     assert not [d for d in os.listdir("/tmp") if d.startswith("kpool-run-")
                 and os.stat(os.path.join("/tmp", d)).st_uid == os.getuid()
                 and os.path.exists(os.path.join("/tmp", d, "kernel-%s.json" % d))]
