@@ -384,26 +384,47 @@ def kernelspec_path(tmp_path_factory):
     return str(root)
 
 
-@pytest.fixture
-def kpoold(tmp_path, kernelspec_path):
-    """Factory: kpoold(pools_toml, daemon_toml="") starts a daemon; all are stopped and checked
-    for leaks (exit code 0, no kernel process, no file) at the end of the test."""
+def daemon_factory(root, kernelspec_path):
+    """(start, finish): start(pools_toml, daemon_toml="", ...) starts a kpoold under `root`;
+    finish() stops them all and checks each for leaks (exit code 0, no kernel process, no file)."""
     daemons = []
 
     def start(pools_toml, daemon_toml="", env=None, args=None, runtime_dir=None, wrapper=(),
               control=None, curve=None):
-        workdir = str(tmp_path / ("d%d" % len(daemons)))
+        workdir = os.path.join(str(root), "d%d" % len(daemons))
         os.makedirs(workdir)
         env = dict(env or {}, JUPYTER_PATH=kernelspec_path)
         d = Daemon(workdir, pools_toml, daemon_toml, env, args, runtime_dir, wrapper, control, curve)
         daemons.append(d)
         return d.start()
 
+    def finish():
+        # All stopped first (newest first), then checked: daemons may share a runtime directory.
+        codes = {id(d): d.stop() for d in reversed(daemons)}
+        for d in daemons:
+            code = codes[id(d)]
+            assert code == d.expected_exit, "kpoold exited with %s:\n%s" % (code, d.log_text())
+            if d.expected_exit == 0:
+                d.assert_no_leaks()
+
+    return start, finish
+
+
+@pytest.fixture
+def kpoold(tmp_path, kernelspec_path):
+    """Factory: kpoold(pools_toml, daemon_toml="") starts a daemon; all are stopped and checked
+    for leaks (exit code 0, no kernel process, no file) at the end of the test."""
+    start, finish = daemon_factory(tmp_path, kernelspec_path)
     yield start
-    # All stopped first (newest first), then checked: daemons may share a runtime directory.
-    codes = {id(d): d.stop() for d in reversed(daemons)}
-    for d in daemons:
-        code = codes[id(d)]
-        assert code == d.expected_exit, "kpoold exited with %s:\n%s" % (code, d.log_text())
-        if d.expected_exit == 0:
-            d.assert_no_leaks()
+    finish()
+
+
+@pytest.fixture(scope="module")
+def module_kpoold(tmp_path_factory, kernelspec_path):
+    """kpoold's factory for daemons a whole module shares, as a user's long-lived one is: for
+    tests that only run code on fresh kernels (kpoold never hands one out twice), where a daemon
+    per test spent 3.5-6 s of each test's setup starting itself, its zygote and its kernels.
+    Stopped and checked for leaks once the module is done."""
+    start, finish = daemon_factory(tmp_path_factory.mktemp("module-daemons"), kernelspec_path)
+    yield start
+    finish()

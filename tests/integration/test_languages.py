@@ -117,11 +117,13 @@ def test_a_pool_of_any_language_fills_and_applies_cwd_env_and_startup_code(kpool
     assert d.rpc(op="release", kernel_id=r["kernel_id"])["ok"]
 
 
-@pytest.fixture
-def pooled_specs(kpoold, tmp_path, monkeypatch):
-    """A daemon with an ir and an xpython pool and their pooled kernelspecs, installed by
-    `python3 -m kpool install-kernelspec` asking kpoold for each pool's language."""
-    d = kpoold("""
+@pytest.fixture(scope="module")
+def pooled_daemon(module_kpoold, tmp_path_factory):
+    """A daemon with an ir, an xpython and an octave pool and their pooled kernelspecs,
+    installed by `python3 -m kpool install-kernelspec` asking kpoold for each pool's language;
+    one for the module (each test takes fresh kernels of it: starting R, xpython and octave
+    again for each test was about 10 s of its setup)."""
+    d = module_kpoold("""
         [pools.ir]
         size = 1
         [pools.xpython]
@@ -129,11 +131,17 @@ def pooled_specs(kpoold, tmp_path, monkeypatch):
         [pools.octave]
         size = 1
     """)
-    prefix = tmp_path / "prefix"
+    prefix = tmp_path_factory.mktemp("prefix")
     for pool in ("ir", "xpython", "octave"):
         subprocess.run([PYTHON, "-m", "kpool", "install-kernelspec", "--pool", pool,
                         "--prefix", str(prefix), "--endpoint", d.endpoint], check=True,
                        capture_output=True)
+    return d, prefix
+
+
+@pytest.fixture
+def pooled_specs(pooled_daemon, tmp_path, monkeypatch):
+    d, prefix = pooled_daemon
     monkeypatch.setenv("JUPYTER_PATH", str(prefix / "share" / "jupyter"))
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "jupyter-runtime"))
     d.wait_warm("ir", 1, timeout=90)

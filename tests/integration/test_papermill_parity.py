@@ -12,7 +12,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from conftest import SOURCE_DIR, Daemon
+from conftest import SOURCE_DIR
 
 KPOOL = os.environ.get("KPOOL_CLI") or os.path.join(SOURCE_DIR, "build", "kpool")
 PAPERMILL = os.path.join(os.path.dirname(SOURCE_DIR), "shared", "anchors", "papermill")
@@ -131,18 +131,10 @@ def params_nb(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def shared_daemon(tmp_path_factory, kernelspec_path):
-    """One kpoold for the module, as a user's long-lived one: its pool refills while papermill
-    starts its cold kernel, where a daemon per test spent 3.5-6 s of each test's setup starting
-    itself, its zygote and two kernels (about 150 s of the suite's 240). Every run still gets a
-    fresh kernel (kpoold never hands one out twice), and the daemon is stopped and checked for
-    leaks (exit code 0, no kernel process, no file) once the module is done."""
-    d = Daemon(str(tmp_path_factory.mktemp("parity-daemon")), POOLS, env={"JUPYTER_PATH": kernelspec_path})
-    d.start()
-    yield d
-    code = d.stop()
-    assert code == 0, "kpoold exited with %s:\n%s" % (code, d.log_text())
-    d.assert_no_leaks()
+def shared_daemon(module_kpoold):
+    # One for the module: its pool refills while papermill starts its cold kernel (a daemon per
+    # test was about 150 s of the suite's 240).
+    return module_kpoold(POOLS)
 
 
 @pytest.fixture
