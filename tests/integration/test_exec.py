@@ -8,6 +8,7 @@ import subprocess
 import time
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_notebook
 
@@ -23,6 +24,13 @@ size = 1
 """
 
 
+@pytest.fixture(scope="module")
+def daemon(module_kpoold):
+    """One for the module: each test takes fresh kernels of it (a daemon per test started an R
+    kernel for each, used by one)."""
+    return module_kpoold(POOLS)
+
+
 def kpool_exec(d, *args, stdin=None, timeout=60):
     return subprocess.run([KPOOL, "--endpoint", d.endpoint, "exec"] + list(args), input=stdin,
                           capture_output=True, text=True, timeout=timeout)
@@ -32,8 +40,8 @@ def released(d, pool="python3"):
     wait_until(lambda: d.pool(pool)["leased"] == 0, what="the kernel to be released")
 
 
-def test_streams_results_and_errors(kpoold):
-    d = kpoold(POOLS)
+def test_streams_results_and_errors(daemon):
+    d = daemon
     d.wait_warm("python3", 1, timeout=60)
     r = kpool_exec(d, "import sys\nprint('out')\nprint('err', file=sys.stderr)\n6 * 7")
     assert (r.returncode, r.stdout, r.stderr) == (0, "out\n42\n", "err\n")
@@ -43,10 +51,10 @@ def test_streams_results_and_errors(kpoold):
     released(d)
 
 
-def test_sys_exit_is_the_exit_status_quietly_and_dashes_are_code_after_double_dash(kpoold):
+def test_sys_exit_is_the_exit_status_quietly_and_dashes_are_code_after_double_dash(daemon):
     """Issue #53 item 6: as `python -c` does (IPython's "An exception has occurred" and its
     "To exit: use 'exit'" warning are not shown); `--` ends the options."""
-    d = kpoold(POOLS)
+    d = daemon
     for code, status, err in (("import sys; print('before'); sys.exit(3)", 3, ""),
                               ("import sys; sys.exit()", 0, ""), ("raise SystemExit(0)", 0, ""),
                               ("import sys; sys.exit('bye')", 1, "bye\n"), ("import sys; sys.exit(256 + 7)", 7, "")):
@@ -63,8 +71,8 @@ def test_sys_exit_is_the_exit_status_quietly_and_dashes_are_code_after_double_da
     released(d)
 
 
-def test_cwd_env_and_stdin(kpoold, tmp_path):
-    d = kpoold(POOLS)
+def test_cwd_env_and_stdin(daemon, tmp_path):
+    d = daemon
     d.wait_warm("python3", 1, timeout=60)
     r = kpool_exec(d, "--cwd", str(tmp_path), "--env", "K=v", "-",
                    stdin="import os\nprint(os.getcwd(), os.environ['K'])\n")
@@ -72,8 +80,8 @@ def test_cwd_env_and_stdin(kpoold, tmp_path):
     released(d)
 
 
-def test_an_r_kernel(kpoold, tmp_path):
-    d = kpoold(POOLS)
+def test_an_r_kernel(daemon, tmp_path):
+    d = daemon
     d.wait_warm("ir", 1, timeout=90)
     r = kpool_exec(d, "--pool", "ir", "--cwd", str(tmp_path), 'cat(getwd(), "\\n"); 1 + 1')
     assert r.returncode == 0, r.stderr
@@ -83,7 +91,7 @@ def test_an_r_kernel(kpoold, tmp_path):
     released(d, "ir")
 
 
-def test_json_outputs_are_what_nbclient_records(kpoold, tmp_path):
+def test_json_outputs_are_what_nbclient_records(daemon, tmp_path):
     code = ("import sys\nfrom IPython.display import display, HTML, update_display, clear_output\n"
             "print('a'); print('b', file=sys.stderr)\n"
             "h = display(HTML('<b>1</b>'), display_id=True)\n"
@@ -91,7 +99,7 @@ def test_json_outputs_are_what_nbclient_records(kpoold, tmp_path):
             "print('gone'); clear_output(wait=True); print('kept')\n"
             "from IPython.display import JSON\ndisplay(JSON({'n': 2**70}))\n"  # a Python int, exact
             "{'x': [1, 2]}")
-    d = kpoold(POOLS)
+    d = daemon
     d.wait_warm("python3", 1, timeout=60)
     r = kpool_exec(d, "--json", code)
     assert r.returncode == 0, r.stderr
@@ -103,8 +111,8 @@ def test_json_outputs_are_what_nbclient_records(kpoold, tmp_path):
     released(d)
 
 
-def test_a_time_limit_interrupts_and_a_dead_kernel_is_reported(kpoold):
-    d = kpoold(POOLS)
+def test_a_time_limit_interrupts_and_a_dead_kernel_is_reported(daemon):
+    d = daemon
     d.wait_warm("python3", 1, timeout=60)
     start = time.monotonic()
     r = kpool_exec(d, "--timeout", "1", "import time; time.sleep(30)")
@@ -118,8 +126,8 @@ def test_a_time_limit_interrupts_and_a_dead_kernel_is_reported(kpoold):
     released(d)
 
 
-def test_ctrl_c_interrupts_the_kernel_and_releases_it(kpoold):
-    d = kpoold(POOLS)
+def test_ctrl_c_interrupts_the_kernel_and_releases_it(daemon):
+    d = daemon
     d.wait_warm("python3", 1, timeout=60)
     p = subprocess.Popen([KPOOL, "--endpoint", d.endpoint, "exec", "import time; time.sleep(60)"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -132,10 +140,10 @@ def test_ctrl_c_interrupts_the_kernel_and_releases_it(kpoold):
     released(d)
 
 
-def test_no_daemon_and_no_pool(kpoold, tmp_path):
+def test_no_daemon_and_no_pool(daemon, tmp_path):
     r = subprocess.run([KPOOL, "--endpoint", "ipc://%s/none" % tmp_path, "exec", "1"],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 3
-    d = kpoold(POOLS)
+    d = daemon
     r = kpool_exec(d, "--pool", "nope", "1")
     assert r.returncode == 1 and "unknown_pool" in r.stderr
