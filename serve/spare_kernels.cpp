@@ -121,13 +121,13 @@ void spare_kernels::on_obtained(const std::string& name, const prepared& with, o
             if (p.ready.empty()) {
                 m_pools.erase(name);
             }
+        } else if (no->code == errc::bad_request && !(with == prepared{})) {
+            // What it was prepared with no longer works (its folder removed, say): plain spares
+            // until requests agree again, rather than a kernel lost every second. The next may
+            // come at once: the pool was not busy, the preparation failed.
+            p.last.reset();
+            p.before_last.reset();
         } else {
-            if (no->code == errc::bad_request && !(with == prepared{})) {
-                // What it was prepared with no longer works (its folder removed, say): plain
-                // spares until requests agree again, rather than a kernel lost every second.
-                p.last.reset();
-                p.before_last.reset();
-            }
             if (no->answer.status == 502) {
                 loop::logger("serve")->warn("a spare kernel of pool {} did not answer its "
                                             "handshake: released",
