@@ -30,7 +30,12 @@ base=localhost/kpool-base:bookworm
 if ! podman image exists "$base"; then
   if [ ! -s "$cache/base-bookworm.tar" ]; then
     echo "container: making the Debian 12 base with mmdebstrap (once; cached in $cache)"
-    mmdebstrap --quiet --variant=minbase --mode=root bookworm "$cache/base-bookworm.tar.part" \
+    # --format=tar: mmdebstrap infers the format from the name, and a name that does not end in
+    # .tar (this .part) would make it a directory. The .part is renamed once complete, so an
+    # interrupted run never leaves a truncated base that the -s test above takes as made.
+    rm -rf "$cache/base-bookworm.tar.part"
+    mmdebstrap --quiet --format=tar --variant=minbase --mode=root bookworm \
+      "$cache/base-bookworm.tar.part" \
       "deb http://deb.debian.org/debian bookworm main" \
       "deb http://deb.debian.org/debian bookworm-updates main" \
       "deb http://deb.debian.org/debian-security bookworm-security main"
