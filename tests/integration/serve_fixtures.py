@@ -56,7 +56,8 @@ class Serve:
         self.token_file = token_file.group(1) if token_file else None
         self.token = open(self.token_file).read().strip() if self.token_file else None
         self.log = []
-        threading.Thread(target=lambda: self.log.extend(self.proc.stderr), daemon=True).start()
+        self._reader = threading.Thread(target=lambda: self.log.extend(self.proc.stderr), daemon=True)
+        self._reader.start()
 
     def post(self, path, body, headers=None, **kw):
         return requests.post(self.url + path, data=json.dumps(body) if not isinstance(body, (bytes, str)) else body,
@@ -66,9 +67,15 @@ class Serve:
         return requests.get(self.url + path, timeout=60, **kw)
 
     def stop(self):
+        """SIGTERM; returns the exit status once kpool serve is gone and its stderr read."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=30)
+        code = self.proc.wait(timeout=30)
+        self._reader.join(timeout=5)
+        return code
+
+    def log_text(self):
+        return "".join(self.log)
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +96,7 @@ def serve_processes(daemon):
 
     yield start
     for s in servers:
-        assert s.stop() == 0, "".join(s.log)
+        assert s.stop() == 0, s.log_text()
     # Every kernel a request took went back (released kernels are shut down).
     wait_until(lambda: all(p["leased"] == 0 for p in daemon.status()["pools"]), timeout=20,
                what="no kernel leased")

@@ -89,7 +89,7 @@ def test_every_metric_the_autoscalers_read_is_one_kpool_exports(kpoold):
         names = exported(requests.get("http://127.0.0.1:%d/metrics" % port, timeout=10).text)
         names |= exported(s.get("/metrics").text)
     finally:
-        assert s.stop() == 0
+        assert s.stop() == 0, s.log_text()
     assert "kpool_pool_warm_kernels" in names and "kpool_serve_waiting" in names  # both pages read
     read_by_autoscalers = set()
     for q in queries():

@@ -195,7 +195,7 @@ def test_a_token_by_default_written_for_the_user_alone(daemon, tmp_path):
         assert s.get("/v1/health").status_code == 200
         assert not any(s.token in line for line in s.log)
     finally:
-        assert s.stop() == 0
+        assert s.stop() == 0, s.log_text()
     assert not os.path.exists(s.token_file), "the token file outlived kpool serve"
 
 
@@ -206,7 +206,7 @@ def test_a_token_file_wins_and_no_token_must_be_asked_for(daemon, tmp_path):
     try:
         assert "token required" in s.first_line and s.token_file is None
     finally:
-        assert s.stop() == 0
+        assert s.stop() == 0, s.log_text()
     for args, status, message in [
             (["--no-token", "--allow-origin", "*"], 1, "--allow-origin '*' needs a token"),
             (["--no-token", "--token-file", str(token)], 2, "--no-token and a token"),

@@ -237,7 +237,7 @@ def test_two_pools_of_one_kernelspec_are_told_apart_by_display_name(kpoold):
         assert names["untrusted"] == plain + " (untrusted)" and "untrusted" not in plain, names
         assert names["fake"] == "Fake fake"  # alone with its kernelspec: as it is
     finally:
-        assert s.stop() == 0
+        assert s.stop() == 0, s.log_text()
 
 
 def test_a_kernel_starts_warm_runs_code_over_its_websocket_and_is_deleted(serve, daemon, tmp_path):
@@ -480,7 +480,7 @@ def test_stopping_releases_every_kernel(serve, daemon):
     kids = [start_kernel(s)["id"] for _ in range(2)]
     ks = KernelSocket(s, kids[0])
     assert daemon.pool("python3")["leased"] == 2
-    assert s.stop() == 0
+    assert s.stop() == 0, s.log_text()
     with pytest.raises(websocket.WebSocketException):
         ks.until(lambda m: False)
     wait_until(lambda: daemon.pool("python3")["leased"] == 0, timeout=10, what="every kernel released")

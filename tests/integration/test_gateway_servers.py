@@ -35,7 +35,7 @@ def gateway(daemon, tmp_path_factory):
     token_file.write_text(GATEWAY_TOKEN)
     s = Serve(daemon.endpoint, "--token-file", str(token_file))
     yield s
-    assert s.stop() == 0, "".join(s.log)
+    assert s.stop() == 0, s.log_text()
     wait_until(lambda: all(p["leased"] == 0 for p in daemon.status()["pools"]), timeout=20,
                what="no kernel leased")
 

@@ -110,5 +110,5 @@ def test_kpool_serve_and_its_gateway_follow_the_rule(daemon, tmp_path):
         assert started.status_code == 201, started.text
         assert requests.delete(s.url + "/api/kernels/" + started.json()["id"], timeout=30).status_code == 204
     finally:
-        assert s.stop() == 0
+        assert s.stop() == 0, s.log_text()
     wait_until(lambda: all(p["leased"] == 0 for p in daemon.status()["pools"]), timeout=20, what="no kernel leased")

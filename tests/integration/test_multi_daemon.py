@@ -261,4 +261,4 @@ def test_kpool_serve_follows_a_dns_name_as_daemons_come_and_go(kpoold, tmp_path)
         wait_until(lambda: any("kpoold %s joined" % first in line for line in s.log), what="the daemon back")
         assert daemons_answering() == {first, second}
     finally:
-        assert s.stop() == 0, "".join(s.log)
+        assert s.stop() == 0, s.log_text()

@@ -171,7 +171,7 @@ def test_the_gateway_deletes_restarts_and_culls_and_kpool_serve_stops(kpoold):
             kid, ks = gateway_kernel_with_a_plant(s, pool, tag)
             ks.close()
             before = leased(d, pool)
-            assert s.stop() == 0, "".join(s.log)
+            assert s.stop() == 0, s.log_text()
             wait_gone(d, before, "kpool serve's kernel to go")
             ways["serve stops"][pool] = outlived(tag, pool)
             d.wait_warm(pool, 1, timeout=120)
@@ -249,4 +249,4 @@ def test_the_gateway_says_a_kernel_died_of_its_memory_limit(kpoold):
         ks.close()
         assert any("died of out of memory (limit 256 MiB)" in line for line in s.log), "".join(s.log)
     finally:
-        assert s.stop() == 0
+        assert s.stop() == 0, s.log_text()

@@ -172,7 +172,7 @@ def test_every_answer_has_a_request_id_and_an_access_line(serve):
     assert r.headers["x-request-id"] == "job-42"
     other = s.get("/nowhere")
     assert re.fullmatch(r"[0-9a-f]{16}", other.headers["x-request-id"])
-    assert s.stop() == 0
+    assert s.stop() == 0, s.log_text()
     lines = [l for l in s.log if "access:" in l]
     assert any(re.search(r"POST /v1/exec 200 [0-9.]+ms kernel=[0-9a-f-]{36} request=job-42$", l.strip())
                for l in lines), lines
@@ -284,7 +284,7 @@ def test_a_daemon_that_dies_mid_run_ends_the_request_with_502(kpoold, tmp_path):
         assert got[0].status_code == 502 and got[0].json()["error"] == "kernel_died"
         assert time.monotonic() - started < 15
     finally:
-        assert s.stop() == 0
+        assert s.stop() == 0, s.log_text()
 
 
 def test_serve_reads_its_section_of_kpool_toml(daemon, root, tmp_path):

@@ -49,7 +49,7 @@ def test_at_the_kernel_limit_retry_after_is_a_polite_callers_turn(kpoold):
         for t in threads:
             t.join()
     finally:
-        assert s.stop() == 0, "".join(s.log)
+        assert s.stop() == 0, s.log_text()
     assert [job[-1] for job in done] == [200] * jobs
     refused = [(end - refused_at - cell_s, n, told) for _, end, n, told, refused_at, _ in done if n]
     assert len(refused) >= 5, done  # the limit was reached: callers were refused
