@@ -1,12 +1,13 @@
 // control_client: one REQ socket per request, so a request that timed out never poisons the next.
 #include "client/control_client.hpp"
 
+#include "client/connection_events.hpp"
+
 #include "config/paths.hpp"
 #include "protocol/text.hpp"
 
 #include <sys/stat.h>
 
-#include <atomic>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -40,17 +41,6 @@ std::string env_or(std::string value, const char* name) {
         }
     }
     return value;
-}
-
-// What a handshake failure seen on the monitor socket means for the user.
-std::string refusal_reason(std::uint16_t event) {
-    switch (event) {
-    case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
-        return "it refused this client (not an allowed uid or CURVE key)";
-    case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
-        return "the security handshake failed (CURVE on one side only, or a wrong server key?)";
-    default: return "the security handshake failed";
-    }
 }
 
 } // namespace
@@ -131,17 +121,14 @@ result<nlohmann::json> control_client::request(const nlohmann::json& req,
             socket.set(zmq::sockopt::curve_secretkey, m_keys.client_secret);
         }
         // A refused handshake is silent on the socket itself; the monitor hears of it.
-        static std::atomic<int> monitors = 0;
-        const std::string monitor_address = "inproc://kpool-monitor-" + std::to_string(++monitors);
+        const std::string monitor_address = next_monitor_address();
         // So is a daemon that is not there (connection refused) or goes away mid-request, and
         // one that does not complete the handshake within connect_timeout (libzmq drops such a
         // connection: a disconnect). Only events that mean "no reply will come" are watched:
         // an event on every request (handshake succeeded) would cost each one a wake-up.
         socket.set(zmq::sockopt::handshake_ivl, static_cast<int>(connect_timeout.count()));
         socket.set(zmq::sockopt::connect_timeout, static_cast<int>(connect_timeout.count()));
-        zmq_socket_monitor(socket.handle(), monitor_address.c_str(),
-                           ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                               ZMQ_EVENT_CONNECT_RETRIED | ZMQ_EVENT_DISCONNECTED);
+        zmq_socket_monitor(socket.handle(), monitor_address.c_str(), lost_connection_events);
         zmq::socket_t monitor(m_zmq, zmq::socket_type::pair);
         monitor.set(zmq::sockopt::linger, 0);
         monitor.connect(monitor_address);
@@ -165,24 +152,10 @@ result<nlohmann::json> control_client::request(const nlohmann::json& req,
             zmq::message_t address;
             (void)monitor.recv(event, zmq::recv_flags::none);
             (void)monitor.recv(address, zmq::recv_flags::none);
-            std::uint16_t id = 0;
-            if (event.size() >= sizeof id) {
-                std::memcpy(&id, event.data(), sizeof id);
+            if (auto lost =
+                    lost_connection_error(monitor_event_id(event.to_string_view()), m_endpoint)) {
+                return *lost;
             }
-            if (id == ZMQ_EVENT_CONNECT_RETRIED) {
-                return error{errc::unavailable, "cannot reach kpoold at " + m_endpoint +
-                                                    ": connection refused (is kpoold running?)"};
-            }
-            if (id == ZMQ_EVENT_DISCONNECTED) {
-                return error{
-                    errc::unavailable,
-                    "the connection to kpoold at " + m_endpoint +
-                        " was dropped before a reply (kpoold went away, or did not complete "
-                        "the handshake within " +
-                        std::to_string(connect_timeout.count()) + " ms)"};
-            }
-            return error{errc::bad_request,
-                         "cannot talk to kpoold at " + m_endpoint + ": " + refusal_reason(id)};
         }
         zmq::message_t reply;
         (void)socket.recv(reply, zmq::recv_flags::none);

@@ -4,9 +4,12 @@
 #include "protocol/control_replies.hpp"
 #include "protocol/control_requests.hpp"
 
+#include "client/connection_events.hpp"
 #include "loop/zmq_frames.hpp"
 
 #include <sys/stat.h>
+
+#include <vector>
 
 namespace kpool::serve {
 
@@ -23,7 +26,6 @@ control_channel::control_channel(uv_loop_t* loop, zmq::context_t& zmq, std::stri
 control_channel::~control_channel() = default;
 
 void control_channel::connect() {
-    m_watcher.reset();
     m_socket = zmq::socket_t(m_zmq, zmq::socket_type::dealer);
     m_socket.set(zmq::sockopt::linger, 0);
     if (!m_keys.empty()) {
@@ -32,8 +34,46 @@ void control_channel::connect() {
         m_socket.set(zmq::sockopt::curve_secretkey, m_keys.client_secret);
     }
     m_socket.set(zmq::sockopt::connect_timeout, static_cast<int>(client::connect_timeout.count()));
+    m_socket.set(zmq::sockopt::heartbeat_ivl, static_cast<int>(client::heartbeat_interval.count()));
+    m_socket.set(zmq::sockopt::heartbeat_timeout,
+                 static_cast<int>(client::heartbeat_timeout.count()));
+    const std::string monitor_address = client::next_monitor_address();
+    zmq_socket_monitor(m_socket.handle(), monitor_address.c_str(),
+                       client::lost_connection_events | ZMQ_EVENT_HANDSHAKE_SUCCEEDED);
+    m_monitor = zmq::socket_t(m_zmq, zmq::socket_type::pair);
+    m_monitor.set(zmq::sockopt::linger, 0);
+    m_monitor.connect(monitor_address);
     m_socket.connect(m_endpoint);
     m_watcher = std::make_unique<loop::zmq_watcher>(m_loop, m_socket, [this] { on_readable(); });
+    m_monitor_watcher =
+        std::make_unique<loop::zmq_watcher>(m_loop, m_monitor, [this] { on_monitor_event(); });
+}
+
+void control_channel::on_monitor_event() {
+    auto frames = loop::recv_frames(m_monitor);
+    if (!frames || frames->empty()) {
+        return;
+    }
+    const std::uint16_t event = client::monitor_event_id(frames->front());
+    if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+        m_lost.reset();
+        return;
+    }
+    auto lost = client::lost_connection_error(event, m_endpoint);
+    if (!lost) {
+        return;
+    }
+    // No reply can come over a connection that is gone: every request on it fails now, and the
+    // acquires among them are remembered as abandoned, so that a kernel granted over a
+    // connection that comes back (a request libzmq still held) is released.
+    m_lost = std::move(lost);
+    std::vector<std::uint64_t> pending;
+    for (const auto& [id, p] : m_pending) {
+        pending.push_back(id);
+    }
+    for (const std::uint64_t id : pending) {
+        give_up(id, *m_lost);
+    }
 }
 
 void control_channel::request(json request, std::chrono::milliseconds timeout, reply_fn done) {
@@ -45,6 +85,10 @@ void control_channel::request(json request, std::chrono::milliseconds timeout, r
                                               ": no socket there (is kpoold running?)"});
             return;
         }
+    }
+    if (m_lost) {
+        done(*m_lost);
+        return;
     }
     const std::uint64_t id = m_next_id++;
     request["req_id"] = id;

@@ -2,7 +2,10 @@
 // tagged with a req_id and matched to their replies, each request answered exactly once (its
 // reply, or an error when none came in time) while the channel lives. An acquire whose reply comes
 // after its caller gave up holds a kernel nobody will use: it is released at once, so no kernel
-// leaks.
+// leaks. The socket's monitor says when the connection is lost (kpoold killed, its host silent
+// past the heartbeat, the connection refused): what is pending fails at once, and so does every
+// request until the connection is back, so kpool serve tries another daemon at once instead of
+// waiting out a deadline.
 #pragma once
 
 #include "client/control_client.hpp"
@@ -19,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace kpool::serve {
@@ -39,6 +43,8 @@ public:
     void request(nlohmann::json request, std::chrono::milliseconds timeout, reply_fn done);
 
     const std::string& endpoint() const { return m_endpoint; }
+    // Why the connection is down now (a request fails at once), if it is.
+    const std::optional<error>& lost() const { return m_lost; }
 
 private:
     struct pending_request {
@@ -47,6 +53,7 @@ private:
         bool acquire = false;
     };
     void on_readable();
+    void on_monitor_event();
     void on_reply(const nlohmann::json& reply);
     void give_up(std::uint64_t id, error why);
     void connect();
@@ -56,7 +63,10 @@ private:
     std::string m_endpoint;
     client::curve_keys m_keys;
     zmq::socket_t m_socket;
-    std::unique_ptr<loop::zmq_watcher> m_watcher; // after m_socket
+    std::unique_ptr<loop::zmq_watcher> m_watcher;         // after m_socket
+    zmq::socket_t m_monitor;                              // m_socket's connection events
+    std::unique_ptr<loop::zmq_watcher> m_monitor_watcher; // after m_monitor
+    std::optional<error> m_lost;
     std::uint64_t m_next_id = 1;
     std::map<std::uint64_t, pending_request> m_pending;
     std::map<std::uint64_t, bool> m_abandoned_acquires; // timed out; a late kernel is released

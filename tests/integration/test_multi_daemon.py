@@ -214,6 +214,35 @@ def test_the_provisioner_and_kpool_exec_with_a_list_of_endpoints(daemon_set, tmp
                 os.environ[k] = v
 
 
+def test_kpool_serve_fails_over_at_once_from_a_daemon_that_died(daemon_set):
+    """kpool serve in front of three daemons, one SIGKILLed: its control connection drops, and
+    kpool serve asks another daemon at once. Before it heard the drop, an acquire sent to the
+    dead daemon waited out the queue timeout and the control margin (10 s) and then answered
+    503."""
+    from serve_fixtures import Serve
+    daemons, endpoints, env = daemon_set(PYTHON_POOL)
+    for d in daemons:
+        d.wait_warm("python3", 1, timeout=60)
+    s = Serve(endpoints, "--spares", "0", env={k: env[k] for k in ("KPOOL_SERVER_KEY", "KPOOL_CLIENT_KEY_FILE")})
+    try:
+        for _ in range(3):
+            assert s.post("/v1/exec", {"code": "1"}).status_code == 200
+        victim = daemons[1]
+        victim.expected_exit = -signal.SIGKILL
+        victim.proc.kill()
+        victim.proc.wait()
+        time.sleep(0.2)  # the drop reaches kpool serve's loop
+        took = []
+        for _ in range(12):
+            started = time.monotonic()
+            r = s.post("/v1/exec", {"code": "1"})
+            took.append(time.monotonic() - started)
+            assert r.status_code == 200, r.text
+        assert max(took) < 3, took
+    finally:
+        assert s.stop() == 0, s.log_text()
+
+
 def test_kpool_serve_follows_a_dns_name_as_daemons_come_and_go(kpoold, tmp_path):
     """kpool serve in front of `dns:NAME:PORT` resolves NAME again every --resolve-every: a
     daemon the name starts to resolve to gets requests, one it no longer resolves to gets none.

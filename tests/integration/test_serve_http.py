@@ -287,6 +287,37 @@ def test_a_daemon_that_dies_mid_run_ends_the_request_with_502(kpoold, tmp_path):
         assert s.stop() == 0, s.log_text()
 
 
+def test_a_dead_daemon_is_a_503_at_once_and_its_return_is_seen(kpoold):
+    """kpool serve hears the control connection drop (its socket monitor): a request while its
+    one daemon is dead is refused at once, not after the queue timeout and the control margin
+    (5 + 5 s); kpoold back on the same socket serves the next requests."""
+    d = kpoold("[pools.python3]\nsize = 1\n")
+    d.wait_warm("python3", 1, timeout=60)
+    s = Serve(d.endpoint, "--spares", "0")
+    try:
+        first = exec_(s, "1")
+        assert first.status_code == 200, first.text
+        d.expected_exit = -signal.SIGKILL
+        d.proc.kill()
+        d.proc.wait()
+        time.sleep(0.2)  # the drop reaches kpool serve's loop
+        for _ in range(3):
+            started = time.monotonic()
+            r = exec_(s, "1")
+            took = time.monotonic() - started
+            assert r.status_code == 503, r.text
+            assert "was dropped before a reply" in r.json()["message"] or \
+                "connection refused" in r.json()["message"], r.text
+            assert took < 2, took
+        d.expected_exit = 0
+        d.start()  # the same ipc path: the connection comes back
+        d.wait_warm("python3", 1, timeout=60)
+        wait_until(lambda: exec_(s, "1").status_code == 200, timeout=10,
+                   what="kpool serve to use the daemon again")
+    finally:
+        assert s.stop() == 0, s.log_text()
+
+
 def test_serve_reads_its_section_of_kpool_toml(daemon, root, tmp_path):
     token = tmp_path / "token"
     token.write_text("from-config\n")
