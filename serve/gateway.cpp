@@ -26,6 +26,11 @@ using namespace std::chrono_literals;
 
 namespace {
 
+// A kernel that died is replaced at most this many times in a row while no kernel comes in
+// time, this far apart (jupyter_client's KernelRestarter: restart_limit 5).
+constexpr int died_replace_attempts = 5;
+constexpr std::chrono::milliseconds died_replace_pause{1000};
+
 std::string content_type_of(const std::string& file) {
     const std::string ext = std::filesystem::path(file).extension().string();
     if (ext == ".png") {
@@ -317,7 +322,7 @@ void gateway::launch(const exchange_ptr& ex, const std::string& kernel_name, con
         auto g = std::make_unique<gateway_kernel>(m_owner.loop(), id, name, std::move(k));
         loop::logger("gateway")->info("kernel {} started ({} from kpoold, pool {})", id,
                                       lease.kernel_id, name);
-        m_kernels[id] = held{std::move(g), cwd, env, false, watch(id, lease)};
+        m_kernels[id] = held{std::move(g), cwd, env, false, watch(id, lease), false, nullptr};
         m_owner.metrics().gateway_kernels().Set(static_cast<double>(m_kernels.size()));
         done(id, {});
     });
@@ -364,19 +369,47 @@ kernel_watch gateway::watch(const std::string& id, const kernel_lease& lease) {
 void gateway::on_gone(const std::string& id, const std::string& kernel_id,
                       const kernel_gone& gone) {
     auto it = m_kernels.find(id);
-    if (it == m_kernels.end() || it->second.replacing ||
+    if (it == m_kernels.end() || it->second.replacing || it->second.mourning ||
         it->second.kernel->lease().kernel_id != kernel_id) {
-        return; // a restart is under way: it swaps the kernel
+        return; // a restart or a replacement is under way: it swaps the kernel
     }
+    it->second.mourning = true;
     // As Kernel Gateway's restarter: "restarting", then a kernel again.
     loop::logger("gateway")->warn("kernel {} died{}{}: replacing it with a warm one", id,
                                   gone.reason.empty() ? "" : " of ", gone.reason);
     it->second.kernel->announce("restarting", gone.reason);
-    replace(id, "died", [this, id](http_response r) {
+    replace_dead(id, 1);
+}
+
+void gateway::replace_dead(const std::string& id, int attempt) {
+    replace(id, "died", [this, id, attempt](http_response r) {
         auto at = m_kernels.find(id);
-        if (r.status != 200 && at != m_kernels.end()) {
-            at->second.kernel->announce("dead");
+        if (r.status == 200 || at == m_kernels.end() || !at->second.mourning) {
+            return;
         }
+        // No kernel in time (a pool refilling on a loaded host, a daemon away for now): nobody
+        // waits on this answer, so wait longer than a request would. Anything else is final.
+        const bool for_now = r.status == 429 || r.status == 503;
+        if (!for_now || attempt >= died_replace_attempts || m_stopping) {
+            loop::logger("gateway")->warn("kernel {} could not be replaced after its death: {}", id,
+                                          r.body);
+            at->second.mourning = false;
+            at->second.watch.reset(); // nothing more to learn from the dead lease
+            at->second.kernel->announce("dead");
+            return;
+        }
+        loop::logger("gateway")->info(
+            "kernel {}: replacement {} of {} refused ({}), trying again in {} ms", id, attempt,
+            died_replace_attempts, r.body, died_replace_pause.count());
+        if (!at->second.retry) {
+            at->second.retry = std::make_unique<loop::uv_timer>(m_owner.loop());
+        }
+        at->second.retry->start(died_replace_pause, [this, id, attempt] {
+            auto again = m_kernels.find(id);
+            if (again != m_kernels.end() && again->second.mourning && !again->second.replacing) {
+                replace_dead(id, attempt + 1);
+            }
+        });
     });
 }
 
@@ -407,6 +440,7 @@ void gateway::replace(const std::string& id, const std::string& why,
             return done(std::move(std::get<refusal>(kernel).answer));
         }
         const kernel_lease fresh = k->lease;
+        it->second.mourning = false; // a restart meanwhile ends a replacement's retries too
         const kernel_lease old = it->second.kernel->replace(std::move(*k));
         it->second.watch = watch(id, fresh);
         release(old);

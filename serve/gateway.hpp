@@ -62,6 +62,10 @@ private:
         std::map<std::string, std::string> env;
         bool replacing = false; // a restart (or a replacement after a death) is under way
         kernel_watch watch;     // of the kernel's current lease
+        // Its kernel died and is being replaced (replace_dead): later polls of the dead lease
+        // say nothing new, and the next attempt is on `retry`.
+        bool mourning = false;
+        std::unique_ptr<loop::uv_timer> retry;
     };
     using obtained_fn = std::function<void(obtained)>;
 
@@ -85,6 +89,11 @@ private:
     // Tells us when the kernel held under `id` on `lease` dies: it is replaced.
     kernel_watch watch(const std::string& id, const kernel_lease& lease);
     void on_gone(const std::string& id, const std::string& kernel_id, const kernel_gone& gone);
+    // The replacement of a kernel that died, `attempt` of died_replace_attempts: one refused for
+    // want of a kernel in time (429, 503) is tried again a second later, as jupyter_client's
+    // restarter tries a failed restart again; after the last, or a refusal of another kind, the
+    // kernel is "dead" (its watch ended) until a client restarts it.
+    void replace_dead(const std::string& id, int attempt);
     void release(
         const kernel_lease& lease, std::function<void()> done = [] {});
     // Released while stopping: release_all's `done` waits for it.

@@ -216,14 +216,16 @@ def free_port():
         return s.getsockname()[1]
 
 
-def wait_until(predicate, timeout=10.0, interval=0.05, what="condition"):
+def wait_until(predicate, timeout=10.0, interval=0.05, what="condition", detail=None):
+    """`detail`: a function whose text (logs, say) a timeout shows, read only then."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(interval)
-    raise AssertionError("timed out after %.1f s waiting for %s" % (timeout, what))
+    raise AssertionError("timed out after %.1f s waiting for %s%s"
+                         % (timeout, what, "\n" + detail() if detail else ""))
 
 
 class Daemon:

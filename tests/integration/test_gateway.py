@@ -18,7 +18,7 @@ import requests
 import websocket
 
 from conftest import module_daemon, wait_until
-from serve_fixtures import JSON, serve_processes
+from serve_fixtures import JSON, Serve, serve_processes
 
 POOLS = """
 [pools.python3]
@@ -407,6 +407,85 @@ def test_a_kernel_that_dies_is_replaced_and_its_websocket_told(serve):
                timeout=20, what="the replacement kernel")
     assert ks.execute("1 + 1")[1]["status"] == "ok"
     ks.close()
+
+
+def test_a_kernel_that_dies_while_its_pool_refills_comes_back_once_one_is_warm(kpoold):
+    """The replacement of a kernel that died is refused while its pool has no warm kernel
+    (--queue-timeout 1 against a refill of some 3 s); kpool serve tries again each second, as
+    jupyter_client's restarter tries a failed restart again, instead of calling the kernel dead
+    at the first refusal."""
+    d = kpoold('[pools.slowfill]\nkernelspec = "python3"\nlauncher = "spawn"\nsize = 1\n'
+               'startup_code = "import time\\ntime.sleep(2)"\n')
+    d.wait_warm("slowfill", 1, timeout=60)
+    s = Serve(d.endpoint, "--spares", "0", "--queue-timeout", "1")
+    try:
+        kid = start_kernel(s, name="slowfill")["id"]
+        ks = KernelSocket(s, kid)
+        ks.send("execute_request", {"code": "import os; os._exit(1)", "silent": False, "store_history": True,
+                                    "user_expressions": {}, "allow_stdin": False, "stop_on_error": True})
+        ks.until(lambda m: m["msg_type"] == "status" and m["content"]["execution_state"] == "restarting")
+        states = []  # what the front end is told meanwhile
+
+        def replaced():
+            ks.ws.settimeout(0.2)
+            try:
+                while True:
+                    m = ks.read()
+                    if m["msg_type"] == "status":
+                        states.append(m["content"]["execution_state"])
+            except websocket.WebSocketTimeoutException:
+                pass
+            return requests.get(s.url + "/api/kernels/" + kid, timeout=30).json()["execution_state"] == "idle"
+        wait_until(replaced, timeout=30, what="the replacement kernel", detail=s.log_text)
+        # Never "dead" on the way (a front end shows a dead kernel's dialog), nor "restarting" again.
+        assert "dead" not in states and "restarting" not in states, states
+        assert any("replacement 1 of 5 refused" in line for line in s.log), s.log_text()
+        ks.ws.settimeout(30)
+        assert ks.execute("1 + 1")[1]["status"] == "ok"
+        ks.close()
+    finally:
+        assert s.stop() == 0, s.log_text()
+
+
+def test_a_kernel_that_dies_with_its_pool_drained_is_dead_after_five_tries_until_restarted(kpoold):
+    """Its pool drained, every replacement is refused: after the fifth, the front end is told
+    "dead" (once, after the one "restarting"), and a restart once the pool serves again brings
+    the kernel back under its id."""
+    d = kpoold("[pools.python3]\nsize = 1\n")
+    d.wait_warm("python3", 1, timeout=60)
+    s = Serve(d.endpoint, "--spares", "0", "--queue-timeout", "1")
+    try:
+        kid = start_kernel(s)["id"]
+        assert d.rpc(op="drain", pool="python3")["ok"]
+        ks = KernelSocket(s, kid)
+        ks.send("execute_request", {"code": "import os; os._exit(1)", "silent": False, "store_history": True,
+                                    "user_expressions": {}, "allow_stdin": False, "stop_on_error": True})
+        states = []
+
+        def dead():
+            ks.ws.settimeout(0.2)
+            try:
+                while True:
+                    m = ks.read()
+                    if m["msg_type"] == "status":
+                        states.append(m["content"]["execution_state"])
+            except websocket.WebSocketTimeoutException:
+                pass
+            return "dead" in states
+        wait_until(dead, timeout=30, what="the kernel dead", detail=s.log_text)
+        assert [x for x in states if x not in ("busy", "idle")] == ["restarting", "dead"], states
+        assert requests.get(s.url + "/api/kernels/" + kid, timeout=30).json()["execution_state"] == "dead"
+        assert any("replacement 4 of 5 refused" in line for line in s.log), s.log_text()
+        assert not any("replacement 5 of 5 refused" in line for line in s.log), s.log_text()
+        assert d.rpc(op="resize", pool="python3", size=1)["ok"]
+        d.wait_warm("python3", 1, timeout=60)
+        r = requests.post(s.url + "/api/kernels/%s/restart" % kid, json={}, timeout=60)
+        assert r.status_code == 200, r.text
+        ks.ws.settimeout(30)
+        assert ks.execute("1 + 1")[1]["status"] == "ok"
+        ks.close()
+    finally:
+        assert s.stop() == 0, s.log_text()
 
 
 def test_idle_kernels_are_culled(serve, daemon):

@@ -244,7 +244,8 @@ def test_the_gateway_says_a_kernel_died_of_its_memory_limit(kpoold):
         model = requests.get(s.url + "/api/kernels/" + kid, timeout=30).json()
         assert model["last_exit"] == "out of memory (limit 256 MiB)", model
         wait_until(lambda: requests.get(s.url + "/api/kernels/" + kid, timeout=30).json()["execution_state"] == "idle",
-                   timeout=60, what="the replacement kernel")
+                   timeout=60, what="the replacement kernel",
+                   detail=lambda: s.log_text() + "\nkpoold's log, its end:\n" + d.log_text()[-4000:])
         assert ks.execute("print(1 + 1)")[1]["status"] == "ok"
         ks.close()
         assert any("died of out of memory (limit 256 MiB)" in line for line in s.log), "".join(s.log)
