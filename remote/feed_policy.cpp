@@ -12,8 +12,9 @@ constexpr double min_gradient = 0.5;    // at most halved by one round
 constexpr std::size_t min_round = 3;    // answers per round at the least, however small the window
 constexpr double first_backoff_s = 0.1; // after a refused connection, doubling
 constexpr double max_backoff_s = 2.0;
-constexpr double min_gain = 0.05; // a growth must raise the rate by this much to stay
-constexpr int quiet_rounds = 4;   // after a growth taken back, rounds before the next
+constexpr double min_gain = 0.05;  // a growth must raise the rate by this much to stay,
+constexpr double gain_share = 0.5; // or by this share of what it would with room for it, if less
+constexpr int quiet_rounds = 4;    // after a growth taken back, rounds before the next
 
 } // namespace
 
@@ -46,9 +47,7 @@ bool feed_policy::may_send(double now, std::size_t in_flight) const {
 }
 
 std::uint64_t feed_policy::sent(double now, std::size_t in_flight) {
-    if (m_round_start < 0) {
-        m_round_start = now;
-    }
+    (void)now;
     m_round_peak = std::max(m_round_peak, in_flight);
     return m_tickets++;
 }
@@ -66,19 +65,24 @@ void feed_policy::answered(double now, std::uint64_t ticket, double latency_ms, 
                        ? std::max(0.0, latency_ms - queued_ms)
                        : (m_min_latency > 0 ? std::min(latency_ms, m_min_latency) : latency_ms);
     if (++m_round_answers >= std::max<std::size_t>(min_round, window())) {
-        end_round(now);
+        end_round();
     }
 }
 
-void feed_policy::end_round(double now) {
+void feed_policy::end_round() {
     const double mean = m_round_latency / static_cast<double>(m_round_answers);
     m_min_latency = m_min_latency > 0 ? std::min(m_min_latency, mean) : mean;
-    const double rate = static_cast<double>(m_round_answers) / std::max(1e-3, now - m_round_start);
+    // Answers a second, by Little's law: what was in flight over how long each took. Counted
+    // over the round's clock instead, equal jobs answer in bursts and a round's rate is
+    // whichever bursts it happened to span.
+    const double rate = static_cast<double>(m_round_peak) / std::max(1e-3, mean);
     m_quiet = std::max(0, m_quiet - 1);
     if (!m_round_cut && m_round_latency > 0) {
         const double gradient =
             std::clamp(m_settings.tolerance * m_round_own / m_round_latency, min_gradient, 1.0);
-        if (m_grown_from > 0 && rate < m_rate_before * (1 + min_gain)) {
+        const double wanted =
+            m_grown_from > 0 ? std::min(min_gain, gain_share * (m_window / m_grown_from - 1)) : 0;
+        if (m_grown_from > 0 && rate < m_rate_before * (1 + wanted)) {
             // The last growth bought no throughput (the server's CPU, not its queue, is the
             // limit): take it back, and leave it a few rounds before trying again.
             m_window = m_grown_from;
@@ -108,7 +112,6 @@ void feed_policy::end_round(double now) {
     m_round_peak = 0;
     m_round_cut = false;
     m_round_first = m_tickets;
-    m_round_start = now;
 }
 
 double feed_policy::refused(double now, std::size_t in_flight, double retry_after_s) {

@@ -11,8 +11,9 @@
 // tolerance * own / latency (own = latency - queued, summed over the round) keeps the window
 // where the queue is at most (tolerance - 1) of the code's time. Growth doubles until the first
 // queue (slow start), then adds one a round, and only when the window was used and the growth
-// before it raised the rate of answers by 5% (else it is taken back: the server's CPU, not its
-// queue, is the limit, and more in flight would only be slower). A 429 cuts the
+// before it raised the rate of answers (in flight over latency, Little's law) by 5%, or by half
+// of what it would with room for it if that is less (else it is taken back: the server's CPU,
+// not its queue, is the limit, and more in flight would only be slower). A 429 cuts the
 // window to 0.7 of what was in flight (once a round) and holds every new request until an answer
 // comes or the Retry-After passes; a connection refused holds them with a backoff of 0.1 s
 // doubling to 2 s.
@@ -67,7 +68,7 @@ public:
     double unreachable(double now);
 
 private:
-    void end_round(double now);
+    void end_round();
 
     policy_settings m_settings;
     double m_window;
@@ -78,7 +79,6 @@ private:
         0; // ms, the lowest round mean: the code's time when the server does not say
     std::uint64_t m_tickets = 0;     // requests sent
     std::uint64_t m_round_first = 0; // the first ticket the round counts
-    double m_round_start = -1;       // when the round began (its rate's clock)
     double m_grown_from = 0;  // the window before the last growth (0: the last change was none)
     double m_rate_before = 0; // the answers a second of the round that decided that growth
     int m_quiet = 0;          // rounds left without growth, after one was taken back

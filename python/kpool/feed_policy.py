@@ -10,7 +10,8 @@ MIN_GRADIENT = 0.5      # at most halved by one round
 MIN_ROUND = 3           # answers per round at the least
 FIRST_BACKOFF_S = 0.1   # after a refused connection, doubling
 MAX_BACKOFF_S = 2.0
-MIN_GAIN = 0.05         # a growth must raise the rate by this much to stay
+MIN_GAIN = 0.05         # a growth must raise the rate by this much to stay,
+GAIN_SHARE = 0.5        # or by this share of what it would with room for it, if less
 QUIET_ROUNDS = 4        # after a growth taken back, rounds before the next
 
 ANSWERED, RETRY, LOST, HOPELESS = "answered", "retry", "lost", "hopeless"
@@ -40,7 +41,6 @@ class FeedPolicy:
         self._min_latency = 0.0
         self._tickets = 0
         self._round_first = 0
-        self._round_start = -1.0
         self._grown_from = 0.0
         self._rate_before = 0.0
         self._quiet = 0
@@ -61,8 +61,6 @@ class FeedPolicy:
         return in_flight < self.window and now >= self.held_until
 
     def sent(self, now: float, in_flight: int) -> int:
-        if self._round_start < 0:
-            self._round_start = now
         self._peak = max(self._peak, in_flight)
         ticket = self._tickets
         self._tickets += 1
@@ -80,16 +78,22 @@ class FeedPolicy:
             self._own += min(latency_ms, self._min_latency) if self._min_latency > 0 else latency_ms
         self._answers += 1
         if self._answers >= max(MIN_ROUND, self.window):
-            self._end_round(now)
+            self._end_round()
 
-    def _end_round(self, now: float):
+    def _end_round(self):
         mean = self._latency / self._answers
         self._min_latency = min(self._min_latency, mean) if self._min_latency > 0 else mean
-        rate = self._answers / max(1e-3, now - self._round_start)
+        # Answers a second, by Little's law: what was in flight over how long each took. Counted
+        # over the round's clock instead, equal jobs answer in bursts and a round's rate is
+        # whichever bursts it happened to span.
+        rate = self._peak / max(1e-3, mean)
         self._quiet = max(0, self._quiet - 1)
         if not self._cut and self._latency > 0:
             gradient = min(max(self.tolerance * self._own / self._latency, MIN_GRADIENT), 1.0)
-            if self._grown_from > 0 and rate < self._rate_before * (1 + MIN_GAIN):
+            wanted = 0.0
+            if self._grown_from > 0:
+                wanted = min(MIN_GAIN, GAIN_SHARE * (self._window / self._grown_from - 1))
+            if self._grown_from > 0 and rate < self._rate_before * (1 + wanted):
                 self._window = self._grown_from  # the growth bought nothing: taken back
                 self._slow_start = False
                 self._grown_from = 0.0
@@ -107,7 +111,6 @@ class FeedPolicy:
             self._window = min(self._window, float(self.max_in_flight))
         self._new_round()
         self._round_first = self._tickets
-        self._round_start = now
 
     def refused(self, now: float, in_flight: int, retry_after_s: float) -> float:
         if not self._cut:
