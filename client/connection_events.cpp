@@ -8,10 +8,19 @@
 
 namespace kpool::client {
 
-std::string next_monitor_address() {
+connection_monitor::connection_monitor(zmq::context_t& zmq, zmq::socket_t& watched, int events)
+    : m_watched(watched), m_pair(zmq, zmq::socket_type::pair) {
+    // A fresh inproc name each time: inproc names are per context, and contexts are shared.
     static std::atomic<unsigned> monitors = 0;
-    return "inproc://kpool-monitor-" + std::to_string(++monitors);
+    const std::string address = "inproc://kpool-monitor-" + std::to_string(++monitors);
+    if (zmq_socket_monitor(m_watched.handle(), address.c_str(), events) != 0) {
+        throw zmq::error_t();
+    }
+    m_pair.set(zmq::sockopt::linger, 0);
+    m_pair.connect(address);
 }
+
+connection_monitor::~connection_monitor() { zmq_socket_monitor(m_watched.handle(), nullptr, 0); }
 
 std::uint16_t monitor_event_id(std::string_view first_frame) {
     std::uint16_t id = 0;

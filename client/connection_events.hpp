@@ -6,7 +6,7 @@
 
 #include "protocol/result.hpp"
 
-#include <zmq.h>
+#include <zmq.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -28,9 +28,23 @@ inline constexpr int lost_connection_events = ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
 inline constexpr std::chrono::milliseconds heartbeat_interval{1000};
 inline constexpr std::chrono::milliseconds heartbeat_timeout{5000};
 
-// A fresh inproc address for a socket's monitor, unique in the process (inproc names are per
-// context, and contexts may be shared).
-std::string next_monitor_address();
+// `watched`'s connection `events`, on a PAIR socket of ours (socket()). Declared after the
+// watched socket, so that it goes first: its destructor stops the monitoring before the PAIR
+// closes. A PAIR closed while monitoring goes on leaves libzmq sending events nobody takes (a
+// message leaked, or its I/O thread blocked on a full pipe: libzmq issue 3575).
+class connection_monitor {
+public:
+    connection_monitor(zmq::context_t& zmq, zmq::socket_t& watched, int events);
+    ~connection_monitor();
+    connection_monitor(const connection_monitor&) = delete;
+    connection_monitor& operator=(const connection_monitor&) = delete;
+
+    zmq::socket_t& socket() { return m_pair; }
+
+private:
+    zmq::socket_t& m_watched;
+    zmq::socket_t m_pair;
+};
 
 // The event number in a monitor message's first frame (0 if it is too short to hold one).
 std::uint16_t monitor_event_id(std::string_view first_frame);

@@ -121,17 +121,14 @@ result<nlohmann::json> control_client::request(const nlohmann::json& req,
             socket.set(zmq::sockopt::curve_secretkey, m_keys.client_secret);
         }
         // A refused handshake is silent on the socket itself; the monitor hears of it.
-        const std::string monitor_address = next_monitor_address();
         // So is a daemon that is not there (connection refused) or goes away mid-request, and
         // one that does not complete the handshake within connect_timeout (libzmq drops such a
         // connection: a disconnect). Only events that mean "no reply will come" are watched:
         // an event on every request (handshake succeeded) would cost each one a wake-up.
         socket.set(zmq::sockopt::handshake_ivl, static_cast<int>(connect_timeout.count()));
         socket.set(zmq::sockopt::connect_timeout, static_cast<int>(connect_timeout.count()));
-        zmq_socket_monitor(socket.handle(), monitor_address.c_str(), lost_connection_events);
-        zmq::socket_t monitor(m_zmq, zmq::socket_type::pair);
-        monitor.set(zmq::sockopt::linger, 0);
-        monitor.connect(monitor_address);
+        connection_monitor watch(m_zmq, socket, lost_connection_events);
+        zmq::socket_t& monitor = watch.socket();
         socket.connect(m_endpoint);
         const std::string body = protocol::dump_json(req);
         socket.send(zmq::buffer(body), zmq::send_flags::none);

@@ -4,7 +4,6 @@
 #include "protocol/control_replies.hpp"
 #include "protocol/control_requests.hpp"
 
-#include "client/connection_events.hpp"
 #include "loop/zmq_frames.hpp"
 
 #include <sys/stat.h>
@@ -37,20 +36,16 @@ void control_channel::connect() {
     m_socket.set(zmq::sockopt::heartbeat_ivl, static_cast<int>(client::heartbeat_interval.count()));
     m_socket.set(zmq::sockopt::heartbeat_timeout,
                  static_cast<int>(client::heartbeat_timeout.count()));
-    const std::string monitor_address = client::next_monitor_address();
-    zmq_socket_monitor(m_socket.handle(), monitor_address.c_str(),
-                       client::lost_connection_events | ZMQ_EVENT_HANDSHAKE_SUCCEEDED);
-    m_monitor = zmq::socket_t(m_zmq, zmq::socket_type::pair);
-    m_monitor.set(zmq::sockopt::linger, 0);
-    m_monitor.connect(monitor_address);
+    m_monitor = std::make_unique<client::connection_monitor>(
+        m_zmq, m_socket, client::lost_connection_events | ZMQ_EVENT_HANDSHAKE_SUCCEEDED);
     m_socket.connect(m_endpoint);
     m_watcher = std::make_unique<loop::zmq_watcher>(m_loop, m_socket, [this] { on_readable(); });
-    m_monitor_watcher =
-        std::make_unique<loop::zmq_watcher>(m_loop, m_monitor, [this] { on_monitor_event(); });
+    m_monitor_watcher = std::make_unique<loop::zmq_watcher>(m_loop, m_monitor->socket(),
+                                                            [this] { on_monitor_event(); });
 }
 
 void control_channel::on_monitor_event() {
-    auto frames = loop::recv_frames(m_monitor);
+    auto frames = loop::recv_frames(m_monitor->socket());
     if (!frames || frames->empty()) {
         return;
     }

@@ -8,6 +8,7 @@
 // waiting out a deadline.
 #pragma once
 
+#include "client/connection_events.hpp"
 #include "client/control_client.hpp"
 #include "loop/uv_timer.hpp"
 #include "loop/zmq_watcher.hpp"
@@ -63,9 +64,9 @@ private:
     std::string m_endpoint;
     client::curve_keys m_keys;
     zmq::socket_t m_socket;
-    std::unique_ptr<loop::zmq_watcher> m_watcher;         // after m_socket
-    zmq::socket_t m_monitor;                              // m_socket's connection events
-    std::unique_ptr<loop::zmq_watcher> m_monitor_watcher; // after m_monitor
+    std::unique_ptr<loop::zmq_watcher> m_watcher;          // after m_socket
+    std::unique_ptr<client::connection_monitor> m_monitor; // after m_socket: it goes first
+    std::unique_ptr<loop::zmq_watcher> m_monitor_watcher;  // after m_monitor
     std::optional<error> m_lost;
     std::uint64_t m_next_id = 1;
     std::map<std::uint64_t, pending_request> m_pending;
