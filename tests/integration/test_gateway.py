@@ -409,6 +409,21 @@ def test_a_kernel_that_dies_is_replaced_and_its_websocket_told(serve):
     ks.close()
 
 
+def status_states(ks):
+    """The execution states the kernel's websocket has been told since the last call (what is
+    queued now, read within 0.2 s)."""
+    states = []
+    ks.ws.settimeout(0.2)
+    try:
+        while True:
+            m = ks.read()
+            if m["msg_type"] == "status":
+                states.append(m["content"]["execution_state"])
+    except websocket.WebSocketTimeoutException:
+        pass
+    return states
+
+
 def test_a_kernel_that_dies_while_its_pool_refills_comes_back_once_one_is_warm(kpoold):
     """The replacement of a kernel that died is refused while its pool has no warm kernel
     (--queue-timeout 1 against a refill of some 3 s); kpool serve tries again each second, as
@@ -427,14 +442,7 @@ def test_a_kernel_that_dies_while_its_pool_refills_comes_back_once_one_is_warm(k
         states = []  # what the front end is told meanwhile
 
         def replaced():
-            ks.ws.settimeout(0.2)
-            try:
-                while True:
-                    m = ks.read()
-                    if m["msg_type"] == "status":
-                        states.append(m["content"]["execution_state"])
-            except websocket.WebSocketTimeoutException:
-                pass
+            states.extend(status_states(ks))
             return requests.get(s.url + "/api/kernels/" + kid, timeout=30).json()["execution_state"] == "idle"
         wait_until(replaced, timeout=30, what="the replacement kernel", detail=s.log_text)
         # Never "dead" on the way (a front end shows a dead kernel's dialog), nor "restarting" again.
@@ -463,14 +471,7 @@ def test_a_kernel_that_dies_with_its_pool_drained_is_dead_after_five_tries_until
         states = []
 
         def dead():
-            ks.ws.settimeout(0.2)
-            try:
-                while True:
-                    m = ks.read()
-                    if m["msg_type"] == "status":
-                        states.append(m["content"]["execution_state"])
-            except websocket.WebSocketTimeoutException:
-                pass
+            states.extend(status_states(ks))
             return "dead" in states
         wait_until(dead, timeout=30, what="the kernel dead", detail=s.log_text)
         assert [x for x in states if x not in ("busy", "idle")] == ["restarting", "dead"], states
