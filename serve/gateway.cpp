@@ -401,15 +401,24 @@ void gateway::replace_dead(const std::string& id, int attempt) {
         loop::logger("gateway")->info(
             "kernel {}: replacement {} of {} refused ({}), trying again in {} ms", id, attempt,
             died_replace_attempts, r.body, died_replace_pause.count());
-        if (!at->second.retry) {
-            at->second.retry = std::make_unique<loop::uv_timer>(m_owner.loop());
+        replace_dead_later(id, attempt + 1);
+    });
+}
+
+void gateway::replace_dead_later(const std::string& id, int attempt) {
+    held& h = m_kernels.at(id);
+    if (!h.retry) {
+        h.retry = std::make_unique<loop::uv_timer>(m_owner.loop());
+    }
+    h.retry->start(died_replace_pause, [this, id, attempt] {
+        auto again = m_kernels.find(id);
+        if (again == m_kernels.end() || !again->second.mourning) {
+            return; // deleted, or a client's restart replaced it meanwhile
         }
-        at->second.retry->start(died_replace_pause, [this, id, attempt] {
-            auto again = m_kernels.find(id);
-            if (again != m_kernels.end() && again->second.mourning && !again->second.replacing) {
-                replace_dead(id, attempt + 1);
-            }
-        });
+        if (again->second.replacing) {
+            return replace_dead_later(id, attempt); // a client's restart under way: after it
+        }
+        replace_dead(id, attempt);
     });
 }
 

@@ -94,6 +94,8 @@ private:
     // restarter tries a failed restart again; after the last, or a refusal of another kind, the
     // kernel is "dead" (its watch ended) until a client restarts it.
     void replace_dead(const std::string& id, int attempt);
+    // replace_dead(id, attempt) after died_replace_pause (later still while a restart runs).
+    void replace_dead_later(const std::string& id, int attempt);
     void release(
         const kernel_lease& lease, std::function<void()> done = [] {});
     // Released while stopping: release_all's `done` waits for it.
