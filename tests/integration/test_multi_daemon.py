@@ -231,7 +231,6 @@ def test_kpool_serve_fails_over_at_once_from_a_daemon_that_died(daemon_set):
         victim.expected_exit = -signal.SIGKILL
         victim.proc.kill()
         victim.proc.wait()
-        time.sleep(0.2)  # the drop reaches kpool serve's loop
         took = []
         for _ in range(12):
             started = time.monotonic()

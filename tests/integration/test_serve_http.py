@@ -300,7 +300,6 @@ def test_a_dead_daemon_is_a_503_at_once_and_its_return_is_seen(kpoold):
         d.expected_exit = -signal.SIGKILL
         d.proc.kill()
         d.proc.wait()
-        time.sleep(0.2)  # the drop reaches kpool serve's loop
         for _ in range(3):
             started = time.monotonic()
             r = exec_(s, "1")
