@@ -334,7 +334,10 @@ def test_a_sandboxed_kernel_still_does_what_a_kernel_does(kpoold, tmp_path):
                                        timeout=30, output_hook=lambda msg: got.append(msg["content"].get("text", "")))
         assert reply["content"]["status"] == "ok", reply["content"]
         assert "%s :memory:" % (roots / "box") in "".join(got)
-        msg_id = kc.execute("import time; time.sleep(60)")
+        # Short sleeps: SIGINT goes to the kernel's process, and once the debugger's threads run,
+        # one of them may take it; CPython then raises KeyboardInterrupt in the main thread at
+        # its next bytecode, which one long time.sleep would not reach for 60 s.
+        msg_id = kc.execute("import time\nfor _ in range(600):\n    time.sleep(0.1)")
         while True:  # the cell is running once the kernel has published its input
             msg = kc.get_iopub_msg(timeout=30)
             if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "execute_input":
