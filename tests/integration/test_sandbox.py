@@ -334,13 +334,15 @@ def test_a_sandboxed_kernel_still_does_what_a_kernel_does(kpoold, tmp_path):
                                        timeout=30, output_hook=lambda msg: got.append(msg["content"].get("text", "")))
         assert reply["content"]["status"] == "ok", reply["content"]
         assert "%s :memory:" % (roots / "box") in "".join(got)
-        # Short sleeps: SIGINT goes to the kernel's process, and once the debugger's threads run,
-        # one of them may take it; CPython then raises KeyboardInterrupt in the main thread at
-        # its next bytecode, which one long time.sleep would not reach for 60 s.
-        msg_id = kc.execute("import time\nfor _ in range(600):\n    time.sleep(0.1)")
-        while True:  # the cell is running once the kernel has published its input
+        # Interrupted once its code runs: the cell says so. execute_input alone is not that: a
+        # SIGINT between it and the code's first line ends the request inside ipykernel with no
+        # reply (1 run in 10 here, 2 in 4 under ASan). Short sleeps: CPython raises
+        # KeyboardInterrupt at the main thread's next bytecode whichever thread took the signal.
+        msg_id = kc.execute("import time\nprint('looping', flush=True)\nfor _ in range(600):\n    time.sleep(0.1)")
+        while True:
             msg = kc.get_iopub_msg(timeout=30)
-            if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "execute_input":
+            if (msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream"
+                    and "looping" in msg["content"]["text"]):
                 break
         assert d.rpc(op="signal", kernel_id=k["kernel_id"], signum=2)["ok"]  # SIGINT, to the group through the outer process
         reply = kc.get_shell_msg(timeout=30)
